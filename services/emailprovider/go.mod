@@ -1,0 +1,3 @@
+module github.com/bookstore-go/bookstore/services/emailprovider
+
+go 1.26

@@ -1,0 +1,3 @@
+module github.com/bookstore-go/bookstore/services/ordering
+
+go 1.26

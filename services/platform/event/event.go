@@ -1,0 +1,216 @@
+// Package event is the wire format every Bookstore service speaks: a CloudEvents 1.0
+// envelope in structured JSON mode, with the event types of the contracts.
+//
+// It closes the "poison message" failure: Decode sorts every delivery into a valid event
+// or a *PoisonError that says why the message can never succeed, so a consumer can
+// dead-letter it at once instead of redelivering it forever.
+package event
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// ContentType is the AMQP content type of every event body.
+const ContentType = "application/cloudevents+json"
+
+// Event types: the routing keys on the bookstore.events exchange. The version suffix is
+// part of the type, so a consumer that meets a version it does not know dead-letters it
+// instead of misreading it.
+const (
+	OrderPlaced   = "ordering.order-placed.v1"
+	StockReserved = "inventory.stock-reserved.v1"
+	StockRejected = "inventory.stock-rejected.v1"
+)
+
+// Envelope is a CloudEvents 1.0 event. Data stays raw so that the bytes a producer wrote
+// into its outbox are the bytes every consumer hashes.
+type Envelope struct {
+	SpecVersion     string          `json:"specversion"`
+	ID              string          `json:"id"`
+	Source          string          `json:"source"`
+	Type            string          `json:"type"`
+	Subject         string          `json:"subject"`
+	Time            time.Time       `json:"time"`
+	DataContentType string          `json:"datacontenttype"`
+	Sequence        string          `json:"sequence"`
+	TraceParent     string          `json:"traceparent,omitempty"`
+	TraceState      string          `json:"tracestate,omitempty"`
+	Data            json.RawMessage `json:"data"`
+}
+
+// Line is one book and quantity of an order, as events carry it.
+type Line struct {
+	BookID   uuid.UUID `json:"book_id"`
+	Quantity int       `json:"quantity"`
+}
+
+// OrderPlacedData is the data of ordering.order-placed.v1.
+type OrderPlacedData struct {
+	OrderID       uuid.UUID `json:"order_id"`
+	CustomerEmail string    `json:"customer_email"`
+	Lines         []Line    `json:"lines"`
+	PlacedAt      time.Time `json:"placed_at"`
+}
+
+// StockReservedData is the data of inventory.stock-reserved.v1.
+type StockReservedData struct {
+	OrderID       uuid.UUID `json:"order_id"`
+	CustomerEmail string    `json:"customer_email"`
+	Lines         []Line    `json:"lines"`
+}
+
+// StockRejectedData is the data of inventory.stock-rejected.v1.
+type StockRejectedData struct {
+	OrderID       uuid.UUID `json:"order_id"`
+	CustomerEmail string    `json:"customer_email"`
+	Lines         []Line    `json:"lines"`
+	Reason        string    `json:"reason"`
+}
+
+// New builds an envelope with a fresh UUIDv7 id. Call it exactly once per event, when the
+// outbox row is written: the id is what every consumer deduplicates on, so a relay that
+// publishes the row again must reuse it, never make a new one.
+func New(source, typ, subject string, sequence int64, data any) (Envelope, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return Envelope{}, fmt.Errorf("event id: %w", err)
+	}
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return Envelope{}, fmt.Errorf("event data: %w", err)
+	}
+	return Envelope{
+		SpecVersion:     "1.0",
+		ID:              id.String(),
+		Source:          source,
+		Type:            typ,
+		Subject:         subject,
+		Time:            time.Now().UTC().Truncate(time.Microsecond),
+		DataContentType: "application/json",
+		Sequence:        strconv.FormatInt(sequence, 10),
+		Data:            raw,
+	}, nil
+}
+
+// Poison reasons: the label of the poison metric.
+const (
+	ReasonNotJSON         = "not-json"
+	ReasonInvalidEnvelope = "invalid-envelope"
+	ReasonUnknownType     = "unknown-type"
+	ReasonInvalidData     = "invalid-data"
+	ReasonContentMismatch = "id-reused-with-different-content"
+)
+
+// PoisonError marks a message that can never succeed, whatever the retry.
+type PoisonError struct {
+	Reason string
+	Err    error
+}
+
+func (e *PoisonError) Error() string { return "poison message (" + e.Reason + "): " + e.Err.Error() }
+func (e *PoisonError) Unwrap() error { return e.Err }
+
+// Poison wraps err as a poison message with the given reason.
+func Poison(reason string, err error) error { return &PoisonError{Reason: reason, Err: err} }
+
+// IsPoison reports whether err is, or wraps, a *PoisonError, and its reason.
+func IsPoison(err error) (string, bool) {
+	var p *PoisonError
+	if errors.As(err, &p) {
+		return p.Reason, true
+	}
+	return "", false
+}
+
+// Decode parses and validates a message body. Every error it returns is a *PoisonError.
+// known lists the types the caller can handle; any other type is poison.
+func Decode(body []byte, known ...string) (Envelope, error) {
+	var e Envelope
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&e); err != nil {
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) || !json.Valid(body) {
+			return e, Poison(ReasonNotJSON, err)
+		}
+		return e, Poison(ReasonInvalidEnvelope, err)
+	}
+	if dec.More() {
+		return e, Poison(ReasonNotJSON, errors.New("trailing data after the event"))
+	}
+	if err := e.validate(); err != nil {
+		return e, Poison(ReasonInvalidEnvelope, err)
+	}
+	for _, k := range known {
+		if e.Type == k {
+			return e, nil
+		}
+	}
+	return e, Poison(ReasonUnknownType, fmt.Errorf("type %q is not one of %v", e.Type, known))
+}
+
+func (e Envelope) validate() error {
+	switch {
+	case e.SpecVersion != "1.0":
+		return fmt.Errorf("specversion %q, want 1.0", e.SpecVersion)
+	case e.Source == "":
+		return errors.New("source is empty")
+	case e.Type == "":
+		return errors.New("type is empty")
+	case e.Subject == "":
+		return errors.New("subject is empty")
+	case len(e.Data) == 0 || bytes.Equal(e.Data, []byte("null")):
+		return errors.New("data is missing")
+	}
+	id, err := uuid.Parse(e.ID)
+	if err != nil {
+		return fmt.Errorf("id %q is not a UUID", e.ID)
+	}
+	if id.String() != e.ID {
+		return fmt.Errorf("id %q is not in canonical form", e.ID)
+	}
+	if n, err := strconv.ParseInt(e.Sequence, 10, 64); err != nil || n < 1 {
+		return fmt.Errorf("sequence %q is not a positive decimal", e.Sequence)
+	}
+	return nil
+}
+
+// UUID returns the envelope's id; Decode has checked that it parses.
+func (e Envelope) UUID() uuid.UUID { return uuid.MustParse(e.ID) }
+
+// DecodeData unmarshals the data strictly: unknown fields are poison, since a producer
+// that sends them speaks a version this consumer does not know.
+func (e Envelope) DecodeData(v any) error {
+	dec := json.NewDecoder(bytes.NewReader(e.Data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return Poison(ReasonInvalidData, fmt.Errorf("%s data: %w", e.Type, err))
+	}
+	return nil
+}
+
+// ContentHash fingerprints what an event means (type, source, subject, sequence and the
+// compacted data), not how it was framed: the time and trace context may differ between
+// two publishes of the same outbox row, and a reformatted body is still the same event.
+// Two messages with one id and different hashes are a producer bug: poison.
+func (e Envelope) ContentHash() []byte {
+	var data bytes.Buffer
+	if err := json.Compact(&data, e.Data); err != nil {
+		data.Reset()
+		data.Write(e.Data)
+	}
+	h := sha256.New()
+	for _, part := range []string{e.Type, e.Source, e.Subject, e.Sequence} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	h.Write(data.Bytes())
+	return h.Sum(nil)
+}

@@ -1,0 +1,189 @@
+// Package failpoint opens the failure windows that the rest of Bookstore claims to
+// survive. A failpoint is a named place in the code ("ordering/before-commit") where a
+// test or the chaos run can make the process die as a power cut would, return an error,
+// or stall. Without a failpoint the windows between "written" and "committed", or
+// "published" and "marked", could only be argued about; with one they are run.
+//
+// Failpoints are configured once from BOOKSTORE_FAILPOINTS:
+//
+//	BOOKSTORE_FAILPOINTS="ordering/before-commit=crash;relay/after-publish=p(0.05)*crash"
+//
+// Actions: crash (SIGKILL to this process), error, delay(50ms); each may be prefixed by
+// p(0.05)* to fire with that probability. When the variable is unset, Inject is one
+// atomic load and a nil check.
+package failpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// EnvVar is the environment variable read by Configure.
+const EnvVar = "BOOKSTORE_FAILPOINTS"
+
+// The failpoint names of the contracts.
+const (
+	OrderingBeforeCommit  = "ordering/before-commit"
+	RelayAfterPublish     = "relay/after-publish"
+	InventoryBeforeCommit = "inventory/before-commit"
+	InventoryAfterCommit  = "inventory/after-commit"
+	NotificationAfterSend = "notification/after-send"
+	OrderingAfterCommit   = "ordering/after-commit"
+)
+
+// Names lists every failpoint of the contracts; Parse refuses any other.
+var Names = []string{
+	OrderingBeforeCommit, RelayAfterPublish, InventoryBeforeCommit,
+	InventoryAfterCommit, NotificationAfterSend, OrderingAfterCommit,
+}
+
+// ErrInjected is returned by Inject for the action "error".
+var ErrInjected = errors.New("failpoint: injected error")
+
+// Kind is what a failpoint does when it fires.
+type Kind int
+
+const (
+	Crash Kind = iota + 1
+	Error
+	Delay
+)
+
+// Action is one configured failpoint.
+type Action struct {
+	Kind        Kind
+	Delay       time.Duration
+	Probability float64 // 1 unless p(...) was given
+}
+
+// Set maps failpoint names to their actions.
+type Set map[string]Action
+
+var active atomic.Pointer[Set]
+
+// crash is replaced in tests of this package; everywhere else it is a real SIGKILL, so no
+// deferred function, no rollback and no ack runs: exactly what a power cut leaves behind.
+var crash = func() {
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {} // SIGKILL is not instantaneous; never return into the code after the failpoint
+}
+
+// Configure parses spec (the value of BOOKSTORE_FAILPOINTS) and makes it the active set.
+// An empty spec clears every failpoint.
+func Configure(spec string) error {
+	set, err := Parse(spec)
+	if err != nil {
+		return err
+	}
+	if len(set) == 0 {
+		active.Store(nil)
+		return nil
+	}
+	active.Store(&set)
+	return nil
+}
+
+// Inject runs the failpoint called name, if it is configured. It returns ErrInjected for
+// the action "error", ctx's error if ctx ends during a delay, and nil otherwise. A crash
+// does not return.
+func Inject(ctx context.Context, name string) error {
+	set := active.Load()
+	if set == nil {
+		return nil
+	}
+	a, ok := (*set)[name]
+	if !ok {
+		return nil
+	}
+	if a.Probability < 1 && rand.Float64() >= a.Probability {
+		return nil
+	}
+	switch a.Kind {
+	case Crash:
+		crash()
+	case Error:
+		return fmt.Errorf("%s: %w", name, ErrInjected)
+	case Delay:
+		t := time.NewTimer(a.Delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Parse reads a failpoint specification. It rejects unknown names and actions, so a typo
+// in a chaos run fails loudly instead of silently testing nothing.
+func Parse(spec string) (Set, error) {
+	set := Set{}
+	for _, part := range strings.Split(spec, ";") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, action, ok := strings.Cut(part, "=")
+		if !ok {
+			return nil, fmt.Errorf("failpoint %q: want name=action", part)
+		}
+		name = strings.TrimSpace(name)
+		if !known(name) {
+			return nil, fmt.Errorf("failpoint %q: unknown name (known: %s)", name, strings.Join(Names, ", "))
+		}
+		a, err := parseAction(strings.TrimSpace(action))
+		if err != nil {
+			return nil, fmt.Errorf("failpoint %q: %w", name, err)
+		}
+		set[name] = a
+	}
+	return set, nil
+}
+
+func parseAction(s string) (Action, error) {
+	a := Action{Probability: 1}
+	if rest, ok := strings.CutPrefix(s, "p("); ok {
+		num, after, ok := strings.Cut(rest, ")*")
+		if !ok {
+			return a, fmt.Errorf("action %q: want p(0.05)*action", s)
+		}
+		p, err := strconv.ParseFloat(num, 64)
+		if err != nil || p < 0 || p > 1 {
+			return a, fmt.Errorf("action %q: probability must be between 0 and 1", s)
+		}
+		a.Probability, s = p, after
+	}
+	switch {
+	case s == "crash":
+		a.Kind = Crash
+	case s == "error":
+		a.Kind = Error
+	case strings.HasPrefix(s, "delay(") && strings.HasSuffix(s, ")"):
+		d, err := time.ParseDuration(s[len("delay(") : len(s)-1])
+		if err != nil || d < 0 {
+			return a, fmt.Errorf("action %q: bad duration", s)
+		}
+		a.Kind, a.Delay = Delay, d
+	default:
+		return a, fmt.Errorf("action %q: want crash, error or delay(duration)", s)
+	}
+	return a, nil
+}
+
+func known(name string) bool {
+	for _, n := range Names {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,69 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// MaxBodyBytes is the largest request body any API accepts (64 KiB).
+const MaxBodyBytes = 64 << 10
+
+// Decode reads one JSON object into v: at most MaxBodyBytes, no unknown fields, nothing
+// after it. The error is a *Problem: 413 for a body too large, 400 for a malformed one,
+// with the offending field named where JSON tells us.
+func Decode(r *http.Request, v any) ([]byte, *Problem) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+	if err != nil {
+		return nil, malformed("", "could not read the body: "+err.Error())
+	}
+	if len(body) > MaxBodyBytes {
+		return nil, NewProblem(http.StatusRequestEntityTooLarge, "too-large", "Request body too large",
+			fmt.Sprintf("the body exceeds %d bytes", MaxBodyBytes))
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return nil, decodeProblem(err)
+	}
+	if dec.More() {
+		return nil, malformed("", "the body holds more than one JSON value")
+	}
+	return body, nil
+}
+
+func decodeProblem(err error) *Problem {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.Is(err, io.EOF):
+		return malformed("", "the body is empty; a JSON object is required")
+	case errors.As(err, &syn):
+		return malformed("", fmt.Sprintf("invalid JSON at byte %d: %v", syn.Offset, syn))
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			field = "(body)"
+		}
+		return malformed(field, fmt.Sprintf("%s: expected %s, got JSON %s", field, typ.Type, typ.Value))
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return malformed(field, fmt.Sprintf("%s: unknown field", field))
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return malformed("", "the body ends in the middle of a JSON value")
+	default:
+		return malformed("", err.Error())
+	}
+}
+
+func malformed(field, detail string) *Problem {
+	p := NewProblem(http.StatusBadRequest, "malformed", "Malformed request", detail)
+	if field != "" {
+		p.Errors = []FieldError{{Field: field, Detail: detail}}
+	}
+	return p
+}

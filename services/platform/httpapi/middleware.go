@@ -1,0 +1,59 @@
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/bookstore-go/bookstore/services/platform/telemetry"
+)
+
+// Instrument wraps an API with a server span per request, an access log line carrying the
+// trace id, and recovery from a panicking handler.
+func Instrument(tel *telemetry.Telemetry, h http.Handler) http.Handler {
+	logged := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		// chi fills a route context it finds in the request instead of making its own, so
+		// after routing we know the pattern (/orders/{id}) and name the span by it: one span
+		// name per route, not one per order.
+		rctx := chi.NewRouteContext()
+		r = r.WithContext(context.WithValue(r.Context(), chi.RouteCtxKey, rctx))
+		defer func() {
+			if p := rctx.RoutePattern(); p != "" {
+				trace.SpanFromContext(r.Context()).SetName(r.Method + " " + p)
+			}
+			if v := recover(); v != nil {
+				tel.Logger.ErrorContext(r.Context(), "handler panicked", "panic", v, "path", r.URL.Path)
+				Internal(rec)
+			}
+			level := slog.LevelInfo
+			if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Path == "/metrics" {
+				level = slog.LevelDebug
+			}
+			tel.Logger.Log(r.Context(), level, "http request", "method", r.Method, "path", r.URL.Path,
+				"status", rec.status, "duration_ms", time.Since(start).Milliseconds())
+		}()
+		h.ServeHTTP(rec, r)
+	})
+	return otelhttp.NewHandler(logged, "http",
+		otelhttp.WithTracerProvider(tel.TracerProvider),
+		otelhttp.WithMeterProvider(tel.MeterProvider),
+		otelhttp.WithPropagators(telemetry.Propagator),
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }))
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}

@@ -1,0 +1,378 @@
+package outbox
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/bookstore-go/bookstore/services/platform/broker"
+	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/platform/failpoint"
+	"github.com/bookstore-go/bookstore/services/platform/internal/store"
+	"github.com/bookstore-go/bookstore/services/platform/telemetry"
+)
+
+// Config tunes a Relay. Zero fields take the defaults of DefaultConfig.
+type Config struct {
+	ID              string        // this relay's name in claimed_by; default a random UUID
+	AppID           string        // the AMQP app_id: the producing service
+	BatchSize       int           // rows claimed and published at once (at most broker.MaxBatch)
+	Lease           time.Duration // how long a claim keeps other relays off a row
+	PollInterval    time.Duration // how often to look without a notification
+	MaxAttempts     int           // failed publishes before a row is parked as dead
+	BackoffBase     time.Duration // first retry delay; doubles per attempt, with jitter
+	BackoffMax      time.Duration
+	Retention       time.Duration // published rows older than this are deleted
+	CleanupInterval time.Duration
+}
+
+// DefaultConfig is the relay's configuration unless told otherwise.
+var DefaultConfig = Config{
+	BatchSize:       256,
+	Lease:           30 * time.Second,
+	PollInterval:    time.Second,
+	MaxAttempts:     25,
+	BackoffBase:     200 * time.Millisecond,
+	BackoffMax:      time.Minute,
+	Retention:       72 * time.Hour,
+	CleanupInterval: time.Minute,
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig
+	c.ID = cmp.Or(c.ID, uuid.NewString())
+	c.BatchSize = min(cmp.Or(c.BatchSize, d.BatchSize), broker.MaxBatch)
+	c.Lease = cmp.Or(c.Lease, d.Lease)
+	c.PollInterval = cmp.Or(c.PollInterval, d.PollInterval)
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, d.MaxAttempts)
+	c.BackoffBase = cmp.Or(c.BackoffBase, d.BackoffBase)
+	c.BackoffMax = cmp.Or(c.BackoffMax, d.BackoffMax)
+	c.Retention = cmp.Or(c.Retention, d.Retention)
+	c.CleanupInterval = cmp.Or(c.CleanupInterval, d.CleanupInterval)
+	return c
+}
+
+// Relay publishes committed outbox rows to the broker. Several relays may run against one
+// database: they claim disjoint batches, and a dead relay's claims expire.
+type Relay struct {
+	pool   *pgxpool.Pool
+	q      *store.Queries
+	pub    *broker.Publisher
+	cfg    Config
+	log    *slog.Logger
+	tracer trace.Tracer
+	m      relayMetrics
+}
+
+// NewRelay returns a relay over pool that publishes through pub.
+func NewRelay(pool *pgxpool.Pool, pub *broker.Publisher, tel *telemetry.Telemetry, cfg Config) (*Relay, error) {
+	cfg = cfg.withDefaults()
+	r := &Relay{
+		pool:   pool,
+		q:      store.New(pool),
+		pub:    pub,
+		cfg:    cfg,
+		log:    tel.Logger.With("component", "outbox.relay", "relay_id", cfg.ID),
+		tracer: tel.Tracer("outbox"),
+	}
+	m, err := newRelayMetrics(tel.Meter("outbox"), r.q)
+	if err != nil {
+		return nil, err
+	}
+	r.m = m
+	return r, nil
+}
+
+// Run publishes until ctx ends. It never returns early on a broker or database outage:
+// it logs, backs off and tries again, so the relay heals when they come back.
+func (r *Relay) Run(ctx context.Context) error {
+	wake := make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.listen(ctx, wake)
+	}()
+	defer func() { <-done }()
+
+	poll := time.NewTicker(r.cfg.PollInterval)
+	defer poll.Stop()
+	cleanup := time.NewTicker(r.cfg.CleanupInterval)
+	defer cleanup.Stop()
+	failures := 0
+	for {
+		n, err := r.RunOnce(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		switch {
+		case err != nil:
+			failures++
+			r.log.WarnContext(ctx, "relay batch failed", "err", err, "consecutive_failures", failures)
+			if !sleep(ctx, backoff(r.cfg.BackoffBase, r.cfg.BackoffMax, failures)) {
+				return nil
+			}
+			continue
+		case n == r.cfg.BatchSize:
+			failures = 0
+			continue // more may be waiting: do not sleep on a backlog
+		}
+		failures = 0
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wake:
+		case <-poll.C:
+		case <-cleanup.C:
+			if _, err := r.Cleanup(ctx); err != nil && ctx.Err() == nil {
+				r.log.WarnContext(ctx, "outbox cleanup failed", "err", err)
+			}
+		}
+	}
+}
+
+// listen turns NOTIFY outbox into wake-ups, reconnecting after any error. A missed
+// notification costs at most one poll interval.
+func (r *Relay) listen(ctx context.Context, wake chan<- struct{}) {
+	failures := 0
+	for ctx.Err() == nil {
+		err := r.listenOnce(ctx, wake)
+		if ctx.Err() != nil {
+			return
+		}
+		failures++
+		r.log.DebugContext(ctx, "outbox listener reconnecting", "err", err)
+		if !sleep(ctx, backoff(r.cfg.BackoffBase, r.cfg.BackoffMax, failures)) {
+			return
+		}
+	}
+}
+
+func (r *Relay) listenOnce(ctx context.Context, wake chan<- struct{}) error {
+	conn, err := pgx.ConnectConfig(ctx, r.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN outbox"); err != nil {
+		return err
+	}
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		select {
+		case wake <- struct{}{}:
+		default: // a wake-up is already pending; it will see this row too
+		}
+	}
+}
+
+// RunOnce claims one batch, publishes it and records the outcome of every row. It returns
+// how many rows it claimed.
+func (r *Relay) RunOnce(ctx context.Context) (int, error) {
+	rows, err := r.q.ClaimOutbox(ctx, store.ClaimOutboxParams{
+		BatchSize:    int32(r.cfg.BatchSize),
+		RelayID:      &r.cfg.ID,
+		LeaseSeconds: r.cfg.Lease.Seconds(),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("claim outbox: %w", err)
+	}
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	// Claimed rows are of distinct aggregates; ids are UUIDv7, so this is write order.
+	slices.SortFunc(rows, func(a, b store.ClaimOutboxRow) int { return cmp.Compare(a.ID.String(), b.ID.String()) })
+
+	msgs := make([]broker.Message, len(rows))
+	spans := make([]trace.Span, len(rows))
+	for i, row := range rows {
+		msgs[i], spans[i] = r.message(ctx, row)
+	}
+	errs := r.pub.PublishBatch(ctx, msgs)
+
+	// The broker has the acked events now. Dying here, before they are marked, is the
+	// window the relay cannot close: after a restart they are claimed and published again
+	// with the same ids, and consumers drop the copies.
+	if err := failpoint.Inject(ctx, failpoint.RelayAfterPublish); err != nil {
+		return len(rows), err
+	}
+
+	var published []uuid.UUID
+	for i, row := range rows {
+		if errs[i] == nil {
+			published = append(published, row.ID)
+			r.m.published.Add(ctx, 1)
+			r.m.latency.Record(ctx, time.Since(row.CreatedAt).Seconds())
+			spans[i].End()
+			continue
+		}
+		spans[i].RecordError(errs[i])
+		spans[i].SetStatus(codes.Error, "publish failed")
+		spans[i].End()
+		r.m.failures.Add(ctx, 1)
+		state, err := r.q.RecordPublishFailure(ctx, store.RecordPublishFailureParams{
+			ID:             row.ID,
+			LastError:      ptr(errs[i].Error()),
+			BackoffSeconds: backoff(r.cfg.BackoffBase, r.cfg.BackoffMax, int(row.Attempts)+1).Seconds(),
+			MaxAttempts:    int32(r.cfg.MaxAttempts),
+		})
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return len(rows), fmt.Errorf("record publish failure: %w", err)
+		}
+		if state == "dead" {
+			r.log.ErrorContext(ctx, "outbox row parked as dead", "event_id", row.ID, "type", row.EventType, "attempts", row.Attempts+1, "err", errs[i])
+		} else {
+			r.log.WarnContext(ctx, "publish failed, will retry", "event_id", row.ID, "type", row.EventType, "attempts", row.Attempts+1, "err", errs[i])
+		}
+	}
+	if len(published) > 0 {
+		if _, err := r.q.MarkPublished(ctx, published); err != nil {
+			return len(rows), fmt.Errorf("mark published: %w", err)
+		}
+	}
+	return len(rows), nil
+}
+
+// message builds the AMQP message for a row and starts its publish span, a child of the
+// trace stored when the row was written.
+func (r *Relay) message(ctx context.Context, row store.ClaimOutboxRow) (broker.Message, trace.Span) {
+	parent := telemetry.Propagator.Extract(ctx, propagation.MapCarrier{"traceparent": row.Traceparent, "tracestate": row.Tracestate})
+	ctx, span := r.tracer.Start(parent, row.EventType+" publish",
+		trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(
+			semconv.MessagingSystemRabbitmq,
+			semconv.MessagingDestinationName(broker.Exchange),
+			semconv.MessagingRabbitmqDestinationRoutingKey(row.EventType),
+			semconv.MessagingMessageID(row.ID.String()),
+			attribute.Int("bookstore.outbox.attempts", int(row.Attempts)),
+		))
+	headers := amqp.Table{}
+	carrier := propagation.MapCarrier{}
+	telemetry.Propagator.Inject(ctx, carrier)
+	for k, v := range carrier {
+		headers[k] = v
+	}
+	return broker.Message{
+		RoutingKey: row.EventType,
+		Publishing: amqp.Publishing{
+			MessageId:   row.ID.String(),
+			Type:        row.EventType,
+			ContentType: event.ContentType,
+			AppId:       r.cfg.AppID,
+			Timestamp:   row.CreatedAt,
+			Headers:     headers,
+			Body:        row.Envelope,
+		},
+	}, span
+}
+
+// Cleanup deletes published rows older than the retention period, in batches so no
+// statement holds many locks, and in one relay at a time (a transaction-scoped advisory
+// lock), so several relays do not fight over the same rows.
+func (r *Relay) Cleanup(ctx context.Context) (int64, error) {
+	var total int64
+	for {
+		var n int64
+		err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+			q := r.q.WithTx(tx)
+			ok, err := q.TryAdvisoryXactLock(ctx, cleanupLockKey)
+			if err != nil || !ok {
+				return err
+			}
+			n, err = q.DeletePublished(ctx, store.DeletePublishedParams{
+				RetentionSeconds: r.cfg.Retention.Seconds(),
+				BatchSize:        1000,
+			})
+			return err
+		})
+		total += n
+		if err != nil || n < 1000 {
+			return total, err
+		}
+	}
+}
+
+// cleanupLockKey is the advisory lock key of outbox clean-up ("outbox" in ASCII).
+const cleanupLockKey = 0x6f7574626f78
+
+// backoff is exponential with full jitter in [d/2, d): retries of many rows that failed
+// together spread out instead of hitting the broker again in one burst.
+func backoff(base, maxDelay time.Duration, attempt int) time.Duration {
+	d := base << min(attempt-1, 20)
+	if d <= 0 || d > maxDelay {
+		d = maxDelay
+	}
+	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+type relayMetrics struct {
+	published metric.Int64Counter
+	failures  metric.Int64Counter
+	latency   metric.Float64Histogram
+}
+
+func newRelayMetrics(m metric.Meter, q *store.Queries) (relayMetrics, error) {
+	var rm relayMetrics
+	var err, e error
+	rm.published, e = m.Int64Counter("bookstore.outbox.published", metric.WithDescription("Events the broker confirmed."))
+	err = errors.Join(err, e)
+	rm.failures, e = m.Int64Counter("bookstore.outbox.publish_failures", metric.WithDescription("Publishes nacked, returned, timed out or failed."))
+	err = errors.Join(err, e)
+	rm.latency, e = m.Float64Histogram("bookstore.outbox.publish_latency", metric.WithUnit("s"),
+		metric.WithDescription("From the outbox row's commit to the broker's confirm."),
+		metric.WithExplicitBucketBoundaries(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
+	err = errors.Join(err, e)
+	pending, e := m.Int64ObservableGauge("bookstore.outbox.pending", metric.WithDescription("Rows not yet published."))
+	err = errors.Join(err, e)
+	dead, e := m.Int64ObservableGauge("bookstore.outbox.dead", metric.WithDescription("Rows parked after too many failed publishes."))
+	err = errors.Join(err, e)
+	oldest, e := m.Float64ObservableGauge("bookstore.outbox.oldest_pending_age", metric.WithUnit("s"),
+		metric.WithDescription("Age of the oldest unpublished row: the relay's lag."))
+	err = errors.Join(err, e)
+	if err != nil {
+		return rm, fmt.Errorf("outbox metrics: %w", err)
+	}
+	_, err = m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		s, err := q.OutboxStats(ctx)
+		if err != nil {
+			return nil // a scrape during an outage shows no value rather than failing
+		}
+		o.ObserveInt64(pending, s.Pending)
+		o.ObserveInt64(dead, s.Dead)
+		o.ObserveFloat64(oldest, s.OldestPendingSeconds)
+		return nil
+	}, pending, dead, oldest)
+	return rm, err
+}

@@ -1,0 +1,145 @@
+// Package pgdb gives each service its own Postgres database, owned by its own role, with
+// the schema brought up to date before the service takes any traffic.
+//
+// It closes the "init script never ran" failure of container setups: Postgres init
+// scripts run only on an empty volume, so every service also creates its role and
+// database itself, idempotently, on every start.
+package pgdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/database"
+)
+
+// Migrations is one set of goose migrations and the table that records how far it got.
+// The platform's tables (outbox, inbox) and a service's own are separate sets, each with
+// its own version table, so neither numbering has to know the other.
+type Migrations struct {
+	FS           fs.FS
+	VersionTable string
+}
+
+// Ensure creates the role and database named in databaseURL if they are missing, using
+// adminURL (a superuser). The role owns the database and PUBLIC may not connect to it,
+// so no service can read another's tables. Safe to run concurrently and on every start.
+func Ensure(ctx context.Context, adminURL, databaseURL string) error {
+	target, err := pgx.ParseConfig(databaseURL)
+	if err != nil {
+		return fmt.Errorf("ensure database: parse DATABASE_URL: %w", err)
+	}
+	role, db := target.User, target.Database
+	if role == "" || db == "" {
+		return errors.New("ensure database: DATABASE_URL must name a user and a database")
+	}
+	admin, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return fmt.Errorf("ensure database: connect admin: %w", err)
+	}
+	defer admin.Close(ctx)
+
+	// A password in DATABASE_URL (docker compose) is set on the role; locally trust auth
+	// needs none.
+	pw := ""
+	if u, err := url.Parse(databaseURL); err == nil && u.User != nil {
+		pw, _ = u.User.Password()
+	}
+	createRole := "CREATE ROLE " + pgx.Identifier{role}.Sanitize() + " LOGIN"
+	if pw != "" {
+		createRole += " PASSWORD " + quoteLiteral(pw)
+	}
+	if err := ignoreDuplicate(exec(ctx, admin, createRole)); err != nil {
+		return fmt.Errorf("ensure database: create role %s: %w", role, err)
+	}
+	createDB := "CREATE DATABASE " + pgx.Identifier{db}.Sanitize() + " OWNER " + pgx.Identifier{role}.Sanitize()
+	if err := ignoreDuplicate(exec(ctx, admin, createDB)); err != nil {
+		return fmt.Errorf("ensure database: create database %s: %w", db, err)
+	}
+	if _, err := admin.Exec(ctx, "REVOKE ALL ON DATABASE "+pgx.Identifier{db}.Sanitize()+" FROM PUBLIC"); err != nil {
+		return fmt.Errorf("ensure database: revoke public on %s: %w", db, err)
+	}
+	return nil
+}
+
+// exec runs a statement that has no IF NOT EXISTS form.
+func exec(ctx context.Context, conn *pgx.Conn, sql string) error {
+	_, err := conn.Exec(ctx, sql)
+	return err
+}
+
+// ignoreDuplicate turns "already exists" into success. Checking first and creating second
+// would race with a second instance starting at the same moment; asking and forgiving
+// cannot.
+func ignoreDuplicate(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "42710", "42P04", "23505": // duplicate_object, duplicate_database, unique_violation (catalog race)
+			return nil
+		}
+	}
+	return err
+}
+
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// Migrate applies every pending migration of each set, in order.
+func Migrate(ctx context.Context, pool *pgxpool.Pool, sets ...Migrations) error {
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	for _, set := range sets {
+		p, err := goose.NewProvider("", db, set.FS,
+			goose.WithStore(mustStore(set.VersionTable)),
+			goose.WithDisableGlobalRegistry(true))
+		if err != nil {
+			return fmt.Errorf("migrate %s: %w", set.VersionTable, err)
+		}
+		if _, err := p.Up(ctx); err != nil {
+			return fmt.Errorf("migrate %s: %w", set.VersionTable, err)
+		}
+	}
+	return nil
+}
+
+func mustStore(table string) database.Store {
+	s, err := database.NewStore(database.DialectPostgres, table)
+	if err != nil {
+		panic(err) // only for an empty table name: a programming error
+	}
+	return s
+}
+
+// Open ensures the database exists (when adminURL is set), connects as the service's own
+// role, and migrates. It returns a pool ready for traffic.
+func Open(ctx context.Context, adminURL, databaseURL string, sets ...Migrations) (*pgxpool.Pool, error) {
+	if adminURL != "" {
+		if err := Ensure(ctx, adminURL, databaseURL); err != nil {
+			return nil, err
+		}
+	}
+	pool, err := pgxpool.New(ctx, databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	if err := Migrate(ctx, pool, sets...); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
+}
+
+// InTx runs fn inside a transaction and commits when fn returns nil. A panic or error
+// rolls back, so a half-done unit of work never becomes visible.
+func InTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, pool, fn)
+}

@@ -1,0 +1,3 @@
+module github.com/bookstore-go/bookstore/sql
+
+go 1.26
