@@ -145,4 +145,6 @@ func (h traceHandler) WithAttrs(as []slog.Attr) slog.Handler {
 	return traceHandler{h.Handler.WithAttrs(as)}
 }
 
-func (h traceHandler) WithGroup(name string) slog.Handler { return traceHandler{h.Handler.WithGroup(name)} }
+func (h traceHandler) WithGroup(name string) slog.Handler {
+	return traceHandler{h.Handler.WithGroup(name)}
+}

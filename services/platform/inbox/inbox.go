@@ -1,0 +1,126 @@
+// Package inbox makes a consumer idempotent where it matters: in the same transaction as
+// the work.
+//
+// The broker delivers at least once, and a relay publishes at least once, so every
+// message may arrive twice, even twice at the same moment on two consumers. Checking
+// "have I seen it?" and then doing the work lets both copies pass the check. Instead
+// Process inserts the (message id, consumer) row as the first statement of the work's
+// transaction: the primary key decides. The second copy's insert waits for the first
+// transaction; if that commits, the insert finds a conflict and the copy is skipped; if it
+// rolls back (a crash before commit), the second copy does the work. Either way the work is
+// done once.
+package inbox
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/platform/internal/store"
+)
+
+// Retention is how long processed message ids are kept: 14 days, longer than any
+// redelivery (minutes) and any manual DLQ replay window we support (a week). A message
+// replayed after its id was deleted would be processed again.
+const Retention = 14 * 24 * time.Hour
+
+// Claim inserts the message's inbox row in tx. It returns true when this copy is the first
+// and the caller must do the work in the same tx, false for a duplicate of a message this
+// consumer already processed. The same id with different content is a producer bug that
+// no retry can fix: Claim returns a poison error for it.
+func Claim(ctx context.Context, tx pgx.Tx, consumer string, env event.Envelope) (bool, error) {
+	q := store.New(tx)
+	hash := env.ContentHash()
+	n, err := q.ClaimInbox(ctx, store.ClaimInboxParams{
+		MessageID:   env.UUID(),
+		Consumer:    consumer,
+		ContentHash: hash,
+		EventType:   env.Type,
+	})
+	if err != nil {
+		return false, fmt.Errorf("inbox claim %s: %w", env.ID, err)
+	}
+	if n == 1 {
+		return true, nil
+	}
+	seen, err := q.InboxContentHash(ctx, store.InboxContentHashParams{MessageID: env.UUID(), Consumer: consumer})
+	if err != nil {
+		return false, fmt.Errorf("inbox lookup %s: %w", env.ID, err)
+	}
+	if !bytes.Equal(seen, hash) {
+		return false, event.Poison(event.ReasonContentMismatch,
+			fmt.Errorf("message %s was already processed by %s with different content", env.ID, consumer))
+	}
+	return false, nil
+}
+
+// Process runs work in one transaction behind the inbox claim. It returns processed=false,
+// without running work, for a duplicate. If work fails or the process dies before commit,
+// neither the inbox row nor the work's writes exist, and the redelivered message is
+// processed from scratch.
+func Process(ctx context.Context, pool *pgxpool.Pool, consumer string, env event.Envelope, work func(pgx.Tx) error) (processed bool, err error) {
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		claimed, err := Claim(ctx, tx, consumer, env)
+		if err != nil || !claimed {
+			return err
+		}
+		processed = true
+		return work(tx)
+	})
+	if err != nil {
+		return false, err
+	}
+	return processed, nil
+}
+
+// Cleanup deletes inbox rows older than retention, in batches, under a transaction-scoped
+// advisory lock so that only one instance cleans at a time.
+func Cleanup(ctx context.Context, pool *pgxpool.Pool, retention time.Duration) (int64, error) {
+	var total int64
+	for {
+		var n int64
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			q := store.New(tx)
+			ok, err := q.TryAdvisoryXactLock(ctx, cleanupLockKey)
+			if err != nil || !ok {
+				return err
+			}
+			n, err = q.DeleteProcessedInbox(ctx, store.DeleteProcessedInboxParams{
+				RetentionSeconds: retention.Seconds(),
+				BatchSize:        1000,
+			})
+			return err
+		})
+		total += n
+		if err != nil || n < 1000 {
+			return total, err
+		}
+	}
+}
+
+// cleanupLockKey is the advisory lock key of inbox clean-up ("inbox" in ASCII).
+const cleanupLockKey = 0x696e626f78
+
+// RunCleanup calls Cleanup every interval until ctx ends.
+func RunCleanup(ctx context.Context, pool *pgxpool.Pool, retention, interval time.Duration, log *slog.Logger) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n, err := Cleanup(ctx, pool, retention); err != nil && ctx.Err() == nil {
+				log.WarnContext(ctx, "inbox cleanup failed", "err", err)
+			} else if n > 0 {
+				log.InfoContext(ctx, "inbox cleanup", "deleted", n)
+			}
+		}
+	}
+}

@@ -1,0 +1,181 @@
+// Package testenv gives each test its own Postgres database and RabbitMQ virtual host on
+// the real servers of the machine, so tests run in parallel without seeing each other's
+// rows or queues, and nothing is mocked.
+//
+// When a server is down a test is skipped on a developer's machine and fails in CI
+// (CI=true): a green CI run must mean the tests talked to real services.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// Defaults for the local servers; override with the environment variables of the same name.
+var (
+	AdminURL      = env("TEST_DATABASE_ADMIN_URL", "postgres://postgres@localhost:5432/postgres?sslmode=disable")
+	AMQPBase      = env("TEST_AMQP_URL", "amqp://guest:guest@localhost:5672/")
+	ManagementURL = env("TEST_RABBITMQ_MANAGEMENT_URL", "http://guest:guest@localhost:15672")
+)
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// unavailable skips the test, or fails it in CI, where a missing service is a defect.
+func unavailable(t testing.TB, what string, err error) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s is required in CI: %v", what, err)
+	}
+	t.Skipf("%s unavailable: %v", what, err)
+}
+
+// Name returns a short unique lower-case name with the given prefix.
+func Name(prefix string) string {
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	return prefix + "_" + hex.EncodeToString(b)
+}
+
+// Database names a fresh database and role for one test and returns the admin URL and
+// the service's DATABASE_URL. The service creates both on start (pgdb.Ensure), exactly as
+// in production; the test drops them when it ends.
+func Database(t testing.TB, service string) (adminURL, databaseURL string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, AdminURL)
+	if err != nil {
+		unavailable(t, "Postgres", err)
+	}
+	_ = conn.Close(ctx)
+
+	name := Name("t_" + service)
+	u, _ := url.Parse(AdminURL)
+	u.User = url.User(name)
+	u.Path = "/" + name
+	t.Cleanup(func() { DropDatabase(t, name) })
+	return AdminURL, u.String()
+}
+
+// DropDatabase removes a test database and its role, disconnecting whoever is left.
+func DropDatabase(t testing.TB, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, AdminURL)
+	if err != nil {
+		t.Logf("drop %s: %v", name, err)
+		return
+	}
+	defer conn.Close(ctx)
+	id := pgx.Identifier{name}.Sanitize()
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+id+" WITH (FORCE)"); err != nil {
+		t.Logf("drop database %s: %v", name, err)
+	}
+	if _, err := conn.Exec(ctx, "DROP ROLE IF EXISTS "+id); err != nil {
+		t.Logf("drop role %s: %v", name, err)
+	}
+}
+
+// VHost creates a fresh RabbitMQ virtual host for one test and returns its AMQP URL. The
+// queues and exchanges of the contracts have fixed names; a vhost per test keeps tests
+// that declare them apart.
+func VHost(t testing.TB) string {
+	t.Helper()
+	name := Name("t")
+	if err := management(http.MethodPut, "/api/vhosts/"+name, "{}"); err != nil {
+		unavailable(t, "RabbitMQ management API (rabbitmq-plugins enable rabbitmq_management)", err)
+	}
+	if err := management(http.MethodPut, "/api/permissions/"+name+"/guest", `{"configure":".*","write":".*","read":".*"}`); err != nil {
+		t.Fatalf("vhost permissions: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := management(http.MethodDelete, "/api/vhosts/"+name, ""); err != nil {
+			t.Logf("delete vhost %s: %v", name, err)
+		}
+	})
+	u, _ := url.Parse(AMQPBase)
+	u.Path = "/" + name
+	amqpURL := u.String()
+	conn, err := amqp.Dial(amqpURL)
+	if err != nil {
+		unavailable(t, "RabbitMQ", err)
+	}
+	_ = conn.Close()
+	return amqpURL
+}
+
+func management(method, path, body string) error {
+	u, err := url.Parse(ManagementURL)
+	if err != nil {
+		return err
+	}
+	pw, _ := u.User.Password()
+	user := u.User.Username()
+	u.User = nil
+	req, err := http.NewRequest(method, u.String()+path, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.SetBasicAuth(user, pw)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
+	}
+	return nil
+}
+
+// QueueDepth returns the number of ready messages in a queue of the vhost at amqpURL.
+func QueueDepth(t testing.TB, amqpURL, queue string) int {
+	t.Helper()
+	conn, err := amqp.Dial(amqpURL)
+	if err != nil {
+		t.Fatalf("queue depth: %v", err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatalf("queue depth: %v", err)
+	}
+	defer ch.Close()
+	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err != nil {
+		t.Fatalf("queue depth %s: %v", queue, err)
+	}
+	return q.Messages
+}
+
+// Eventually polls cond until it returns true or timeout passes, then fails the test with msg.
+func Eventually(t testing.TB, timeout time.Duration, msg string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if cond() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v: %s", timeout, msg)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
