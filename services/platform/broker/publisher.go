@@ -123,6 +123,12 @@ func (p *Publisher) channel(ctx context.Context) (*amqp.Channel, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Declared on every new channel: after a broker restart that lost the topology, the
+	// first publish would otherwise be returned as unroutable until someone redeclared.
+	if err := DeclareTopology(ch); err != nil {
+		_ = ch.Close()
+		return nil, err
+	}
 	if err := ch.Confirm(false); err != nil {
 		_ = ch.Close()
 		return nil, fmt.Errorf("publish: confirm mode: %w", err)

@@ -1,0 +1,154 @@
+// Command ordering takes orders over HTTP, writes each order and its OrderPlaced event in
+// one transaction, relays the events to RabbitMQ and follows inventory's answer.
+//
+//	ordering          API, outbox relay and stock-events consumer (the default)
+//	ordering relay    the outbox relay alone, to run more relays beside the API
+//	ordering --help   every environment variable and its default
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/bookstore-go/bookstore/services/ordering/internal/api"
+	"github.com/bookstore-go/bookstore/services/ordering/internal/orders"
+	"github.com/bookstore-go/bookstore/services/platform/broker"
+	"github.com/bookstore-go/bookstore/services/platform/config"
+	"github.com/bookstore-go/bookstore/services/platform/consumer"
+	"github.com/bookstore-go/bookstore/services/platform/failpoint"
+	"github.com/bookstore-go/bookstore/services/platform/httpapi"
+	"github.com/bookstore-go/bookstore/services/platform/inbox"
+	"github.com/bookstore-go/bookstore/services/platform/outbox"
+	"github.com/bookstore-go/bookstore/services/platform/pgdb"
+	"github.com/bookstore-go/bookstore/services/platform/telemetry"
+	"github.com/bookstore-go/bookstore/sql"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "ordering:", err)
+		os.Exit(1)
+	}
+}
+
+// Seams for the tests of this package, which run the whole service in-process: onListen
+// learns the HTTP address bound, spanExporter receives every span. Both nil otherwise.
+var (
+	onListen     func(net.Addr)
+	spanExporter sdktrace.SpanExporter
+)
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	cfg, vars := config.Standard("ordering", 8081)
+	var publisher, relayID, relayBatch, consumers string
+	vars = append(vars,
+		config.Var{Name: "ORDERING_PUBLISHER", Default: "outbox", Help: "outbox, or direct: commit then publish, no outbox (the wrong way, for demonstrations)", Dest: &publisher},
+		config.Var{Name: "RELAY_ID", Default: "", Help: "this relay's name in outbox claims; empty: random", Dest: &relayID},
+		config.Var{Name: "RELAY_BATCH_SIZE", Default: "256", Help: "outbox rows claimed and published at once", Dest: &relayBatch},
+		config.Var{Name: "CONSUMER_CONCURRENCY", Default: "4", Help: "stock events handled at once", Dest: &consumers},
+	)
+	if err := config.Parse("ordering", args, getenv, stdout, vars); err != nil {
+		if errors.Is(err, config.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	mode := "serve"
+	if rest := config.Rest(args); len(rest) > 0 {
+		mode = rest[0]
+	}
+	if mode != "serve" && mode != "relay" {
+		return fmt.Errorf("unknown command %q (want none or relay)", mode)
+	}
+	if publisher != "outbox" && publisher != "direct" {
+		return fmt.Errorf("ORDERING_PUBLISHER=%q: want outbox or direct", publisher)
+	}
+	batch, err := config.Positive("RELAY_BATCH_SIZE", relayBatch)
+	if err != nil {
+		return err
+	}
+	concurrency, err := config.Positive("CONSUMER_CONCURRENCY", consumers)
+	if err != nil {
+		return err
+	}
+	if err := failpoint.Configure(cfg.Failpoints); err != nil {
+		return err
+	}
+
+	tel, err := telemetry.Setup(ctx, telemetry.Options{Service: "ordering", LogLevel: cfg.LogLevel, OTLPEndpoint: cfg.OTLPEndpoint, Stdout: stdout, SpanExporter: spanExporter})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tel.Shutdown(context.WithoutCancel(ctx)) }()
+	log := tel.Logger.With("mode", mode)
+
+	// Migrations run before anything listens: no request or event meets an old schema.
+	pool, err := pgdb.Open(ctx, cfg.DatabaseAdminURL, cfg.DatabaseURL,
+		pgdb.Migrations{FS: sql.Platform, VersionTable: "goose_platform_version"},
+		pgdb.Migrations{FS: sql.Ordering, VersionTable: "goose_ordering_version"})
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	conn := broker.NewConn(cfg.AMQPURL, "ordering-"+mode)
+	defer conn.Close()
+	pub := broker.NewPublisher(conn, 10*time.Second)
+	defer pub.Close()
+
+	ready := []httpapi.Check{
+		{Name: "postgres", Ping: pool.Ping},
+		{Name: "rabbitmq", Ping: conn.Ping},
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	relay, err := outbox.NewRelay(pool, pub, tel, outbox.Config{ID: relayID, AppID: "ordering", BatchSize: batch})
+	if err != nil {
+		return err
+	}
+	if publisher == "outbox" {
+		g.Go(func() error { return relay.Run(ctx) })
+	}
+
+	if mode == "relay" {
+		addr := cfg.HTTPAddr
+		if getenv("HTTP_ADDR") == "" {
+			addr = ":8091" // beside an ordering API on the same machine
+		}
+		g.Go(func() error { return httpapi.Serve(ctx, addr, api.NewProbes(tel, ready...), log, onListen) })
+		log.InfoContext(ctx, "ordering relay started", "relay_id", relayID)
+		return g.Wait()
+	}
+
+	var direct orders.Publisher
+	if publisher == "direct" {
+		direct = directPublisher{pub}
+		log.WarnContext(ctx, "ORDERING_PUBLISHER=direct: events are published after commit without an outbox and CAN BE LOST")
+	}
+	svc := orders.NewService(pool, tel.Tracer("orders"), log, direct)
+	stockEvents, err := consumer.New(conn, tel, consumer.Config{
+		Name:        orders.ConsumerName,
+		Queue:       broker.QueueOrderingStockEvents,
+		Types:       orders.StockEventTypes,
+		Concurrency: concurrency,
+	}, svc.ApplyStockOutcome)
+	if err != nil {
+		return err
+	}
+	g.Go(func() error { return stockEvents.Run(ctx) })
+	g.Go(func() error { inbox.RunCleanup(ctx, pool, inbox.Retention, time.Hour, log); return nil })
+	g.Go(func() error { return httpapi.Serve(ctx, cfg.HTTPAddr, api.NewServer(svc, tel, ready...), log, onListen) })
+	log.InfoContext(ctx, "ordering started", "http_addr", cfg.HTTPAddr, "publisher", publisher)
+	return g.Wait()
+}

@@ -1,0 +1,34 @@
+// Package api is ordering's HTTP API. routes.go maps all of it; orders.go holds the
+// handlers, each decoding, validating and calling one use case of package orders.
+package api
+
+import (
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/bookstore-go/bookstore/services/ordering/internal/orders"
+	"github.com/bookstore-go/bookstore/services/platform/httpapi"
+	"github.com/bookstore-go/bookstore/services/platform/telemetry"
+)
+
+// NewServer returns ordering's whole HTTP API.
+func NewServer(svc *orders.Service, tel *telemetry.Telemetry, ready ...httpapi.Check) http.Handler {
+	r := chi.NewRouter()
+	r.Post("/orders", placeOrder(svc, tel))
+	r.Get("/orders/{id}", getOrder(svc, tel))
+	r.Method(http.MethodGet, "/healthz", httpapi.Healthz())
+	r.Method(http.MethodGet, "/readyz", httpapi.Readyz(ready...))
+	r.Method(http.MethodGet, "/metrics", tel.Metrics)
+	return httpapi.Instrument(tel, r)
+}
+
+// NewProbes returns only the health, readiness and metrics endpoints, for a process that
+// runs the relay alone.
+func NewProbes(tel *telemetry.Telemetry, ready ...httpapi.Check) http.Handler {
+	r := chi.NewRouter()
+	r.Method(http.MethodGet, "/healthz", httpapi.Healthz())
+	r.Method(http.MethodGet, "/readyz", httpapi.Readyz(ready...))
+	r.Method(http.MethodGet, "/metrics", tel.Metrics)
+	return httpapi.Instrument(tel, r)
+}

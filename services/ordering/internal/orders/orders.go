@@ -1,0 +1,95 @@
+// Package orders is the ordering service's domain: placing an order and following its
+// stock outcome. Each use case is one Postgres transaction; read PlaceOrder first.
+package orders
+
+import (
+	"errors"
+	"fmt"
+	"net/mail"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Status is where an order is in its life: pending until inventory answers.
+type Status string
+
+const (
+	Pending   Status = "pending"
+	Confirmed Status = "confirmed"
+	Rejected  Status = "rejected"
+)
+
+// Line is one book of an order.
+type Line struct {
+	BookID   uuid.UUID `json:"book_id"`
+	Quantity int       `json:"quantity"`
+}
+
+// Order is the order as the API shows it.
+type Order struct {
+	ID            uuid.UUID `json:"id"`
+	CustomerEmail string    `json:"customer_email"`
+	Status        Status    `json:"status"`
+	Lines         []Line    `json:"lines"`
+	CreatedAt     time.Time `json:"created_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
+}
+
+// PlaceOrderRequest is the body of POST /orders.
+type PlaceOrderRequest struct {
+	CustomerEmail string `json:"customer_email"`
+	Lines         []Line `json:"lines"`
+}
+
+// Limits of an order, from the contracts.
+const (
+	MaxLines    = 50
+	MaxQuantity = 100
+	MaxEmailLen = 254
+)
+
+// Valid returns a problem per invalid field, keyed by its JSON path; empty when valid.
+func (r PlaceOrderRequest) Valid() map[string]string {
+	problems := map[string]string{}
+	switch {
+	case r.CustomerEmail == "":
+		problems["customer_email"] = "is required"
+	case len(r.CustomerEmail) > MaxEmailLen:
+		problems["customer_email"] = fmt.Sprintf("must be at most %d characters", MaxEmailLen)
+	default:
+		if a, err := mail.ParseAddress(r.CustomerEmail); err != nil || a.Address != r.CustomerEmail || a.Name != "" {
+			problems["customer_email"] = "must be a plain email address such as ada@example.com"
+		}
+	}
+	switch {
+	case len(r.Lines) == 0:
+		problems["lines"] = "must have at least one line"
+	case len(r.Lines) > MaxLines:
+		problems["lines"] = fmt.Sprintf("must have at most %d lines", MaxLines)
+	}
+	seen := map[uuid.UUID]int{}
+	for i, l := range r.Lines {
+		path := fmt.Sprintf("lines[%d]", i)
+		if l.BookID == uuid.Nil {
+			problems[path+".book_id"] = "is required"
+		} else if j, dup := seen[l.BookID]; dup {
+			problems[path+".book_id"] = fmt.Sprintf("repeats lines[%d].book_id; order each book once with its total quantity", j)
+		} else {
+			seen[l.BookID] = i
+		}
+		if l.Quantity < 1 || l.Quantity > MaxQuantity {
+			problems[path+".quantity"] = fmt.Sprintf("must be between 1 and %d", MaxQuantity)
+		}
+	}
+	return problems
+}
+
+// Errors of the use cases, mapped to HTTP statuses by the API.
+var (
+	ErrNotFound = errors.New("order not found")
+	// ErrKeyInFlight: another request with this Idempotency-Key is being processed.
+	ErrKeyInFlight = errors.New("a request with this Idempotency-Key is still in flight")
+	// ErrKeyMismatch: this Idempotency-Key was used before with a different body.
+	ErrKeyMismatch = errors.New("this Idempotency-Key was used with a different request body")
+)

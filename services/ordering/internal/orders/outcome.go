@@ -1,0 +1,93 @@
+package orders
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/bookstore-go/bookstore/services/ordering/internal/store"
+	"github.com/bookstore-go/bookstore/services/platform/consumer"
+	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/platform/failpoint"
+	"github.com/bookstore-go/bookstore/services/platform/inbox"
+)
+
+// ConsumerName is ordering's key in its inbox.
+const ConsumerName = "ordering"
+
+// StockEventTypes are the events ApplyStockOutcome handles.
+var StockEventTypes = []string{event.StockReserved, event.StockRejected}
+
+// ApplyStockOutcome moves an order to confirmed or rejected when inventory has decided.
+// The inbox row and the status change commit together, so a redelivery is a duplicate
+// and never a second transition.
+func (s *Service) ApplyStockOutcome(ctx context.Context, env event.Envelope) (consumer.Outcome, error) {
+	orderID, status, err := outcomeOf(env)
+	if err != nil {
+		return 0, err
+	}
+	processed, err := inbox.Process(ctx, s.pool, ConsumerName, env, func(tx pgx.Tx) error {
+		_, err := store.New(tx).ApplyStockOutcome(ctx, store.ApplyStockOutcomeParams{ID: orderID, Status: string(status)})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return s.explainNoTransition(ctx, tx, orderID, status, env)
+		}
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	// Committed, not yet acked: a crash here redelivers the event, and the inbox makes the
+	// redelivery a duplicate.
+	if err := failpoint.Inject(ctx, failpoint.OrderingAfterCommit); err != nil {
+		return 0, err
+	}
+	if !processed {
+		return consumer.Duplicate, nil
+	}
+	return consumer.Processed, nil
+}
+
+// explainNoTransition handles an outcome that changed no row. An order that already has
+// an outcome keeps it (the same outcome sent under a second message id changes nothing);
+// an order that does not exist is poison: retrying cannot make it appear.
+func (s *Service) explainNoTransition(ctx context.Context, tx pgx.Tx, id uuid.UUID, status Status, env event.Envelope) error {
+	row, err := store.New(tx).GetOrder(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return event.Poison(event.ReasonInvalidData, fmt.Errorf("%s for unknown order %s", env.Type, id))
+	}
+	if err != nil {
+		return err
+	}
+	if Status(row.Status) != status {
+		s.log.WarnContext(ctx, "conflicting stock outcome ignored", "order_id", id, "status", row.Status, "outcome", status, "event_id", env.ID)
+	}
+	return nil
+}
+
+func outcomeOf(env event.Envelope) (uuid.UUID, Status, error) {
+	switch env.Type {
+	case event.StockReserved:
+		var d event.StockReservedData
+		if err := env.DecodeData(&d); err != nil {
+			return uuid.Nil, "", err
+		}
+		return d.OrderID, Confirmed, validOrderID(d.OrderID, env)
+	case event.StockRejected:
+		var d event.StockRejectedData
+		if err := env.DecodeData(&d); err != nil {
+			return uuid.Nil, "", err
+		}
+		return d.OrderID, Rejected, validOrderID(d.OrderID, env)
+	}
+	return uuid.Nil, "", event.Poison(event.ReasonUnknownType, fmt.Errorf("type %q", env.Type))
+}
+
+func validOrderID(id uuid.UUID, env event.Envelope) error {
+	if id == uuid.Nil || id.String() != env.Subject {
+		return event.Poison(event.ReasonInvalidData, fmt.Errorf("order_id %s does not match subject %q", id, env.Subject))
+	}
+	return nil
+}

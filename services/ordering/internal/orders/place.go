@@ -1,0 +1,217 @@
+package orders
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/bookstore-go/bookstore/services/ordering/internal/store"
+	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/platform/failpoint"
+	"github.com/bookstore-go/bookstore/services/platform/outbox"
+)
+
+// Source is the CloudEvents source of ordering's events.
+const Source = "bookstore/ordering"
+
+// Publisher publishes an event right away. Only the "direct" publishing mode uses it:
+// the wrong way, kept to show what the outbox prevents.
+type Publisher interface {
+	PublishNow(ctx context.Context, env event.Envelope) error
+}
+
+// Service runs the ordering use cases against the ordering database.
+type Service struct {
+	pool   *pgxpool.Pool
+	tracer trace.Tracer
+	log    *slog.Logger
+	direct Publisher // nil: events go through the outbox (the default, and the right way)
+}
+
+// NewService returns the ordering use cases. direct must be nil unless the service runs
+// with ORDERING_PUBLISHER=direct for a demonstration.
+func NewService(pool *pgxpool.Pool, tracer trace.Tracer, log *slog.Logger, direct Publisher) *Service {
+	return &Service{pool: pool, tracer: tracer, log: log, direct: direct}
+}
+
+// Placed is the outcome of PlaceOrder.
+type Placed struct {
+	Order    Order
+	Body     []byte // the response body; for a replay, the first response's bytes
+	Replayed bool   // true when the Idempotency-Key had already placed this order
+}
+
+// PlaceOrder stores a new order and its OrderPlaced event in one transaction. key is the
+// Idempotency-Key, "" when the client sent none.
+//
+// The order of statements is what makes this safe:
+//  1. Lock the key (advisory lock, held to commit): a concurrent request with the same key
+//     gets ErrKeyInFlight instead of placing a second order.
+//  2. Look the key up: a committed earlier request is replayed, not repeated.
+//  3. Insert the order, its lines and the outbox row, then the key with the response.
+//  4. Commit. A crash anywhere before this leaves nothing: no order, no event, no key, so
+//     the client's retry with the same key places the order afresh.
+func (s *Service) PlaceOrder(ctx context.Context, key string, req PlaceOrderRequest) (Placed, error) {
+	ctx, span := s.tracer.Start(ctx, "PlaceOrder transaction", trace.WithAttributes(attribute.Bool("bookstore.idempotency_key", key != "")))
+	defer span.End()
+
+	requestHash, err := hashRequest(req)
+	if err != nil {
+		return Placed{}, err
+	}
+	var placed Placed
+	var env event.Envelope
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		q := store.New(tx)
+		if key != "" {
+			locked, err := q.TryLockIdempotencyKey(ctx, key)
+			if err != nil {
+				return fmt.Errorf("lock idempotency key: %w", err)
+			}
+			if !locked {
+				return ErrKeyInFlight
+			}
+			prev, err := q.GetIdempotencyKey(ctx, key)
+			switch {
+			case err == nil:
+				if !bytes.Equal(prev.RequestHash, requestHash) {
+					return ErrKeyMismatch
+				}
+				placed = Placed{Body: prev.ResponseBody, Replayed: true}
+				return json.Unmarshal(prev.ResponseBody, &placed.Order)
+			case !errors.Is(err, pgx.ErrNoRows):
+				return fmt.Errorf("look up idempotency key: %w", err)
+			}
+		}
+
+		id, err := uuid.NewV7()
+		if err != nil {
+			return err
+		}
+		row, err := q.InsertOrder(ctx, store.InsertOrderParams{ID: id, CustomerEmail: req.CustomerEmail})
+		if err != nil {
+			return fmt.Errorf("insert order: %w", err)
+		}
+		bookIDs, quantities := make([]uuid.UUID, len(req.Lines)), make([]int32, len(req.Lines))
+		for i, l := range req.Lines {
+			bookIDs[i], quantities[i] = l.BookID, int32(l.Quantity)
+		}
+		if err := q.InsertOrderLines(ctx, store.InsertOrderLinesParams{OrderID: id, BookIds: bookIDs, Quantities: quantities}); err != nil {
+			return fmt.Errorf("insert order lines: %w", err)
+		}
+		placed.Order = fromRow(row, req.Lines)
+
+		data := event.OrderPlacedData{OrderID: id, CustomerEmail: req.CustomerEmail, Lines: toEventLines(req.Lines), PlacedAt: row.CreatedAt}
+		if s.direct == nil {
+			// The event is part of the transaction: committed with the order or not at all.
+			if env, err = outbox.Write(ctx, tx, orderPlaced(id, row.Version, data)); err != nil {
+				return err
+			}
+		} else if env, err = event.New(Source, event.OrderPlaced, id.String(), row.Version, data); err != nil {
+			return err
+		}
+
+		if placed.Body, err = json.Marshal(placed.Order); err != nil {
+			return err
+		}
+		if key != "" {
+			err := q.InsertIdempotencyKey(ctx, store.InsertIdempotencyKeyParams{
+				Key: key, RequestHash: requestHash, OrderID: id, ResponseStatus: 201, ResponseBody: placed.Body,
+			})
+			if err != nil {
+				return fmt.Errorf("store idempotency key: %w", err)
+			}
+		}
+		// Everything is written and nothing is committed: a crash here must leave no trace.
+		return failpoint.Inject(ctx, failpoint.OrderingBeforeCommit)
+	})
+	if err != nil {
+		return Placed{}, err
+	}
+	if s.direct != nil && !placed.Replayed {
+		s.publishDirect(ctx, env)
+	}
+	return placed, nil
+}
+
+// publishDirect is the dual write the outbox exists to prevent: the order is committed,
+// and if the process dies now or the broker is down, its event is gone for good and the
+// order stays pending forever. Never the default; see docs/failure-windows.md.
+func (s *Service) publishDirect(ctx context.Context, env event.Envelope) {
+	if err := s.direct.PublishNow(ctx, env); err != nil {
+		s.log.ErrorContext(ctx, "direct publish failed: the event is lost", "event_id", env.ID, "err", err)
+	}
+}
+
+func orderPlaced(id uuid.UUID, version int64, data event.OrderPlacedData) outbox.Event {
+	return outbox.Event{
+		Source:        Source,
+		Type:          event.OrderPlaced,
+		AggregateType: "order",
+		AggregateID:   id.String(),
+		Sequence:      version,
+		Data:          data,
+	}
+}
+
+// hashRequest fingerprints the decoded request, so the same order sent with different
+// whitespace or field order is still "the same body" for the Idempotency-Key.
+func hashRequest(req PlaceOrderRequest) ([]byte, error) {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(b)
+	return sum[:], nil
+}
+
+// GetOrder returns one order.
+func (s *Service) GetOrder(ctx context.Context, id uuid.UUID) (Order, error) {
+	q := store.New(s.pool)
+	row, err := q.GetOrder(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Order{}, ErrNotFound
+	}
+	if err != nil {
+		return Order{}, fmt.Errorf("get order: %w", err)
+	}
+	lines, err := q.ListOrderLines(ctx, id)
+	if err != nil {
+		return Order{}, fmt.Errorf("get order lines: %w", err)
+	}
+	out := make([]Line, len(lines))
+	for i, l := range lines {
+		out[i] = Line{BookID: l.BookID, Quantity: int(l.Quantity)}
+	}
+	return fromRow(row, out), nil
+}
+
+func fromRow(row store.Order, lines []Line) Order {
+	return Order{
+		ID:            row.ID,
+		CustomerEmail: row.CustomerEmail,
+		Status:        Status(row.Status),
+		Lines:         lines,
+		CreatedAt:     row.CreatedAt.UTC().Truncate(time.Microsecond),
+		UpdatedAt:     row.UpdatedAt.UTC().Truncate(time.Microsecond),
+	}
+}
+
+func toEventLines(lines []Line) []event.Line {
+	out := make([]event.Line, len(lines))
+	for i, l := range lines {
+		out[i] = event.Line{BookID: l.BookID, Quantity: l.Quantity}
+	}
+	return out
+}
