@@ -1,0 +1,69 @@
+# Bookstore: `make run` starts the system on this machine, `make test` runs every test.
+# `make help` lists the rest.
+
+SHELL   := /bin/bash
+PKGS    := github.com/bookstore-go/bookstore/...
+SERVICES := ordering inventory notification emailprovider
+SQLC    := cd tools/sqlc && GOWORK=off go tool sqlc -f ../../sqlc.yaml
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+
+.PHONY: services
+services: ## start local Postgres and RabbitMQ if they are down
+	@deploy/local/services.sh
+
+.PHONY: build
+build: ## build the four service binaries into bin/ (CGO_ENABLED=0, as the Dockerfile does)
+	@mkdir -p bin
+	@for s in $(SERVICES); do CGO_ENABLED=0 go build -trimpath -o bin/$$s ./services/$$s/cmd/$$s || exit 1; done
+
+.PHONY: run
+run: services build ## run the whole system natively (Ctrl-C stops it)
+	@deploy/local/run.sh
+
+.PHONY: test
+test: services ## run every test against the local Postgres and RabbitMQ
+	go test -count=1 -timeout 20m $(PKGS)
+
+.PHONY: bench
+bench: services ## benchmarks, each reported as a ratio to a baseline measured in the same run
+	go test -count=1 -run '^$$' -bench . -benchmem -timeout 20m $(PKGS)
+
+.PHONY: generate
+generate: ## regenerate the sqlc code from sql/
+	$(SQLC) generate
+
+.PHONY: lint
+lint: ## gofmt, go vet and the sqlc drift check
+	@test -z "$$(gofmt -l services sql tools deploy)" || { gofmt -l services sql tools deploy; echo "gofmt: files above need formatting"; exit 1; }
+	go vet $(PKGS)
+	$(SQLC) diff
+
+.PHONY: demo
+demo: services ## the idempotent-consumer experiments, measured against the real Postgres
+	go run ./services/inventory/cmd/demo
+
+.PHONY: chaos
+chaos: services build ## load with crashes and network faults, then check every invariant
+	go run ./tools/chaos $(CHAOS_FLAGS)
+
+.PHONY: chaos-compare
+chaos-compare: services build ## the same faults against the right design and the wrong ones
+	go run ./tools/chaos compare $(CHAOS_FLAGS)
+
+.PHONY: up
+up: ## docker compose: the system with Jaeger, Prometheus, Grafana and Mailpit
+	docker compose up -d --build --wait
+	@deploy/urls.sh
+
+.PHONY: down
+down: ## stop docker compose
+	docker compose down
+
+.PHONY: urls
+urls: ## where each UI lives
+	@deploy/urls.sh
