@@ -1,0 +1,3 @@
+module github.com/bookstore-go/bookstore/deploy
+
+go 1.26.0
