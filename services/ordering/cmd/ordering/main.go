@@ -11,13 +11,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/bookstore-go/bookstore/services/ordering/internal/api"
@@ -42,13 +40,6 @@ func main() {
 		os.Exit(1)
 	}
 }
-
-// Seams for the tests of this package, which run the whole service in-process: onListen
-// learns the HTTP address bound, spanExporter receives every span. Both nil otherwise.
-var (
-	onListen     func(net.Addr)
-	spanExporter sdktrace.SpanExporter
-)
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	cfg, vars := config.Standard("ordering", 8081)
@@ -87,7 +78,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 
-	tel, err := telemetry.Setup(ctx, telemetry.Options{Service: "ordering", LogLevel: cfg.LogLevel, OTLPEndpoint: cfg.OTLPEndpoint, Stdout: stdout, SpanExporter: spanExporter})
+	tel, err := telemetry.Setup(ctx, telemetry.Options{Service: "ordering", LogLevel: cfg.LogLevel, OTLPEndpoint: cfg.OTLPEndpoint, Stdout: stdout})
 	if err != nil {
 		return err
 	}
@@ -126,7 +117,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		if getenv("HTTP_ADDR") == "" {
 			addr = ":8091" // beside an ordering API on the same machine
 		}
-		g.Go(func() error { return httpapi.Serve(ctx, addr, api.NewProbes(tel, ready...), log, onListen) })
+		g.Go(func() error { return httpapi.Serve(ctx, addr, api.NewProbes(tel, ready...), log, nil) })
 		log.InfoContext(ctx, "ordering relay started", "relay_id", relayID)
 		return g.Wait()
 	}
@@ -148,7 +139,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	g.Go(func() error { return stockEvents.Run(ctx) })
 	g.Go(func() error { inbox.RunCleanup(ctx, pool, inbox.Retention, time.Hour, log); return nil })
-	g.Go(func() error { return httpapi.Serve(ctx, cfg.HTTPAddr, api.NewServer(svc, tel, ready...), log, onListen) })
+	g.Go(func() error { return httpapi.Serve(ctx, cfg.HTTPAddr, api.NewServer(svc, tel, ready...), log, nil) })
 	log.InfoContext(ctx, "ordering started", "http_addr", cfg.HTTPAddr, "publisher", publisher)
 	return g.Wait()
 }
