@@ -5,7 +5,8 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9);
 -- name: ClaimOutbox :many
 -- Claims a batch for one relay with a lease. SKIP LOCKED lets several relays claim side by
 -- side without waiting on each other; the lease (claimed_until) lets another relay take
--- the rows over when this one dies. Only the oldest unpublished row of an aggregate is
+-- the rows over when this one dies; a relay restarted under the same id takes its own
+-- claims back at once instead of waiting out its old lease. Only the oldest unpublished row of an aggregate is
 -- claimable, so events of one aggregate are published in sequence order even with many
 -- relays: the next one becomes claimable only once this one is marked published.
 WITH next AS (
@@ -13,7 +14,7 @@ WITH next AS (
     FROM outbox o
     WHERE o.state = 'pending'
       AND o.available_at <= now()
-      AND (o.claimed_until IS NULL OR o.claimed_until < now())
+      AND (o.claimed_until IS NULL OR o.claimed_until < now() OR o.claimed_by = sqlc.arg(relay_id))
       AND NOT EXISTS (
           SELECT 1 FROM outbox e
           WHERE e.aggregate_type = o.aggregate_type

@@ -43,10 +43,11 @@ func main() {
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	cfg, vars := config.Standard("ordering", 8081)
-	var publisher, relayID, relayBatch, consumers string
+	var publisher, relayID, relayBatch, relayLease, consumers string
 	vars = append(vars,
 		config.Var{Name: "ORDERING_PUBLISHER", Default: "outbox", Help: "outbox, or direct: commit then publish, no outbox (the wrong way, for demonstrations)", Dest: &publisher},
 		config.Var{Name: "RELAY_ID", Default: "", Help: "this relay's name in outbox claims; empty: random", Dest: &relayID},
+		config.Var{Name: "RELAY_LEASE", Default: "30s", Help: "how long a claim keeps other relays off a row; a dead relay's rows wait this long", Dest: &relayLease},
 		config.Var{Name: "RELAY_BATCH_SIZE", Default: "256", Help: "outbox rows claimed and published at once", Dest: &relayBatch},
 		config.Var{Name: "CONSUMER_CONCURRENCY", Default: "4", Help: "stock events handled at once", Dest: &consumers},
 	)
@@ -69,6 +70,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	batch, err := config.Positive("RELAY_BATCH_SIZE", relayBatch)
 	if err != nil {
 		return err
+	}
+	lease, err := time.ParseDuration(relayLease)
+	if err != nil || lease <= 0 {
+		return fmt.Errorf("RELAY_LEASE=%q: want a positive duration such as 30s", relayLease)
 	}
 	concurrency, err := config.Positive("CONSUMER_CONCURRENCY", consumers)
 	if err != nil {
@@ -104,7 +109,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		{Name: "rabbitmq", Ping: conn.Ping},
 	}
 	g, ctx := errgroup.WithContext(ctx)
-	relay, err := outbox.NewRelay(pool, pub, tel, outbox.Config{ID: relayID, AppID: "ordering", BatchSize: batch})
+	relay, err := outbox.NewRelay(pool, pub, tel, outbox.Config{ID: relayID, AppID: "ordering", BatchSize: batch, Lease: lease})
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ WITH next AS (
     FROM outbox o
     WHERE o.state = 'pending'
       AND o.available_at <= now()
-      AND (o.claimed_until IS NULL OR o.claimed_until < now())
+      AND (o.claimed_until IS NULL OR o.claimed_until < now() OR o.claimed_by = $1)
       AND NOT EXISTS (
           SELECT 1 FROM outbox e
           WHERE e.aggregate_type = o.aggregate_type
@@ -55,7 +55,8 @@ type ClaimOutboxRow struct {
 
 // Claims a batch for one relay with a lease. SKIP LOCKED lets several relays claim side by
 // side without waiting on each other; the lease (claimed_until) lets another relay take
-// the rows over when this one dies. Only the oldest unpublished row of an aggregate is
+// the rows over when this one dies; a relay restarted under the same id takes its own
+// claims back at once instead of waiting out its old lease. Only the oldest unpublished row of an aggregate is
 // claimable, so events of one aggregate are published in sequence order even with many
 // relays: the next one becomes claimable only once this one is marked published.
 func (q *Queries) ClaimOutbox(ctx context.Context, arg ClaimOutboxParams) ([]ClaimOutboxRow, error) {

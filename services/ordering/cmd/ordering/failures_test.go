@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/bookstore-go/bookstore/services/platform/broker"
+	"github.com/bookstore-go/bookstore/services/platform/testenv"
+)
+
+// Each test here opens one failure window of the ordering service and shows what it
+// leaves behind.
+
+// The process dies after the order, its lines, its outbox row and its idempotency key are
+// written and before COMMIT: none of them may exist, and the client's retry with the same
+// key must place the order.
+func TestCrashBeforeCommitLeavesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	p := startProcess(t, e, nil, "BOOKSTORE_FAILPOINTS", "ordering/before-commit=crash")
+
+	req, _ := http.NewRequest(http.MethodPost, p.base+"/orders", nil)
+	req.Body = http.NoBody
+	_, err := http.Post(p.base+"/orders", "application/json", stringsReader(orderBody("ada@example.com", 2)))
+	if err == nil {
+		t.Fatal("POST /orders answered; the process should have died before answering")
+	}
+	p.waitKilled(t)
+
+	db := pool(t, e.databaseURL)
+	for _, table := range []string{"orders", "order_lines", "outbox", "idempotency_keys"} {
+		if n := count(t, db, "SELECT count(*) FROM "+table); n != 0 {
+			t.Errorf("%s has %d rows after a crash before commit, want 0", table, n)
+		}
+	}
+
+	// The client retries with its key against the restarted service: one order, one event.
+	p2 := startProcess(t, e, nil)
+	resp, body := postOrder(t, p2.base, "retry-me", orderBody("ada@example.com", 2))
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("retry: %d %s", resp.StatusCode, body)
+	}
+	msgs := drain(t, e.amqpURL, broker.QueueInventoryOrderPlaced, 2*time.Second)
+	if len(msgs) != 1 {
+		t.Errorf("events = %d, want 1", len(msgs))
+	}
+}
+
+// The relay dies after the broker confirmed the event and before the row is marked
+// published. The event must be published again after the restart, with the same message
+// id: a duplicate for consumers to drop, never a loss.
+func TestCrashAfterPublishRepublishesWithTheSameID(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	// A restarted relay under the same RELAY_ID takes its claims back at once; under
+	// another id it would wait for the lease to run out.
+	p := startProcess(t, e, nil, "BOOKSTORE_FAILPOINTS", "relay/after-publish=crash", "RELAY_ID", "relay-a")
+	// The response may or may not beat the relay's crash; the order is committed either way.
+	_, _ = http.Post(p.base+"/orders", "application/json", stringsReader(orderBody("ada@example.com", 2)))
+	p.waitKilled(t)
+
+	db := pool(t, e.databaseURL)
+	var id string
+	if err := db.QueryRow(context.Background(), "SELECT id::text FROM outbox WHERE state = 'pending'").Scan(&id); err != nil {
+		t.Fatalf("the outbox row should still be pending after the crash: %v", err)
+	}
+	first := drain(t, e.amqpURL, broker.QueueInventoryOrderPlaced, time.Second)
+	if len(first) != 1 || first[0].MessageId != id {
+		t.Fatalf("before restart: %d messages, want the one with id %s", len(first), id)
+	}
+
+	startProcess(t, e, nil, "RELAY_ID", "relay-a")
+	testenv.Eventually(t, 20*time.Second, "outbox row published after restart", func() bool {
+		return count(t, db, "SELECT count(*) FROM outbox WHERE state = 'published'") == 1
+	})
+	second := drain(t, e.amqpURL, broker.QueueInventoryOrderPlaced, time.Second)
+	if len(second) != 1 || second[0].MessageId != id {
+		t.Fatalf("after restart: %d messages, want a second copy of id %s", len(second), id)
+	}
+	if string(second[0].Body) != string(first[0].Body) {
+		t.Errorf("the republished body differs from the first publish:\n%s\n%s", first[0].Body, second[0].Body)
+	}
+}
+
+// RabbitMQ becomes unreachable while orders keep coming. The API keeps answering 201, the
+// rows wait with their attempts and last error recorded, /readyz says why, and everything
+// drains once the broker is back.
+func TestBrokerOutageKeepsTakingOrdersAndDrainsAfter(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	u, _ := url.Parse(e.amqpURL)
+	proxy := testenv.NewProxy(t, u.Host)
+	viaProxy := *u
+	viaProxy.Host = proxy.Addr
+	proxied := e
+	proxied.amqpURL = viaProxy.String()
+	base := startInProcess(t, proxied)
+
+	proxy.Cut()
+	const n = 20
+	for i := range n {
+		resp, body := postOrder(t, base, "", orderBody("ada@example.com", 1+i%3))
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("order %d during the outage: %d %s", i, resp.StatusCode, body)
+		}
+	}
+	db := pool(t, e.databaseURL)
+	testenv.Eventually(t, 20*time.Second, "every row records a failed attempt", func() bool {
+		return count(t, db, "SELECT count(*) FROM outbox WHERE state = 'pending' AND attempts > 0 AND last_error <> ''") == n
+	})
+	if resp, err := http.Get(base + "/readyz"); err != nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("/readyz during the outage: %v %v, want 503", err, resp.Status)
+	}
+
+	proxy.Restore()
+	testenv.Eventually(t, 60*time.Second, "outbox drained after the broker came back", func() bool {
+		return count(t, db, "SELECT count(*) FROM outbox WHERE state = 'published'") == n
+	})
+	ids := map[string]bool{}
+	for _, m := range drain(t, e.amqpURL, broker.QueueInventoryOrderPlaced, time.Second) {
+		ids[m.MessageId] = true
+	}
+	if len(ids) != n {
+		t.Errorf("distinct events in the queue = %d, want %d", len(ids), n)
+	}
+}
