@@ -1,0 +1,95 @@
+// Command emailprovider stands in for a third-party email API with Idempotency-Keys. It
+// records every email it sends, answers "did you send key K?", relays to SMTP when
+// SMTP_ADDR is set, and injects its own faults on request.
+//
+//	emailprovider          the API on :8084
+//	emailprovider --help   every environment variable and its default
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/bookstore-go/bookstore/services/emailprovider/internal/api"
+	"github.com/bookstore-go/bookstore/services/emailprovider/internal/emails"
+	"github.com/bookstore-go/bookstore/services/platform/config"
+	"github.com/bookstore-go/bookstore/services/platform/httpapi"
+	"github.com/bookstore-go/bookstore/services/platform/pgdb"
+	"github.com/bookstore-go/bookstore/services/platform/telemetry"
+	"github.com/bookstore-go/bookstore/sql"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "emailprovider:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	cfg, standard := config.Standard("emailprovider", 8084)
+	var vars []config.Var
+	for _, v := range standard {
+		if v.Name != "AMQP_URL" && v.Name != "BOOKSTORE_FAILPOINTS" { // no broker, no failpoints here
+			vars = append(vars, v)
+		}
+	}
+	var failRate, ambiguousRate, latency, admin, smtpAddr, smtpFrom string
+	vars = append(vars,
+		config.Var{Name: "EMAILPROVIDER_FAIL_RATE", Default: "0", Help: "share of sends answered 503 without sending (0 to 1)", Dest: &failRate},
+		config.Var{Name: "EMAILPROVIDER_AMBIGUOUS_RATE", Default: "0", Help: "share of sends that send, then stall past the caller's timeout (0 to 1)", Dest: &ambiguousRate},
+		config.Var{Name: "EMAILPROVIDER_LATENCY", Default: "0s", Help: "added to every request, e.g. 200ms; a send spends it holding its key", Dest: &latency},
+		config.Var{Name: "EMAILPROVIDER_ADMIN", Default: "0", Help: "1: allow PUT /admin/faults to change the faults at run time", Dest: &admin},
+		config.Var{Name: "SMTP_ADDR", Default: "", Help: "host:port of an SMTP server (Mailpit) to relay sent emails to; empty: record only", Dest: &smtpAddr},
+		config.Var{Name: "SMTP_FROM", Default: "bookstore@example.com", Help: "sender address of relayed emails", Dest: &smtpFrom},
+	)
+	if err := config.Parse("emailprovider", args, getenv, stdout, vars); err != nil {
+		if errors.Is(err, config.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	initial, err := emails.ParseFaults(failRate, ambiguousRate, latency)
+	if err != nil {
+		return err
+	}
+	if admin != "0" && admin != "1" {
+		return fmt.Errorf("EMAILPROVIDER_ADMIN=%q: want 0 or 1", admin)
+	}
+
+	tel, err := telemetry.Setup(ctx, telemetry.Options{Service: "emailprovider", LogLevel: cfg.LogLevel, OTLPEndpoint: cfg.OTLPEndpoint, Stdout: stdout})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tel.Shutdown(context.WithoutCancel(ctx)) }()
+	log := tel.Logger
+
+	pool, err := pgdb.Open(ctx, cfg.DatabaseAdminURL, cfg.DatabaseURL,
+		pgdb.Migrations{FS: sql.EmailProvider, VersionTable: "goose_emailprovider_version"})
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	var relay emails.Relay
+	if smtpAddr != "" {
+		relay = emails.SMTPRelay{Addr: smtpAddr, From: smtpFrom, Timeout: 5 * time.Second}
+	}
+	faults := emails.NewFaults(initial)
+	svc, err := emails.NewService(pool, faults, relay, log, tel.Tracer("emails"), tel.Meter("emailprovider"))
+	if err != nil {
+		return err
+	}
+	handler := api.NewServer(svc, faults, admin == "1", tel, httpapi.Check{Name: "postgres", Ping: pool.Ping})
+	log.InfoContext(ctx, "emailprovider started", "http_addr", cfg.HTTPAddr, "smtp_addr", smtpAddr,
+		"admin", admin == "1", "fail_rate", initial.FailRate, "ambiguous_rate", initial.AmbiguousRate, "latency", initial.Latency)
+	return httpapi.Serve(ctx, cfg.HTTPAddr, handler, log, nil)
+}

@@ -1,0 +1,142 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/bookstore-go/bookstore/services/emailprovider/internal/emails"
+	"github.com/bookstore-go/bookstore/services/platform/httpapi"
+	"github.com/bookstore-go/bookstore/services/platform/telemetry"
+)
+
+// sendEmail is POST /v1/emails: 202 for the first request of a key and, with the same
+// body, for every replay of it (header Idempotent-Replayed: true); 422 for the key reused
+// with another body; 409 while the key's first request is still being sent.
+func sendEmail(svc *emails.Service, tel *telemetry.Telemetry) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		key, problem := idempotencyKey(r)
+		if problem != nil {
+			httpapi.WriteProblem(w, problem)
+			return
+		}
+		var req emails.Request
+		if _, problem := httpapi.Decode(r, &req); problem != nil {
+			httpapi.WriteProblem(w, problem)
+			return
+		}
+		if fields := req.Valid(); len(fields) > 0 {
+			httpapi.WriteProblem(w, httpapi.Invalid(fields))
+			return
+		}
+
+		sent, err := svc.Send(r.Context(), key, req)
+		switch {
+		case errors.Is(err, emails.ErrKeyInFlight):
+			httpapi.WriteProblem(w, httpapi.NewProblem(http.StatusConflict, "idempotency-key-in-flight",
+				"Request in flight", err.Error()+"; retry after it completes"))
+			return
+		case errors.Is(err, emails.ErrKeyMismatch):
+			p := httpapi.NewProblem(http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency-Key reused", err.Error())
+			p.Errors = []httpapi.FieldError{{Field: "Idempotency-Key", Detail: "was used with a different body"}}
+			httpapi.WriteProblem(w, p)
+			return
+		case errors.Is(err, emails.ErrUnavailable):
+			w.Header().Set("Retry-After", "1")
+			httpapi.WriteProblem(w, httpapi.NewProblem(http.StatusServiceUnavailable, "unavailable", "Service unavailable", err.Error()))
+			return
+		case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+			return // the client has gone; nobody reads an answer
+		case err != nil:
+			tel.Logger.ErrorContext(r.Context(), "send email failed", "err", err)
+			httpapi.Internal(w)
+			return
+		}
+
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Location", "/v1/emails/"+url.PathEscape(key))
+		if sent.Replayed {
+			w.Header().Set("Idempotent-Replayed", "true")
+		}
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = w.Write(sent.Body)
+	}
+}
+
+// idempotencyKey reads the required Idempotency-Key header: 1 to 255 printable ASCII
+// characters.
+func idempotencyKey(r *http.Request) (string, *httpapi.Problem) {
+	values := r.Header.Values("Idempotency-Key")
+	if len(values) == 0 {
+		p := httpapi.NewProblem(http.StatusBadRequest, "malformed", "Malformed request",
+			"Idempotency-Key: the header is required; send one key per email and reuse it on every retry")
+		p.Errors = []httpapi.FieldError{{Field: "Idempotency-Key", Detail: "is required"}}
+		return "", p
+	}
+	key := values[0]
+	bad := len(values) > 1 || len(key) < 1 || len(key) > 255
+	for i := 0; i < len(key) && !bad; i++ {
+		bad = key[i] < 0x20 || key[i] > 0x7e
+	}
+	if bad {
+		p := httpapi.NewProblem(http.StatusBadRequest, "malformed", "Malformed request",
+			"Idempotency-Key: must be one header of 1 to 255 printable ASCII characters")
+		p.Errors = []httpapi.FieldError{{Field: "Idempotency-Key", Detail: "must be 1 to 255 printable ASCII characters"}}
+		return "", p
+	}
+	return key, nil
+}
+
+// getEmail is GET /v1/emails/{idempotency_key}: the reconciliation query. 200 with the
+// email, 404 when nothing was ever sent with the key.
+func getEmail(svc *emails.Service, tel *telemetry.Telemetry) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		key := chi.URLParam(r, "*")
+		if r.URL.RawPath != "" { // the client escaped something, such as the key's slashes
+			unescaped, err := url.PathUnescape(key)
+			if err != nil {
+				httpapi.WriteProblem(w, httpapi.NewProblem(http.StatusBadRequest, "malformed", "Malformed request", "idempotency_key: bad escape"))
+				return
+			}
+			key = unescaped
+		}
+		if key == "" {
+			httpapi.NotFound(w, "an email with an empty key")
+			return
+		}
+		email, err := svc.Get(r.Context(), key)
+		switch {
+		case errors.Is(err, emails.ErrNotFound):
+			httpapi.NotFound(w, "an email with Idempotency-Key "+key)
+		case err != nil:
+			tel.Logger.ErrorContext(r.Context(), "get email failed", "err", err)
+			httpapi.Internal(w)
+		default:
+			httpapi.WriteJSON(w, http.StatusOK, email)
+		}
+	}
+}
+
+// listEmails is GET /v1/emails?to={address}: every email sent to the address, each with
+// its deliveries.
+func listEmails(svc *emails.Service, tel *telemetry.Telemetry) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		to := r.URL.Query().Get("to")
+		if to == "" {
+			p := httpapi.NewProblem(http.StatusBadRequest, "malformed", "Malformed request", "to: the query parameter is required")
+			p.Errors = []httpapi.FieldError{{Field: "to", Detail: "is required"}}
+			httpapi.WriteProblem(w, p)
+			return
+		}
+		list, err := svc.ListByRecipient(r.Context(), to)
+		if err != nil {
+			tel.Logger.ErrorContext(r.Context(), "list emails failed", "err", err)
+			httpapi.Internal(w)
+			return
+		}
+		httpapi.WriteJSON(w, http.StatusOK, list)
+	}
+}

@@ -1,0 +1,29 @@
+// Package api is the email provider's HTTP API. routes.go maps all of it; emails.go holds
+// the email handlers and faults.go the fault-injection admin endpoints.
+package api
+
+import (
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/bookstore-go/bookstore/services/emailprovider/internal/emails"
+	"github.com/bookstore-go/bookstore/services/platform/httpapi"
+	"github.com/bookstore-go/bookstore/services/platform/telemetry"
+)
+
+// NewServer returns the provider's whole HTTP API. adminEnabled allows PUT /admin/faults.
+func NewServer(svc *emails.Service, faults *emails.Faults, adminEnabled bool, tel *telemetry.Telemetry, ready ...httpapi.Check) http.Handler {
+	r := chi.NewRouter()
+	r.Post("/v1/emails", sendEmail(svc, tel))
+	r.Get("/v1/emails", listEmails(svc, tel))
+	// The key may contain slashes (notification's are order/<id>/<kind>), so the rest of
+	// the path is the key, escaped or not.
+	r.Get("/v1/emails/*", getEmail(svc, tel))
+	r.Get("/admin/faults", getFaults(faults))
+	r.Put("/admin/faults", putFaults(faults, adminEnabled, tel))
+	r.Method(http.MethodGet, "/healthz", httpapi.Healthz())
+	r.Method(http.MethodGet, "/readyz", httpapi.Readyz(ready...))
+	r.Method(http.MethodGet, "/metrics", tel.Metrics)
+	return httpapi.Instrument(tel, r)
+}

@@ -1,0 +1,331 @@
+// Package emails is the email provider's domain: a stand-in for a third-party email API
+// such as Postmark or Stripe's idempotency keys. It closes the provider's half of the
+// "email cannot join a transaction" failure: a caller that cannot know whether its request
+// got through (a timeout, a crash) may send it again with the same Idempotency-Key, and the
+// email is still sent once. Send records the email and its response in the transaction
+// that sends it, under an advisory lock on the key; Get answers the reconciliation query
+// "did you send key K?".
+//
+// It also plays the flaky third party on request (faults.go): refusing, stalling after
+// sending, or being slow, so the notification service's reconciliation is exercised.
+package emails
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/mail"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/bookstore-go/bookstore/services/emailprovider/internal/store"
+)
+
+// StatusSent is the only status an email the provider knows has: it was sent.
+const StatusSent = "sent"
+
+// Limits of a request.
+const (
+	MaxAddressLen = 254
+	MaxSubjectLen = 998 // RFC 5322's line limit
+	MaxTextLen    = 32 << 10
+)
+
+// Request is the body of POST /v1/emails.
+type Request struct {
+	To      string `json:"to"`
+	Subject string `json:"subject"`
+	Text    string `json:"text"`
+}
+
+// Valid returns a problem per invalid field; empty when valid.
+func (r Request) Valid() map[string]string {
+	problems := map[string]string{}
+	switch {
+	case r.To == "":
+		problems["to"] = "is required"
+	case len(r.To) > MaxAddressLen:
+		problems["to"] = fmt.Sprintf("must be at most %d characters", MaxAddressLen)
+	default:
+		if a, err := mail.ParseAddress(r.To); err != nil || a.Address != r.To || a.Name != "" {
+			problems["to"] = "must be a plain email address such as ada@example.com"
+		}
+	}
+	switch {
+	case r.Subject == "":
+		problems["subject"] = "is required"
+	case len(r.Subject) > MaxSubjectLen:
+		problems["subject"] = fmt.Sprintf("must be at most %d characters", MaxSubjectLen)
+	case bytes.ContainsAny([]byte(r.Subject), "\r\n"):
+		problems["subject"] = "must be one line"
+	}
+	switch {
+	case r.Text == "":
+		problems["text"] = "is required"
+	case len(r.Text) > MaxTextLen:
+		problems["text"] = fmt.Sprintf("must be at most %d bytes", MaxTextLen)
+	}
+	return problems
+}
+
+// Email is the response of POST /v1/emails.
+type Email struct {
+	ID             uuid.UUID `json:"id"`
+	IdempotencyKey string    `json:"idempotency_key"`
+	Status         string    `json:"status"`
+	CreatedAt      time.Time `json:"created_at"`
+}
+
+// Delivered is an email as the GET forms show it: with its recipient, subject and how many
+// times it was actually delivered.
+type Delivered struct {
+	Email
+	To         string `json:"to"`
+	Subject    string `json:"subject"`
+	Deliveries int    `json:"deliveries"`
+}
+
+// Sent is the outcome of Send.
+type Sent struct {
+	Body     []byte // the 202 body; for a replay, the first response's bytes
+	Replayed bool   // true when the key had already sent this email: nothing was sent now
+}
+
+// Errors of the use cases, mapped to HTTP statuses by the API.
+var (
+	ErrNotFound = errors.New("no email was sent with this Idempotency-Key")
+	// ErrKeyInFlight: another request with this key is being sent right now.
+	ErrKeyInFlight = errors.New("a request with this Idempotency-Key is still in flight")
+	// ErrKeyMismatch: the key was used before with a different request.
+	ErrKeyMismatch = errors.New("this Idempotency-Key was used with a different request body")
+	// ErrUnavailable: the fail_rate fault fired; nothing was sent.
+	ErrUnavailable = errors.New("the provider is unavailable (injected fault); nothing was sent")
+)
+
+// Relay hands a sent email on to a real mail server (Mailpit in docker compose).
+type Relay interface {
+	Relay(ctx context.Context, key string, req Request) error
+}
+
+// Service runs the provider's use cases against its database.
+type Service struct {
+	pool   *pgxpool.Pool
+	faults *Faults
+	relay  Relay // nil: emails are only recorded
+	log    *slog.Logger
+	tracer trace.Tracer
+	m      metrics
+}
+
+// NewService returns the provider. relay may be nil.
+func NewService(pool *pgxpool.Pool, faults *Faults, relay Relay, log *slog.Logger, tracer trace.Tracer, meter metric.Meter) (*Service, error) {
+	m, err := newMetrics(meter)
+	if err != nil {
+		return nil, err
+	}
+	return &Service{pool: pool, faults: faults, relay: relay, log: log, tracer: tracer, m: m}, nil
+}
+
+// Send sends req once per key. key must be non-empty.
+//
+// The order of statements is what makes it exactly once:
+//  1. Lock the key (advisory lock, held to commit): a concurrent request with the same key
+//     gets ErrKeyInFlight; it can neither send a second time nor answer "not sent" while
+//     the first is still sending.
+//  2. Look the key up: an email already sent is replayed (or ErrKeyMismatch), not re-sent.
+//  3. Send, which here means recording the delivery (deliveries = 1) with the response.
+//  4. Commit. A crash before it leaves no row and sent nothing; the caller's retry sends.
+//
+// The ambiguous fault strikes only after step 4: the email is sent and the caller never
+// hears so. That is the window the caller's reconciliation must close.
+func (s *Service) Send(ctx context.Context, key string, req Request) (Sent, error) {
+	ctx, span := s.tracer.Start(ctx, "SendEmail transaction")
+	defer span.End()
+
+	roll := s.faults.roll()
+	if roll.fail {
+		s.m.faults.Add(ctx, 1, metric.WithAttributes(attribute.String("fault", "fail")))
+		return Sent{}, ErrUnavailable
+	}
+	hash, err := hashRequest(req)
+	if err != nil {
+		return Sent{}, err
+	}
+	var sent Sent
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		q := store.New(tx)
+		locked, err := q.TryLockIdempotencyKey(ctx, key)
+		if err != nil {
+			return fmt.Errorf("lock idempotency key: %w", err)
+		}
+		if !locked {
+			return ErrKeyInFlight
+		}
+		prev, err := q.GetEmailByKey(ctx, key)
+		switch {
+		case err == nil:
+			if !bytes.Equal(prev.RequestHash, hash) {
+				return ErrKeyMismatch
+			}
+			sent = Sent{Body: prev.ResponseBody, Replayed: true}
+			return nil
+		case !errors.Is(err, pgx.ErrNoRows):
+			return fmt.Errorf("look up idempotency key: %w", err)
+		}
+
+		// A slow send is slow while it holds the key: a retry arriving meanwhile is told
+		// the first is still in flight, as a real provider would.
+		if err := sleep(ctx, roll.latency); err != nil {
+			return err
+		}
+		id, err := uuid.NewV7()
+		if err != nil {
+			return err
+		}
+		email := Email{ID: id, IdempotencyKey: key, Status: StatusSent, CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}
+		body, err := json.Marshal(email)
+		if err != nil {
+			return err
+		}
+		err = q.InsertEmail(ctx, store.InsertEmailParams{
+			ID: id, IdempotencyKey: key, RequestHash: hash, Recipient: req.To,
+			Subject: req.Subject, Body: req.Text, ResponseBody: body, CreatedAt: email.CreatedAt,
+		})
+		if err != nil {
+			return fmt.Errorf("record email: %w", err)
+		}
+		sent.Body = body
+		return nil
+	})
+	if err != nil {
+		return Sent{}, err
+	}
+	span.SetAttributes(attribute.Bool("bookstore.replayed", sent.Replayed))
+	if sent.Replayed {
+		s.m.replays.Add(ctx, 1)
+	} else {
+		s.m.sent.Add(ctx, 1)
+		s.relayEmail(ctx, key, req)
+	}
+	if roll.ambiguous {
+		s.m.faults.Add(ctx, 1, metric.WithAttributes(attribute.String("fault", "ambiguous")))
+		s.log.InfoContext(ctx, "ambiguous fault: email sent, stalling the response", "idempotency_key", key)
+		if err := sleep(ctx, AmbiguousStall); err != nil {
+			return Sent{}, err
+		}
+	}
+	return sent, nil
+}
+
+// relayEmail passes a committed email on to the SMTP server. The record is already
+// committed and stays the truth: a relay failure is logged and counted, never undone, and
+// a crash before the relay loses only the copy in Mailpit.
+func (s *Service) relayEmail(ctx context.Context, key string, req Request) {
+	if s.relay == nil {
+		return
+	}
+	if err := s.relay.Relay(ctx, key, req); err != nil {
+		s.m.relayFailures.Add(ctx, 1)
+		s.log.WarnContext(ctx, "smtp relay failed; the email stays recorded as sent", "idempotency_key", key, "err", err)
+	}
+}
+
+// Get answers the reconciliation query: the email sent under key, or ErrNotFound.
+func (s *Service) Get(ctx context.Context, key string) (Delivered, error) {
+	if err := sleep(ctx, s.faults.roll().latency); err != nil {
+		return Delivered{}, err
+	}
+	row, err := store.New(s.pool).GetEmailByKey(ctx, key)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Delivered{}, ErrNotFound
+	}
+	if err != nil {
+		return Delivered{}, fmt.Errorf("get email: %w", err)
+	}
+	return delivered(row), nil
+}
+
+// ListByRecipient returns the emails sent to an address, oldest first.
+func (s *Service) ListByRecipient(ctx context.Context, to string) ([]Delivered, error) {
+	if err := sleep(ctx, s.faults.roll().latency); err != nil {
+		return nil, err
+	}
+	rows, err := store.New(s.pool).ListEmailsByRecipient(ctx, to)
+	if err != nil {
+		return nil, fmt.Errorf("list emails: %w", err)
+	}
+	out := make([]Delivered, len(rows))
+	for i, r := range rows {
+		out[i] = delivered(r)
+	}
+	return out, nil
+}
+
+func delivered(r store.Email) Delivered {
+	return Delivered{
+		Email: Email{
+			ID: r.ID, IdempotencyKey: r.IdempotencyKey, Status: StatusSent,
+			CreatedAt: r.CreatedAt.UTC().Truncate(time.Microsecond),
+		},
+		To:         r.Recipient,
+		Subject:    r.Subject,
+		Deliveries: int(r.Deliveries),
+	}
+}
+
+// hashRequest fingerprints the decoded request, so the same email with different
+// whitespace or field order is still the same request for its key.
+func hashRequest(req Request) ([]byte, error) {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(b)
+	return sum[:], nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+type metrics struct {
+	sent, replays, faults, relayFailures metric.Int64Counter
+}
+
+func newMetrics(m metric.Meter) (metrics, error) {
+	var out metrics
+	var errs []error
+	counter := func(name, desc string) metric.Int64Counter {
+		c, err := m.Int64Counter(name, metric.WithDescription(desc))
+		errs = append(errs, err)
+		return c
+	}
+	out.sent = counter("bookstore.emailprovider.sent", "Emails sent: first requests of their Idempotency-Key.")
+	out.replays = counter("bookstore.emailprovider.replays", "Requests answered from a key's stored response, sending nothing.")
+	out.faults = counter("bookstore.emailprovider.faults", "Injected faults that fired, by fault.")
+	out.relayFailures = counter("bookstore.emailprovider.smtp_failures", "Sent emails the SMTP relay could not pass on.")
+	if err := errors.Join(errs...); err != nil {
+		return out, fmt.Errorf("emailprovider metrics: %w", err)
+	}
+	return out, nil
+}

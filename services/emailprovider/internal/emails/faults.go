@@ -1,0 +1,130 @@
+package emails
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// AmbiguousStall is how long the ambiguous fault holds a response after sending: longer
+// than any sane client timeout. It ends early when the client gives up.
+const AmbiguousStall = 30 * time.Second
+
+// FaultSettings are the provider's injected faults, as GET and PUT /admin/faults show them.
+type FaultSettings struct {
+	// FailRate is the share of sends answered 503 without sending.
+	FailRate float64 `json:"fail_rate"`
+	// AmbiguousRate is the share of sends that send, commit, and then stall past the
+	// caller's timeout, so the caller cannot know the email went out.
+	AmbiguousRate float64 `json:"ambiguous_rate"`
+	// Latency delays every API request; a send spends it holding its key.
+	Latency Duration `json:"latency"`
+}
+
+// Valid returns a problem per invalid field; empty when valid.
+func (f FaultSettings) Valid() map[string]string {
+	problems := map[string]string{}
+	if f.FailRate < 0 || f.FailRate > 1 {
+		problems["fail_rate"] = "must be between 0 and 1"
+	}
+	if f.AmbiguousRate < 0 || f.AmbiguousRate > 1 {
+		problems["ambiguous_rate"] = "must be between 0 and 1"
+	}
+	if f.Latency < 0 || time.Duration(f.Latency) > time.Minute {
+		problems["latency"] = "must be between 0s and 1m"
+	}
+	return problems
+}
+
+// ParseFaults reads the EMAILPROVIDER_* variables; empty values mean no fault.
+func ParseFaults(failRate, ambiguousRate, latency string) (FaultSettings, error) {
+	var f FaultSettings
+	var err error
+	if failRate != "" {
+		if f.FailRate, err = strconv.ParseFloat(failRate, 64); err != nil {
+			return f, fmt.Errorf("EMAILPROVIDER_FAIL_RATE=%q: %w", failRate, err)
+		}
+	}
+	if ambiguousRate != "" {
+		if f.AmbiguousRate, err = strconv.ParseFloat(ambiguousRate, 64); err != nil {
+			return f, fmt.Errorf("EMAILPROVIDER_AMBIGUOUS_RATE=%q: %w", ambiguousRate, err)
+		}
+	}
+	if latency != "" {
+		d, err := time.ParseDuration(latency)
+		if err != nil {
+			return f, fmt.Errorf("EMAILPROVIDER_LATENCY=%q: %w", latency, err)
+		}
+		f.Latency = Duration(d)
+	}
+	if problems := f.Valid(); len(problems) > 0 {
+		return f, fmt.Errorf("emailprovider faults: %v", problems)
+	}
+	return f, nil
+}
+
+// Faults holds the current settings; the admin API changes them while requests run.
+type Faults struct {
+	mu  sync.Mutex
+	cur FaultSettings
+}
+
+// NewFaults returns faults starting at initial.
+func NewFaults(initial FaultSettings) *Faults { return &Faults{cur: initial} }
+
+// Get returns the current settings.
+func (f *Faults) Get() FaultSettings {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cur
+}
+
+// Set replaces the settings; the caller has checked Valid.
+func (f *Faults) Set(s FaultSettings) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cur = s
+}
+
+// faultRoll is what the faults decided for one request.
+type faultRoll struct {
+	fail, ambiguous bool
+	latency         time.Duration
+}
+
+func (f *Faults) roll() faultRoll {
+	s := f.Get()
+	return faultRoll{
+		fail:      s.FailRate > 0 && rand.Float64() < s.FailRate,
+		ambiguous: s.AmbiguousRate > 0 && rand.Float64() < s.AmbiguousRate,
+		latency:   time.Duration(s.Latency),
+	}
+}
+
+// Duration is a time.Duration written in JSON as Go writes durations: "250ms".
+type Duration time.Duration
+
+// MarshalJSON writes "250ms".
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads "250ms", or a number of milliseconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		var ms float64
+		if err := json.Unmarshal(b, &ms); err != nil {
+			return fmt.Errorf("latency: want a duration such as \"250ms\"")
+		}
+		*d = Duration(ms * float64(time.Millisecond))
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("latency: %w", err)
+	}
+	*d = Duration(v)
+	return nil
+}

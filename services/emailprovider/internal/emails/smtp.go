@@ -1,0 +1,72 @@
+package emails
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/smtp"
+	"strings"
+	"time"
+)
+
+// SMTPRelay passes every sent email on to an SMTP server, such as Mailpit in docker
+// compose, so a reader can see the emails in a browser. It uses no authentication or TLS:
+// it is meant for a local catch-all server only.
+type SMTPRelay struct {
+	Addr    string // host:port
+	From    string
+	Timeout time.Duration // for the whole conversation
+}
+
+// Relay sends one email over SMTP.
+func (r SMTPRelay) Relay(ctx context.Context, key string, req Request) error {
+	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", r.Addr)
+	if err != nil {
+		return fmt.Errorf("smtp dial %s: %w", r.Addr, err)
+	}
+	if deadline, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(deadline)
+	}
+	host, _, _ := net.SplitHostPort(r.Addr)
+	c, err := smtp.NewClient(conn, host)
+	if err != nil {
+		_ = conn.Close()
+		return fmt.Errorf("smtp hello: %w", err)
+	}
+	defer c.Close()
+	if err := c.Mail(r.From); err != nil {
+		return fmt.Errorf("smtp mail from: %w", err)
+	}
+	if err := c.Rcpt(req.To); err != nil {
+		return fmt.Errorf("smtp rcpt to: %w", err)
+	}
+	w, err := c.Data()
+	if err != nil {
+		return fmt.Errorf("smtp data: %w", err)
+	}
+	if _, err := w.Write(message(r.From, key, req)); err != nil {
+		return fmt.Errorf("smtp write: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("smtp end of data: %w", err)
+	}
+	return c.Quit()
+}
+
+// message renders the email in RFC 5322 form. Request.Valid has refused a subject with a
+// line break, so no header can be injected through it.
+func message(from, key string, req Request) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "From: %s\r\n", from)
+	fmt.Fprintf(&b, "To: %s\r\n", req.To)
+	fmt.Fprintf(&b, "Subject: %s\r\n", req.Subject)
+	fmt.Fprintf(&b, "Date: %s\r\n", time.Now().UTC().Format(time.RFC1123Z))
+	fmt.Fprintf(&b, "X-Idempotency-Key: %s\r\n", strings.NewReplacer("\r", "", "\n", "").Replace(key))
+	b.WriteString("MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n")
+	b.WriteString(strings.ReplaceAll(strings.ReplaceAll(req.Text, "\r\n", "\n"), "\n", "\r\n"))
+	b.WriteString("\r\n")
+	return []byte(b.String())
+}

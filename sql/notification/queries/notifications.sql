@@ -1,0 +1,68 @@
+-- name: CreateNotification :exec
+-- Phase one, part one: the record exists before anything is sent. A second event for the
+-- same order and kind (a redelivery, or a producer duplicate with a new message id) finds
+-- the primary key taken and changes nothing.
+INSERT INTO notifications (order_id, kind, idempotency_key, recipient, subject, body, event_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (order_id, kind) DO NOTHING;
+
+-- name: ClaimNotification :one
+-- Phase one, part two: the right to call the provider for this key, for a lease. Two
+-- instances that claim at once serialise on the row lock; the second re-reads the row
+-- after the first commits, sees the lease and gets no row. A crashed holder's lease runs
+-- out, and then a redelivery or the sweeper takes over.
+UPDATE notifications
+SET status        = 'processing',
+    attempts      = attempts + 1,
+    claim_token   = sqlc.arg(claim_token),
+    claimed_until = now() + make_interval(secs => sqlc.arg(lease_seconds)::float8),
+    updated_at    = now()
+WHERE order_id = sqlc.arg(order_id) AND kind = sqlc.arg(kind)
+  AND status IN ('processing', 'needs-reconciliation')
+  AND (claimed_until IS NULL OR claimed_until <= now())
+RETURNING *;
+
+-- name: GetNotification :one
+SELECT * FROM notifications WHERE order_id = $1 AND kind = $2;
+
+-- name: CompleteNotification :execrows
+-- Phase two: the provider has the email. Not fenced by the claim: whoever learns that the
+-- provider accepted it may record the fact, even a holder whose lease ran out.
+UPDATE notifications
+SET status            = 'completed',
+    provider_email_id = sqlc.arg(provider_email_id),
+    claim_token       = NULL,
+    claimed_until     = NULL,
+    last_error        = NULL,
+    completed_at      = now(),
+    updated_at        = now()
+WHERE order_id = sqlc.arg(order_id) AND kind = sqlc.arg(kind) AND status <> 'completed';
+
+-- name: ReleaseNotification :one
+-- An attempt ended without knowing the email was sent (timeout, provider down, 409). The
+-- record waits for reconciliation, or fails for good once it has used its attempts (or at
+-- once, when give_up is set: the provider refused the request itself). Fenced by the claim:
+-- a holder whose lease ran out and was taken over must not overwrite the new holder's state.
+UPDATE notifications
+SET status        = CASE WHEN sqlc.arg(give_up)::bool OR attempts >= sqlc.arg(max_attempts)::int
+                         THEN 'failed' ELSE 'needs-reconciliation' END,
+    last_error    = sqlc.arg(last_error),
+    claim_token   = NULL,
+    claimed_until = NULL,
+    updated_at    = now()
+WHERE order_id = sqlc.arg(order_id) AND kind = sqlc.arg(kind)
+  AND claim_token = sqlc.arg(claim_token) AND status = 'processing'
+RETURNING status, attempts;
+
+-- name: ListStaleNotifications :many
+-- For the sweeper: records left unfinished and untouched for longer than stale_seconds,
+-- whose lease (if any) has run out.
+SELECT order_id, kind FROM notifications
+WHERE status IN ('processing', 'needs-reconciliation')
+  AND updated_at < now() - make_interval(secs => sqlc.arg(stale_seconds)::float8)
+  AND (claimed_until IS NULL OR claimed_until <= now())
+ORDER BY updated_at
+LIMIT sqlc.arg(batch_size);
+
+-- name: ListNotificationsByOrder :many
+SELECT * FROM notifications WHERE order_id = $1 ORDER BY kind;
