@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"net/url"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/database"
+	"github.com/pressly/goose/v3/lock"
 )
 
 // Migrations is one set of goose migrations and the table that records how far it got.
@@ -47,6 +49,12 @@ func Ensure(ctx context.Context, adminURL, databaseURL string) error {
 		return fmt.Errorf("ensure database: connect admin: %w", err)
 	}
 	defer admin.Close(ctx)
+	// Two instances starting at once would otherwise race on the catalog ("tuple
+	// concurrently updated" on the REVOKE); a session advisory lock per database makes
+	// them take turns.
+	if _, err := admin.Exec(ctx, "SELECT pg_advisory_lock(hashtextextended('bookstore/ensure:' || $1, 0))", db); err != nil {
+		return fmt.Errorf("ensure database: lock: %w", err)
+	}
 
 	// A password in DATABASE_URL (docker compose) is set on the role; locally trust auth
 	// needs none.
@@ -98,9 +106,16 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, sets ...Migrations) error 
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
 	for _, set := range sets {
+		// The session locker makes a second instance starting at the same moment wait for
+		// the first one's migrations instead of running them again.
+		locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(lockID(set.VersionTable)), lock.WithLockTimeout(1, 120))
+		if err != nil {
+			return fmt.Errorf("migrate %s: %w", set.VersionTable, err)
+		}
 		p, err := goose.NewProvider("", db, set.FS,
 			goose.WithStore(mustStore(set.VersionTable)),
-			goose.WithDisableGlobalRegistry(true))
+			goose.WithDisableGlobalRegistry(true),
+			goose.WithSessionLocker(locker))
 		if err != nil {
 			return fmt.Errorf("migrate %s: %w", set.VersionTable, err)
 		}
@@ -109,6 +124,14 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, sets ...Migrations) error 
 		}
 	}
 	return nil
+}
+
+// lockID derives a migration lock per version table, so the platform's and the service's
+// migrations do not wait on one another's lock id.
+func lockID(table string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("bookstore/migrate:" + table))
+	return int64(h.Sum64() >> 1)
 }
 
 func mustStore(table string) database.Store {

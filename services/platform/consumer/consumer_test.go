@@ -1,0 +1,262 @@
+package consumer_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/bookstore-go/bookstore/services/platform/broker"
+	"github.com/bookstore-go/bookstore/services/platform/consumer"
+	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/platform/inbox"
+	"github.com/bookstore-go/bookstore/services/platform/pgdb"
+	"github.com/bookstore-go/bookstore/services/platform/telemetry"
+	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/sql"
+)
+
+// harness runs a real consumer of inventory.order-placed in a fresh vhost, whose handler
+// records each processed event in a table through the real inbox.
+type harness struct {
+	pool    *pgxpool.Pool
+	amqpURL string
+	ch      *amqp.Channel
+	failing atomic.Int32 // the handler fails transiently this many more times
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	ctx := context.Background()
+	admin, dbURL := testenv.Database(t, "consumer")
+	pool, err := pgdb.Open(ctx, admin, dbURL, pgdb.Migrations{FS: sql.Platform, VersionTable: "goose_platform_version"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := pool.Exec(ctx, "CREATE TABLE work (message_id uuid NOT NULL, subject text NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{pool: pool, amqpURL: testenv.VHost(t)}
+	conn, err := amqp.Dial(h.amqpURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if h.ch, err = conn.Channel(); err != nil {
+		t.Fatal(err)
+	}
+	if err := broker.DeclareTopology(h.ch); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func (h *harness) handle(ctx context.Context, env event.Envelope) (consumer.Outcome, error) {
+	if h.failing.Load() > 0 {
+		h.failing.Add(-1)
+		return 0, errors.New("database is down (simulated)")
+	}
+	processed, err := inbox.Process(ctx, h.pool, "test", env, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "INSERT INTO work VALUES ($1, $2)", env.UUID(), env.Subject)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	if !processed {
+		return consumer.Duplicate, nil
+	}
+	return consumer.Processed, nil
+}
+
+func (h *harness) run(t *testing.T) {
+	t.Helper()
+	tel, err := telemetry.Setup(context.Background(), telemetry.Options{Service: "test", Stdout: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := broker.NewConn(h.amqpURL, "consumer-test")
+	c, err := consumer.New(conn, tel, consumer.Config{
+		Name: "test", Queue: broker.QueueInventoryOrderPlaced, Types: []string{event.OrderPlaced},
+		Concurrency: 2, RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond,
+	}, h.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; conn.Close() })
+}
+
+func (h *harness) publish(t *testing.T, id, typ string, body []byte) {
+	t.Helper()
+	err := h.ch.PublishWithContext(context.Background(), broker.Exchange, event.OrderPlaced, true, false,
+		amqp.Publishing{MessageId: id, Type: typ, ContentType: event.ContentType, DeliveryMode: amqp.Persistent, Body: body})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func envelope(t *testing.T, subject string, data any) (event.Envelope, []byte) {
+	t.Helper()
+	env, err := event.New("bookstore/ordering", event.OrderPlaced, subject, 1, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env, b
+}
+
+func (h *harness) count(t *testing.T, sql string) int {
+	t.Helper()
+	var n int
+	if err := h.pool.QueryRow(context.Background(), sql).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Every kind of poison lands in the DLQ at its first delivery, and the valid messages
+// behind it are processed.
+func TestPoisonGoesToTheDLQAndTheQueueMovesOn(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.run(t)
+
+	first, firstBody := envelope(t, "order-1", map[string]int{"n": 1})
+	h.publish(t, first.ID, first.Type, firstBody)
+	testenv.Eventually(t, 10*time.Second, "first valid message processed", func() bool { return h.count(t, "SELECT count(*) FROM work") == 1 })
+
+	reused := first
+	reused.Data = json.RawMessage(`{"n":2}`)
+	reusedBody, _ := json.Marshal(reused)
+	v2 := first
+	v2.ID, v2.Type = "018f2b1e-0000-7000-8000-0000000000b2", "ordering.order-placed.v2"
+	v2Body, _ := json.Marshal(v2)
+	poison := map[string][]byte{
+		event.ReasonNotJSON:         []byte("not json at all"),
+		event.ReasonInvalidEnvelope: []byte(`{"specversion":"1.0","id":"nope"}`),
+		event.ReasonUnknownType:     v2Body,
+		event.ReasonContentMismatch: reusedBody,
+	}
+	for _, body := range poison {
+		h.publish(t, "", event.OrderPlaced, body)
+	}
+	last, lastBody := envelope(t, "order-2", map[string]int{"n": 3})
+	h.publish(t, last.ID, last.Type, lastBody)
+
+	testenv.Eventually(t, 10*time.Second, "valid message behind the poison processed", func() bool { return h.count(t, "SELECT count(*) FROM work") == 2 })
+	testenv.Eventually(t, 10*time.Second, "every poison message in the DLQ", func() bool {
+		return testenv.QueueDepth(t, h.amqpURL, broker.QueueInventoryOrderPlaced+".dlq") == len(poison)
+	})
+	dead := map[string]bool{}
+	for range poison {
+		d, ok, err := h.ch.Get(broker.QueueInventoryOrderPlaced+".dlq", true)
+		if err != nil || !ok {
+			t.Fatalf("get from DLQ: %v %v", ok, err)
+		}
+		dead[string(d.Body)] = true
+		if c := deliveryCount(d); c > 0 {
+			t.Errorf("poison was delivered %d extra times before dead-lettering", c)
+		}
+	}
+	for reason, body := range poison {
+		if !dead[string(body)] {
+			t.Errorf("%s poison not in the DLQ", reason)
+		}
+	}
+}
+
+func deliveryCount(d amqp.Delivery) int64 {
+	if v, ok := d.Headers["x-delivery-count"].(int64); ok {
+		return v
+	}
+	return 0
+}
+
+// A duplicate is a success: acked, not dead-lettered, not processed twice.
+func TestDuplicateIsAckedOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.run(t)
+	env, body := envelope(t, "order-1", map[string]int{"n": 1})
+	for range 3 {
+		h.publish(t, env.ID, env.Type, body)
+	}
+	marker, markerBody := envelope(t, "order-2", map[string]int{"n": 2})
+	h.publish(t, marker.ID, marker.Type, markerBody)
+	testenv.Eventually(t, 10*time.Second, "both events processed", func() bool { return h.count(t, "SELECT count(*) FROM work") == 2 })
+	time.Sleep(200 * time.Millisecond)
+	if n := h.count(t, "SELECT count(*) FROM work"); n != 2 {
+		t.Errorf("work rows = %d, want 2", n)
+	}
+	if n := testenv.QueueDepth(t, h.amqpURL, broker.QueueInventoryOrderPlaced+".dlq"); n != 0 {
+		t.Errorf("DLQ has %d messages, want 0", n)
+	}
+	if n := testenv.QueueDepth(t, h.amqpURL, broker.QueueInventoryOrderPlaced); n != 0 {
+		t.Errorf("queue still has %d messages", n)
+	}
+}
+
+// A transient failure is requeued after a backoff and succeeds later.
+func TestTransientFailureIsRetried(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.failing.Store(3)
+	h.run(t)
+	env, body := envelope(t, "order-1", map[string]int{"n": 1})
+	h.publish(t, env.ID, env.Type, body)
+	testenv.Eventually(t, 10*time.Second, "processed after three failures", func() bool { return h.count(t, "SELECT count(*) FROM work") == 1 })
+	if n := h.failing.Load(); n != 0 {
+		t.Errorf("handler still has %d failures to give: it was not retried", n)
+	}
+}
+
+// Fifty copies of one message claimed at the same moment: the primary key lets exactly one
+// through, and the others wait for it, then skip.
+func TestInboxLetsOneOfFiftyConcurrentCopiesThrough(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	env, _ := envelope(t, "order-1", map[string]int{"n": 1})
+	var wg sync.WaitGroup
+	var processed, duplicates atomic.Int32
+	start := make(chan struct{})
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			out, err := h.handle(context.Background(), env)
+			if err != nil {
+				t.Error(err)
+			}
+			switch out {
+			case consumer.Processed:
+				processed.Add(1)
+			case consumer.Duplicate:
+				duplicates.Add(1)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if processed.Load() != 1 || duplicates.Load() != 49 {
+		t.Errorf("processed %d, duplicates %d; want 1 and 49", processed.Load(), duplicates.Load())
+	}
+	if n := h.count(t, "SELECT count(*) FROM work"); n != 1 {
+		t.Errorf("work rows = %d, want 1", n)
+	}
+}
