@@ -1,0 +1,147 @@
+// Command notification consumes the stock events and sends each order's outcome email
+// once, through the email provider, with a two-phase record and reconciliation.
+//
+//	notification          consumer, sweeper and API on :8083
+//	notification --help   every environment variable and its default
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/bookstore-go/bookstore/services/notification/internal/api"
+	"github.com/bookstore-go/bookstore/services/notification/internal/notifications"
+	"github.com/bookstore-go/bookstore/services/notification/internal/provider"
+	"github.com/bookstore-go/bookstore/services/platform/broker"
+	"github.com/bookstore-go/bookstore/services/platform/config"
+	"github.com/bookstore-go/bookstore/services/platform/consumer"
+	"github.com/bookstore-go/bookstore/services/platform/failpoint"
+	"github.com/bookstore-go/bookstore/services/platform/httpapi"
+	"github.com/bookstore-go/bookstore/services/platform/pgdb"
+	"github.com/bookstore-go/bookstore/services/platform/telemetry"
+	"github.com/bookstore-go/bookstore/sql"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "notification:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	cfg, vars := config.Standard("notification", 8083)
+	var providerURL, providerTimeout, maxAttempts, reconcileAfter, sweepInterval, consumers string
+	vars = append(vars,
+		config.Var{Name: "EMAILPROVIDER_URL", Default: "http://localhost:8084", Help: "base URL of the email provider", Dest: &providerURL},
+		config.Var{Name: "PROVIDER_TIMEOUT", Default: "2s", Help: "timeout of each provider call; a send that times out is reconciled, not resent blindly", Dest: &providerTimeout},
+		config.Var{Name: "NOTIFICATION_MAX_ATTEMPTS", Default: "8", Help: "provider attempts per email before its record fails and its message is dead-lettered", Dest: &maxAttempts},
+		config.Var{Name: "RECONCILE_AFTER", Default: "30s", Help: "the sweeper reconciles records left unfinished and untouched this long", Dest: &reconcileAfter},
+		config.Var{Name: "SWEEP_INTERVAL", Default: "5s", Help: "how often the sweeper looks for such records", Dest: &sweepInterval},
+		config.Var{Name: "CONSUMER_CONCURRENCY", Default: "4", Help: "stock events handled at once", Dest: &consumers},
+	)
+	if err := config.Parse("notification", args, getenv, stdout, vars); err != nil {
+		if errors.Is(err, config.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	timeout, err := positiveDuration("PROVIDER_TIMEOUT", providerTimeout)
+	if err != nil {
+		return err
+	}
+	attempts, err := config.Positive("NOTIFICATION_MAX_ATTEMPTS", maxAttempts)
+	if err != nil {
+		return err
+	}
+	staleAfter, err := positiveDuration("RECONCILE_AFTER", reconcileAfter)
+	if err != nil {
+		return err
+	}
+	interval, err := positiveDuration("SWEEP_INTERVAL", sweepInterval)
+	if err != nil {
+		return err
+	}
+	concurrency, err := config.Positive("CONSUMER_CONCURRENCY", consumers)
+	if err != nil {
+		return err
+	}
+	if err := failpoint.Configure(cfg.Failpoints); err != nil {
+		return err
+	}
+
+	tel, err := telemetry.Setup(ctx, telemetry.Options{Service: "notification", LogLevel: cfg.LogLevel, OTLPEndpoint: cfg.OTLPEndpoint, Stdout: stdout})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tel.Shutdown(context.WithoutCancel(ctx)) }()
+	log := tel.Logger
+
+	// Migrations run before anything consumes: no event meets an old schema.
+	pool, err := pgdb.Open(ctx, cfg.DatabaseAdminURL, cfg.DatabaseURL,
+		pgdb.Migrations{FS: sql.Notification, VersionTable: "goose_notification_version"})
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	conn := broker.NewConn(cfg.AMQPURL, "notification")
+	defer conn.Close()
+
+	client, err := provider.New(providerURL, timeout, tel)
+	if err != nil {
+		return err
+	}
+	svc, err := notifications.NewService(pool, client, notifications.Config{
+		MaxAttempts: attempts,
+		// One attempt is a lookup and a send, each bounded by the timeout; the margin
+		// covers the database writes around them.
+		Lease:          2*timeout + 2*time.Second,
+		ReconcileAfter: staleAfter,
+		SweepInterval:  interval,
+	}, tel)
+	if err != nil {
+		return err
+	}
+	stockEvents, err := consumer.New(conn, tel, consumer.Config{
+		Name:        notifications.ConsumerName,
+		Queue:       broker.QueueNotificationStockEvent,
+		Types:       notifications.StockEventTypes,
+		Concurrency: concurrency,
+	}, svc.HandleStockEvent)
+	if err != nil {
+		return err
+	}
+
+	// The provider is not a readiness check: it is a third party whose outage we ride out
+	// by retrying, not a reason to take this service out of rotation.
+	ready := []httpapi.Check{
+		{Name: "postgres", Ping: pool.Ping},
+		{Name: "rabbitmq", Ping: conn.Ping},
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return stockEvents.Run(ctx) })
+	g.Go(func() error { svc.RunSweeper(ctx); return nil })
+	g.Go(func() error { return httpapi.Serve(ctx, cfg.HTTPAddr, api.NewServer(svc, tel, ready...), log, nil) })
+	log.InfoContext(ctx, "notification started", "http_addr", cfg.HTTPAddr, "emailprovider_url", providerURL,
+		"provider_timeout", timeout.String(), "max_attempts", attempts, "reconcile_after", staleAfter.String())
+	return g.Wait()
+}
+
+func positiveDuration(name, value string) (time.Duration, error) {
+	d, err := time.ParseDuration(value)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s=%q: want a positive duration such as 2s", name, value)
+	}
+	return d, nil
+}

@@ -1,0 +1,648 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/bookstore-go/bookstore/services/platform/broker"
+	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/platform/testenv"
+)
+
+// The tests of this file run the real notification and emailprovider binaries as OS
+// processes, each with its own database, against one fresh RabbitMQ vhost per test, and
+// play inventory by publishing stock events into it.
+
+// binaries builds both commands once per test run.
+var binaries = sync.OnceValues(func() (map[string]string, error) {
+	dir, err := os.MkdirTemp("", "notification-bin")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for name, pkg := range map[string]string{
+		"notification":  ".",
+		"emailprovider": "github.com/bookstore-go/bookstore/services/emailprovider/cmd/emailprovider",
+	} {
+		out[name] = filepath.Join(dir, name)
+		cmd := exec.Command("go", "build", "-o", out[name], pkg)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
+		}
+	}
+	return out, nil
+})
+
+// world is one test's databases, vhost and addresses. The provider's address is fixed
+// for the test, so it can be started late or restarted where notification expects it.
+type world struct {
+	amqpURL                         string
+	notificationAdmin, notification string
+	providerAdmin, provider         string
+	providerAddr                    string
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	w := &world{amqpURL: testenv.VHost(t), providerAddr: testenv.FreeAddr(t)}
+	w.notificationAdmin, w.notification = testenv.Database(t, "notification")
+	w.providerAdmin, w.provider = testenv.Database(t, "emailprovider")
+	return w
+}
+
+// process is a service running as a real OS process.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	base string
+	done chan error
+	log  *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func startProcess(t *testing.T, name, addr string, env map[string]string) *process {
+	t.Helper()
+	bins, err := binaries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bins[name])
+	cmd.Env = append(os.Environ(), "HTTP_ADDR="+addr, "LOG_LEVEL=info")
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	p := &process{name: name, cmd: cmd, base: "http://" + addr, done: make(chan error, 1), log: &syncBuffer{}}
+	cmd.Stdout, cmd.Stderr = p.log, p.log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		err := <-p.done
+		p.done <- err
+		if t.Failed() {
+			t.Logf("%s log:\n%s", name, p.log)
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case err := <-p.done:
+			p.done <- err
+			t.Fatalf("%s exited before it was ready: %v\n%s", name, err, p.log)
+		default:
+		}
+		if resp, err := http.Get(p.base + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return p
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never became ready\n%s", name, p.log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (w *world) startProvider(t *testing.T, extra ...string) *process {
+	t.Helper()
+	return startProcess(t, "emailprovider", w.providerAddr, withExtra(map[string]string{
+		"DATABASE_URL":       w.provider,
+		"DATABASE_ADMIN_URL": w.providerAdmin,
+	}, extra))
+}
+
+func (w *world) startNotification(t *testing.T, extra ...string) *process {
+	t.Helper()
+	return startProcess(t, "notification", testenv.FreeAddr(t), withExtra(map[string]string{
+		"DATABASE_URL":       w.notification,
+		"DATABASE_ADMIN_URL": w.notificationAdmin,
+		"AMQP_URL":           w.amqpURL,
+		"EMAILPROVIDER_URL":  "http://" + w.providerAddr,
+		"PROVIDER_TIMEOUT":   "500ms",
+	}, extra))
+}
+
+func withExtra(m map[string]string, extra []string) map[string]string {
+	for i := 0; i+1 < len(extra); i += 2 {
+		m[extra[i]] = extra[i+1]
+	}
+	return m
+}
+
+// waitKilled waits for the process to die of SIGKILL, as the crash failpoint does.
+func (p *process) waitKilled(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		p.done <- err
+		if !strings.Contains(fmt.Sprint(err), "signal: killed") {
+			t.Fatalf("%s ended with %v, want killed by SIGKILL\n%s", p.name, err, p.log)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%s did not crash\n%s", p.name, p.log)
+	}
+}
+
+// stop ends the process with SIGTERM and waits: a graceful shutdown.
+func (p *process) stop(t *testing.T) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		p.done <- err
+		if err != nil {
+			t.Fatalf("%s did not stop cleanly: %v\n%s", p.name, err, p.log)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not stop\n%s", p.name, p.log)
+	}
+}
+
+// stockEvent builds the event inventory would publish for an order's outcome.
+func stockEvent(t *testing.T, typ string, orderID uuid.UUID, to string) event.Envelope {
+	t.Helper()
+	lines := []event.Line{{BookID: uuid.MustParse("018f2b1e-0000-7000-8000-000000000001"), Quantity: 2}}
+	var data any = event.StockReservedData{OrderID: orderID, CustomerEmail: to, Lines: lines}
+	if typ == event.StockRejected {
+		data = event.StockRejectedData{OrderID: orderID, CustomerEmail: to, Lines: lines, Reason: "insufficient stock"}
+	}
+	env, err := event.New("bookstore/inventory", typ, orderID.String(), 2, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+// publish publishes events as inventory's relay does: persistent, with confirms, the AMQP
+// properties of the contracts, and the trace context in the envelope and the headers.
+func publish(t *testing.T, amqpURL, traceparent string, envs ...event.Envelope) {
+	t.Helper()
+	conn := broker.NewConn(amqpURL, "test-inventory")
+	defer conn.Close()
+	pub := broker.NewPublisher(conn, 10*time.Second)
+	defer pub.Close()
+	msgs := make([]broker.Message, len(envs))
+	for i, env := range envs {
+		env.TraceParent = traceparent
+		body, err := json.Marshal(env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		headers := amqp.Table{}
+		if traceparent != "" {
+			headers["traceparent"] = traceparent
+		}
+		msgs[i] = broker.Message{RoutingKey: env.Type, Publishing: amqp.Publishing{
+			MessageId: env.ID, Type: env.Type, ContentType: event.ContentType, AppId: "inventory",
+			Headers: headers, Body: body,
+		}}
+	}
+	for i, err := range pub.PublishBatch(context.Background(), msgs) {
+		if err != nil {
+			t.Fatalf("publish %s: %v", envs[i].ID, err)
+		}
+	}
+}
+
+type record struct {
+	OrderID        uuid.UUID `json:"order_id"`
+	Kind           string    `json:"kind"`
+	Status         string    `json:"status"`
+	IdempotencyKey string    `json:"idempotency_key"`
+	Attempts       int       `json:"attempts"`
+	UpdatedAt      time.Time `json:"updated_at"`
+}
+
+func getJSON(t *testing.T, u string, v any) int {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusOK && v != nil {
+		if err := json.Unmarshal(b, v); err != nil {
+			t.Fatalf("GET %s: %v: %s", u, err, b)
+		}
+	}
+	return resp.StatusCode
+}
+
+func records(t *testing.T, n *process, orderID uuid.UUID) []record {
+	t.Helper()
+	var out []record
+	if status := getJSON(t, n.base+"/notifications?order_id="+orderID.String(), &out); status != http.StatusOK {
+		t.Fatalf("GET /notifications: %d", status)
+	}
+	return out
+}
+
+// waitStatus waits until the order's only record has the status and returns it.
+func waitStatus(t *testing.T, n *process, orderID uuid.UUID, status string, timeout time.Duration) record {
+	t.Helper()
+	var last []record
+	testenv.Eventually(t, timeout, fmt.Sprintf("order %s's record to be %s (last seen %+v)", orderID, status, &last), func() bool {
+		last = records(t, n, orderID)
+		return len(last) == 1 && last[0].Status == status
+	})
+	return last[0]
+}
+
+type email struct {
+	IdempotencyKey string `json:"idempotency_key"`
+	To             string `json:"to"`
+	Subject        string `json:"subject"`
+	Deliveries     int    `json:"deliveries"`
+}
+
+func emails(t *testing.T, p *process, to string) []email {
+	t.Helper()
+	var out []email
+	if status := getJSON(t, p.base+"/v1/emails?to="+url.QueryEscape(to), &out); status != http.StatusOK {
+		t.Fatalf("GET /v1/emails: %d", status)
+	}
+	return out
+}
+
+// wantOneEmail asserts the provider holds exactly one email for the address, under the
+// order's key for kind, delivered exactly once.
+func wantOneEmail(t *testing.T, p *process, to string, orderID uuid.UUID, kind string) {
+	t.Helper()
+	list := emails(t, p, to)
+	want := "order/" + orderID.String() + "/" + kind
+	if len(list) != 1 || list[0].IdempotencyKey != want || list[0].Deliveries != 1 {
+		t.Fatalf("provider holds %+v for %s, want one email %s with deliveries 1", list, to, want)
+	}
+}
+
+// metric sums the values of every series of a Prometheus metric whose labels contain all
+// of the given label pairs (e.g. `outcome="found"`).
+func metric(t *testing.T, p *process, name string, labels ...string) float64 {
+	t.Helper()
+	resp, err := http.Get(p.base + "/metrics")
+	if err != nil {
+		t.Fatalf("metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	sum := 0.0
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		matches := true
+		for _, l := range labels {
+			matches = matches && strings.Contains(line, l)
+		}
+		if !matches {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+		if err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+func setFaults(t *testing.T, p *process, body string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPut, p.base+"/admin/faults", strings.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("PUT /admin/faults: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("PUT /admin/faults %s: %d", body, resp.StatusCode)
+	}
+}
+
+// The same event delivered twice, and the same outcome published again under a new
+// message id (a producer duplicate): one record, one email. The provider call also
+// carries the trace the event arrived with.
+func TestOneEmailPerOrderOutcome(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	p := w.startProvider(t)
+	n := w.startNotification(t)
+
+	confirmed, rejected := uuid.New(), uuid.New()
+	first := stockEvent(t, event.StockReserved, confirmed, "ada@example.com")
+	again := stockEvent(t, event.StockReserved, confirmed, "ada@example.com") // new message id
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	publish(t, w.amqpURL, "00-"+traceID+"-00f067aa0ba902b7-01",
+		first, first, again, stockEvent(t, event.StockRejected, rejected, "bob@example.com"))
+
+	rec := waitStatus(t, n, confirmed, "completed", 30*time.Second)
+	if rec.Kind != "order-confirmed" || rec.IdempotencyKey != "order/"+confirmed.String()+"/order-confirmed" {
+		t.Fatalf("record %+v", rec)
+	}
+	if rec2 := waitStatus(t, n, rejected, "completed", 30*time.Second); rec2.Kind != "order-rejected" {
+		t.Fatalf("record %+v, want kind order-rejected", rec2)
+	}
+	// Every message was acked: two processed, two duplicates.
+	testenv.Eventually(t, 30*time.Second, "all four messages to be handled", func() bool {
+		return metric(t, n, "bookstore_consumer_processed_total") == 2 && metric(t, n, "bookstore_consumer_duplicates_total") == 2
+	})
+	wantOneEmail(t, p, "ada@example.com", confirmed, "order-confirmed")
+	wantOneEmail(t, p, "bob@example.com", rejected, "order-rejected")
+	if got := metric(t, p, "bookstore_emailprovider_sent_total"); got != 2 {
+		t.Fatalf("provider sent %v emails, want 2", got)
+	}
+	if depth := testenv.QueueDepth(t, w.amqpURL, broker.QueueNotificationStockEvent+".dlq"); depth != 0 {
+		t.Fatalf("DLQ holds %d messages", depth)
+	}
+
+	// One trace from the event to the provider: the provider's request log carries the
+	// trace id the event was published with.
+	if !strings.Contains(p.log.String(), `"trace_id":"`+traceID+`"`) {
+		t.Fatalf("the provider never saw trace %s:\n%s", traceID, p.log)
+	}
+
+	// The API: 400 for a missing or malformed order_id, [] for an order with no email.
+	if status := getJSON(t, n.base+"/notifications", nil); status != http.StatusBadRequest {
+		t.Fatalf("GET /notifications without order_id: %d", status)
+	}
+	if status := getJSON(t, n.base+"/notifications?order_id=42", nil); status != http.StatusBadRequest {
+		t.Fatalf("GET /notifications?order_id=42: %d", status)
+	}
+	if got := records(t, n, uuid.New()); len(got) != 0 {
+		t.Fatalf("records of an unknown order: %+v", got)
+	}
+}
+
+// The process dies after the provider accepted the email and before the record is
+// completed. The redelivered message finds 'processing', asks the provider, finds the
+// email and completes the record without sending it again.
+func TestCrashAfterSendSendsOnce(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	p := w.startProvider(t)
+	n := w.startNotification(t, "BOOKSTORE_FAILPOINTS", "notification/after-send=crash")
+
+	orderID := uuid.New()
+	publish(t, w.amqpURL, "", stockEvent(t, event.StockReserved, orderID, "crash@example.com"))
+	n.waitKilled(t)
+
+	// The window, seen from outside: sent, but the record says processing.
+	wantOneEmail(t, p, "crash@example.com", orderID, "order-confirmed")
+	var status string
+	db := connect(t, w.notification)
+	if err := db.QueryRow(context.Background(), "SELECT status FROM notifications WHERE order_id = $1", orderID).Scan(&status); err != nil || status != "processing" {
+		t.Fatalf("record after the crash: %q %v, want processing", status, err)
+	}
+
+	restarted := w.startNotification(t)
+	rec := waitStatus(t, restarted, orderID, "completed", 60*time.Second)
+	if rec.Attempts != 2 {
+		t.Fatalf("record %+v, want completed on the second attempt", rec)
+	}
+	wantOneEmail(t, p, "crash@example.com", orderID, "order-confirmed")
+	if got := metric(t, restarted, "bookstore_notification_reconciled_total", `outcome="found"`); got != 1 {
+		t.Fatalf("reconciled found = %v, want 1", got)
+	}
+	if got := metric(t, p, "bookstore_emailprovider_sent_total"); got != 1 {
+		t.Fatalf("the provider sent %v emails, want 1 (before the crash, none after)", got)
+	}
+}
+
+// The provider sends and then stalls past notification's timeout: the caller cannot know.
+// The retry reconciles, finds the email, and there is still exactly one delivery.
+func TestAmbiguousProviderTimeoutIsReconciled(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	p := w.startProvider(t, "EMAILPROVIDER_ADMIN", "1", "EMAILPROVIDER_AMBIGUOUS_RATE", "1")
+	n := w.startNotification(t)
+
+	orderID := uuid.New()
+	publish(t, w.amqpURL, "", stockEvent(t, event.StockReserved, orderID, "amb@example.com"))
+	testenv.Eventually(t, 30*time.Second, "the provider to send the first email", func() bool {
+		return len(emails(t, p, "amb@example.com")) == 1
+	})
+	setFaults(t, p, `{"ambiguous_rate": 0}`) // for the attempts after the first
+
+	rec := waitStatus(t, n, orderID, "completed", 30*time.Second)
+	if rec.Attempts < 2 {
+		t.Fatalf("record %+v: completed without a second attempt, so the first did not time out", rec)
+	}
+	wantOneEmail(t, p, "amb@example.com", orderID, "order-confirmed")
+	if got := metric(t, n, "bookstore_notification_reconciled_total", `outcome="found"`); got != 1 {
+		t.Fatalf("reconciled found = %v, want 1", got)
+	}
+	if got := metric(t, p, "bookstore_emailprovider_sent_total"); got != 1 {
+		t.Fatalf("provider sent %v, want 1", got)
+	}
+}
+
+// The provider is not there at first, and goes away again later: records retry with
+// backoff and all complete once it is back; nothing lost, nothing sent twice.
+func TestProviderOutageRetriesUntilBack(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	n := w.startNotification(t, "NOTIFICATION_MAX_ATTEMPTS", "1000")
+
+	publishOrders := func(k int) []uuid.UUID {
+		ids := make([]uuid.UUID, k)
+		envs := make([]event.Envelope, k)
+		for i := range ids {
+			ids[i] = uuid.New()
+			envs[i] = stockEvent(t, event.StockReserved, ids[i], "outage@example.com")
+		}
+		publish(t, w.amqpURL, "", envs...)
+		return ids
+	}
+	waitRetrying := func(ids []uuid.UUID) {
+		testenv.Eventually(t, 60*time.Second, "every record to be retrying", func() bool {
+			for _, id := range ids {
+				r := records(t, n, id)
+				if len(r) != 1 || r[0].Attempts < 2 || r[0].Status == "completed" {
+					return false
+				}
+			}
+			return true
+		})
+	}
+
+	before := publishOrders(4)
+	waitRetrying(before) // the provider has not been started yet
+	p := w.startProvider(t)
+	for _, id := range before {
+		waitStatus(t, n, id, "completed", 60*time.Second)
+	}
+
+	p.stop(t)
+	after := publishOrders(3)
+	waitRetrying(after)
+	p = w.startProvider(t)
+	for _, id := range after {
+		waitStatus(t, n, id, "completed", 60*time.Second)
+	}
+
+	list := emails(t, p, "outage@example.com")
+	if len(list) != len(before)+len(after) {
+		t.Fatalf("provider holds %d emails, want %d: %+v", len(list), len(before)+len(after), list)
+	}
+	for _, e := range list {
+		if e.Deliveries != 1 {
+			t.Fatalf("email %s delivered %d times", e.IdempotencyKey, e.Deliveries)
+		}
+	}
+	if got := metric(t, n, "bookstore_notification_failed_total"); got != 0 {
+		t.Fatalf("%v records failed", got)
+	}
+	if depth := testenv.QueueDepth(t, w.amqpURL, broker.QueueNotificationStockEvent+".dlq"); depth != 0 {
+		t.Fatalf("DLQ holds %d messages", depth)
+	}
+}
+
+// Out of attempts: the record fails, the message is dead-lettered with it, and a metric
+// counts it.
+func TestOutOfAttemptsFailsToDLQ(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t) // no provider at all
+	n := w.startNotification(t, "NOTIFICATION_MAX_ATTEMPTS", "2")
+
+	orderID := uuid.New()
+	publish(t, w.amqpURL, "", stockEvent(t, event.StockRejected, orderID, "nobody@example.com"))
+	rec := waitStatus(t, n, orderID, "failed", 60*time.Second)
+	if rec.Attempts != 2 {
+		t.Fatalf("record %+v, want failed after 2 attempts", rec)
+	}
+	testenv.Eventually(t, 30*time.Second, "the message to reach the DLQ", func() bool {
+		return testenv.QueueDepth(t, w.amqpURL, broker.QueueNotificationStockEvent+".dlq") == 1
+	})
+	if got := metric(t, n, "bookstore_notification_failed_total", `kind="order-rejected"`); got != 1 {
+		t.Fatalf("failed metric = %v, want 1", got)
+	}
+	if got := metric(t, n, "bookstore_consumer_poison_total", `reason="notification-failed"`); got != 1 {
+		t.Fatalf("poison metric = %v, want 1", got)
+	}
+}
+
+// Records whose message will never come back are finished by the sweeper: one left
+// 'processing' by a real crash after the send (its message then purged from the queue),
+// and one abandoned before its send reached the provider.
+func TestSweeperFinishesAbandonedRecords(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	p := w.startProvider(t)
+	n := w.startNotification(t, "BOOKSTORE_FAILPOINTS", "notification/after-send=crash")
+
+	crashed := uuid.New()
+	publish(t, w.amqpURL, "", stockEvent(t, event.StockReserved, crashed, "sweep@example.com"))
+	n.waitKilled(t)
+	// The broker puts the unacked message back; take it away for good.
+	testenv.Eventually(t, 30*time.Second, "the unacked message to return to the queue", func() bool {
+		return testenv.QueueDepth(t, w.amqpURL, broker.QueueNotificationStockEvent) == 1
+	})
+	purge(t, w.amqpURL, broker.QueueNotificationStockEvent)
+
+	// A record abandoned before its send: the provider never heard of it.
+	neverSent := uuid.New()
+	db := connect(t, w.notification)
+	_, err := db.Exec(context.Background(), `
+		INSERT INTO notifications (order_id, kind, status, idempotency_key, recipient, subject, body, event_id, attempts, updated_at)
+		VALUES ($1, 'order-rejected', 'processing', $2, 'sweep@example.com', 'Your order could not be fulfilled', 'Sorry.', $3, 1, now() - interval '1 minute')`,
+		neverSent, "order/"+neverSent.String()+"/order-rejected", uuid.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	restarted := w.startNotification(t, "RECONCILE_AFTER", "1s", "SWEEP_INTERVAL", "200ms")
+	waitStatus(t, restarted, crashed, "completed", 60*time.Second)
+	waitStatus(t, restarted, neverSent, "completed", 60*time.Second)
+
+	list := emails(t, p, "sweep@example.com")
+	if len(list) != 2 || list[0].Deliveries != 1 || list[1].Deliveries != 1 {
+		t.Fatalf("provider holds %+v, want two emails delivered once each", list)
+	}
+	if got := metric(t, restarted, "bookstore_notification_reconciled_total", `trigger="sweeper"`, `outcome="found"`); got != 1 {
+		t.Fatalf("sweeper reconciled found = %v, want 1", got)
+	}
+	if got := metric(t, restarted, "bookstore_notification_reconciled_total", `trigger="sweeper"`, `outcome="not-found"`); got != 1 {
+		t.Fatalf("sweeper reconciled not-found = %v, want 1", got)
+	}
+	if got := metric(t, restarted, "bookstore_consumer_processed_total"); got != 0 {
+		t.Fatalf("the consumer processed %v messages; the sweeper alone should have finished", got)
+	}
+}
+
+func TestHelpListsEveryVariable(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	if err := run(context.Background(), []string{"--help"}, func(string) string { return "" }, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"DATABASE_URL", "AMQP_URL", "EMAILPROVIDER_URL", "http://localhost:8084", "PROVIDER_TIMEOUT", "NOTIFICATION_MAX_ATTEMPTS", "RECONCILE_AFTER", "SWEEP_INTERVAL", ":8083"} {
+		if !strings.Contains(out.String(), name) {
+			t.Errorf("--help does not mention %s:\n%s", name, out.String())
+		}
+	}
+}
+
+func connect(t *testing.T, databaseURL string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), databaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+func purge(t *testing.T, amqpURL, queue string) {
+	t.Helper()
+	conn, err := amqp.Dial(amqpURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	if n, err := ch.QueuePurge(queue, false); err != nil || n != 1 {
+		t.Fatalf("purge %s: %d messages, %v", queue, n, err)
+	}
+}

@@ -1,0 +1,37 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/google/uuid"
+
+	"github.com/bookstore-go/bookstore/services/notification/internal/notifications"
+	"github.com/bookstore-go/bookstore/services/platform/httpapi"
+	"github.com/bookstore-go/bookstore/services/platform/telemetry"
+)
+
+// listNotifications is GET /notifications?order_id={id}: the order's records, [] when
+// there are none yet; 400 when order_id is missing or not a UUID.
+func listNotifications(svc *notifications.Service, tel *telemetry.Telemetry) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		raw := r.URL.Query().Get("order_id")
+		if raw == "" {
+			p := httpapi.NewProblem(http.StatusBadRequest, "malformed", "Malformed request", "order_id: the query parameter is required")
+			p.Errors = []httpapi.FieldError{{Field: "order_id", Detail: "is required"}}
+			httpapi.WriteProblem(w, p)
+			return
+		}
+		orderID, err := uuid.Parse(raw)
+		if err != nil {
+			httpapi.WriteProblem(w, httpapi.PathUUIDProblem("order_id", raw))
+			return
+		}
+		list, err := svc.ForOrder(r.Context(), orderID)
+		if err != nil {
+			tel.Logger.ErrorContext(r.Context(), "list notifications failed", "err", err)
+			httpapi.Internal(w)
+			return
+		}
+		httpapi.WriteJSON(w, http.StatusOK, list)
+	}
+}

@@ -1,0 +1,23 @@
+// Package api is notification's HTTP API: the records of an order's emails, and the
+// health, readiness and metrics endpoints.
+package api
+
+import (
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/bookstore-go/bookstore/services/notification/internal/notifications"
+	"github.com/bookstore-go/bookstore/services/platform/httpapi"
+	"github.com/bookstore-go/bookstore/services/platform/telemetry"
+)
+
+// NewServer returns notification's whole HTTP API.
+func NewServer(svc *notifications.Service, tel *telemetry.Telemetry, ready ...httpapi.Check) http.Handler {
+	r := chi.NewRouter()
+	r.Get("/notifications", listNotifications(svc, tel))
+	r.Method(http.MethodGet, "/healthz", httpapi.Healthz())
+	r.Method(http.MethodGet, "/readyz", httpapi.Readyz(ready...))
+	r.Method(http.MethodGet, "/metrics", tel.Metrics)
+	return httpapi.Instrument(tel, r)
+}

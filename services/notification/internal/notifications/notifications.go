@@ -1,0 +1,145 @@
+// Package notifications sends one email per order outcome through a third-party email
+// provider, exactly once as far as the customer can tell.
+//
+// An email cannot join a database transaction, so no ordering of "send" and "commit"
+// is safe on its own: send first and a crash before commit sends again on redelivery;
+// commit first and a crash before sending loses the email. This package closes the gap
+// with a two-phase record and reconciliation (read handle.go first):
+//
+//  1. Commit a record 'processing' for (order, kind), holding the provider's
+//     Idempotency-Key, before calling the provider.
+//  2. Call the provider with that key.
+//  3. Mark the record 'completed'.
+//
+// A crash or timeout between 1 and 3 leaves a record that says "the provider may or may
+// not have it". Whoever finds it next (a redelivery of the event, a duplicate under
+// another message id, or the sweeper) asks the provider by key before sending again, and
+// the key makes even a second send harmless. See docs/exactly-once-email.md.
+package notifications
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/bookstore-go/bookstore/services/notification/internal/provider"
+	"github.com/bookstore-go/bookstore/services/platform/event"
+)
+
+// Kind is which email an order gets.
+type Kind string
+
+const (
+	OrderConfirmed Kind = "order-confirmed" // for inventory.stock-reserved.v1
+	OrderRejected  Kind = "order-rejected"  // for inventory.stock-rejected.v1
+)
+
+// Status is where a notification record is in its two phases.
+type Status string
+
+const (
+	// Processing: committed before the provider call; an attempt holds it, or died holding it.
+	Processing Status = "processing"
+	// Completed: the provider has the email. Final.
+	Completed Status = "completed"
+	// NeedsReconciliation: an attempt ended without knowing whether the provider has it.
+	NeedsReconciliation Status = "needs-reconciliation"
+	// Failed: out of attempts, or the provider refused the request. Final; counted.
+	Failed Status = "failed"
+)
+
+// Notification is a record as GET /notifications shows it.
+type Notification struct {
+	OrderID        uuid.UUID `json:"order_id"`
+	Kind           Kind      `json:"kind"`
+	Status         Status    `json:"status"`
+	IdempotencyKey string    `json:"idempotency_key"`
+	Attempts       int       `json:"attempts"`
+	UpdatedAt      time.Time `json:"updated_at"`
+}
+
+// IdempotencyKey is the provider key of an order's email of a kind. It depends on the
+// order and the kind only, never on the message id, so the same outcome published twice
+// under two ids still asks the provider for one email.
+func IdempotencyKey(orderID uuid.UUID, kind Kind) string {
+	return "order/" + orderID.String() + "/" + string(kind)
+}
+
+// email is one email an event asks for.
+type email struct {
+	orderID uuid.UUID
+	kind    Kind
+	message provider.Message
+}
+
+// emailFor reads a stock event and writes the email it asks for. Anything that cannot be
+// read is poison: no retry makes it readable.
+func emailFor(env event.Envelope) (email, error) {
+	switch env.Type {
+	case event.StockReserved:
+		var d event.StockReservedData
+		if err := env.DecodeData(&d); err != nil {
+			return email{}, err
+		}
+		if err := validData(d.OrderID, d.CustomerEmail, env); err != nil {
+			return email{}, err
+		}
+		return email{orderID: d.OrderID, kind: OrderConfirmed, message: provider.Message{
+			To:      d.CustomerEmail,
+			Subject: fmt.Sprintf("Your Bookstore order %s is confirmed", d.OrderID),
+			Text:    confirmedText(d.OrderID, d.Lines),
+		}}, nil
+	case event.StockRejected:
+		var d event.StockRejectedData
+		if err := env.DecodeData(&d); err != nil {
+			return email{}, err
+		}
+		if err := validData(d.OrderID, d.CustomerEmail, env); err != nil {
+			return email{}, err
+		}
+		return email{orderID: d.OrderID, kind: OrderRejected, message: provider.Message{
+			To:      d.CustomerEmail,
+			Subject: fmt.Sprintf("Your Bookstore order %s could not be fulfilled", d.OrderID),
+			Text:    rejectedText(d.OrderID, d.Lines, d.Reason),
+		}}, nil
+	}
+	return email{}, event.Poison(event.ReasonUnknownType, fmt.Errorf("type %q", env.Type))
+}
+
+func validData(orderID uuid.UUID, to string, env event.Envelope) error {
+	switch {
+	case orderID == uuid.Nil || orderID.String() != env.Subject:
+		return event.Poison(event.ReasonInvalidData, fmt.Errorf("order_id %s does not match subject %q", orderID, env.Subject))
+	case to == "":
+		return event.Poison(event.ReasonInvalidData, fmt.Errorf("%s for order %s has no customer_email", env.Type, orderID))
+	}
+	return nil
+}
+
+func confirmedText(orderID uuid.UUID, lines []event.Line) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Hello,\n\nyour order %s is confirmed: every book in it is reserved for you.\n\n", orderID)
+	writeLines(&b, lines)
+	b.WriteString("\nThank you for shopping at Bookstore.\n")
+	return b.String()
+}
+
+func rejectedText(orderID uuid.UUID, lines []event.Line, reason string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Hello,\n\nwe are sorry: your order %s could not be fulfilled", orderID)
+	if reason != "" {
+		fmt.Fprintf(&b, " (%s)", reason)
+	}
+	b.WriteString(". Nothing was reserved and nothing will be charged.\n\n")
+	writeLines(&b, lines)
+	b.WriteString("\nBookstore\n")
+	return b.String()
+}
+
+func writeLines(b *strings.Builder, lines []event.Line) {
+	for _, l := range lines {
+		fmt.Fprintf(b, "  %3d x book %s\n", l.Quantity, l.BookID)
+	}
+}

@@ -1,0 +1,159 @@
+// Package provider is notification's client of the email provider's HTTP API.
+//
+// It sorts every outcome of a call into the three cases the two-phase record needs: the
+// provider has the email (Accepted, or Lookup found it), the provider refused the request
+// itself (ErrRejected: no retry can fix it), or nobody knows (any other error: a timeout,
+// a refused connection, a 5xx, a 409 for a send still in flight). Only the last is
+// retried, and always with the same Idempotency-Key, after asking Lookup first.
+package provider
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/bookstore-go/bookstore/services/platform/telemetry"
+)
+
+// ErrRejected wraps a 4xx answer that says the request itself is wrong (400, 413, 422):
+// sending it again cannot succeed.
+var ErrRejected = errors.New("the email provider rejected the request")
+
+// Message is the body of POST /v1/emails.
+type Message struct {
+	To      string `json:"to"`
+	Subject string `json:"subject"`
+	Text    string `json:"text"`
+}
+
+// Accepted is the provider's answer to a send it took.
+type Accepted struct {
+	ID       string `json:"id"`
+	Replayed bool   `json:"-"` // the provider had the key already and sent nothing now
+}
+
+// Client calls the email provider with a timeout per call, carrying the trace context.
+type Client struct {
+	base     string
+	timeout  time.Duration
+	http     *http.Client
+	duration metric.Float64Histogram
+}
+
+// New returns a client of the provider at baseURL. Each call gives up after timeout, which
+// is exactly the ambiguity the caller must then reconcile.
+func New(baseURL string, timeout time.Duration, tel *telemetry.Telemetry) (*Client, error) {
+	if _, err := url.ParseRequestURI(baseURL); err != nil {
+		return nil, fmt.Errorf("EMAILPROVIDER_URL=%q: %w", baseURL, err)
+	}
+	duration, err := tel.Meter("provider").Float64Histogram("bookstore.notification.provider_duration",
+		metric.WithUnit("s"),
+		metric.WithDescription("Time of each call to the email provider, by operation and result."),
+		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10))
+	if err != nil {
+		return nil, fmt.Errorf("provider metrics: %w", err)
+	}
+	// otelhttp's transport starts a client span per call and injects its traceparent, so
+	// the provider's span joins the trace that began at POST /orders.
+	transport := otelhttp.NewTransport(http.DefaultTransport,
+		otelhttp.WithTracerProvider(tel.TracerProvider),
+		otelhttp.WithMeterProvider(tel.MeterProvider),
+		otelhttp.WithPropagators(telemetry.Propagator),
+		otelhttp.WithSpanNameFormatter(func(op string, r *http.Request) string { return "emailprovider " + op }))
+	return &Client{
+		base:     strings.TrimSuffix(baseURL, "/"),
+		timeout:  timeout,
+		http:     &http.Client{Transport: transport},
+		duration: duration,
+	}, nil
+}
+
+// Send posts m under key. A nil error means the provider has the email, sent now or
+// before (Replayed).
+func (c *Client) Send(ctx context.Context, key string, m Message) (acc Accepted, err error) {
+	defer c.observe(ctx, "send", time.Now(), &err)
+	body, err := json.Marshal(m)
+	if err != nil {
+		return Accepted{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/emails", bytes.NewReader(body))
+	if err != nil {
+		return Accepted{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return Accepted{}, fmt.Errorf("send email %s: %w", key, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return Accepted{}, fmt.Errorf("send email %s: read answer: %w", key, err)
+	}
+	switch resp.StatusCode {
+	case http.StatusAccepted:
+		if err := json.Unmarshal(b, &acc); err != nil || acc.ID == "" {
+			return Accepted{}, fmt.Errorf("send email %s: unreadable 202 answer %q", key, b)
+		}
+		acc.Replayed = resp.Header.Get("Idempotent-Replayed") == "true"
+		return acc, nil
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
+		return Accepted{}, fmt.Errorf("send email %s: %w: %d %s", key, ErrRejected, resp.StatusCode, b)
+	default: // 409 (in flight), 429, 5xx: it may yet be sent, or not; ask again later
+		return Accepted{}, fmt.Errorf("send email %s: provider answered %d %s", key, resp.StatusCode, b)
+	}
+}
+
+// Lookup asks whether an email was sent under key: the reconciliation query.
+func (c *Client) Lookup(ctx context.Context, key string) (acc Accepted, found bool, err error) {
+	defer c.observe(ctx, "lookup", time.Now(), &err)
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/emails/"+url.PathEscape(key), nil)
+	if err != nil {
+		return Accepted{}, false, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return Accepted{}, false, fmt.Errorf("look up email %s: %w", key, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return Accepted{}, false, fmt.Errorf("look up email %s: read answer: %w", key, err)
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		if err := json.Unmarshal(b, &acc); err != nil || acc.ID == "" {
+			return Accepted{}, false, fmt.Errorf("look up email %s: unreadable answer %q", key, b)
+		}
+		return acc, true, nil
+	case http.StatusNotFound:
+		return Accepted{}, false, nil
+	default:
+		return Accepted{}, false, fmt.Errorf("look up email %s: provider answered %d %s", key, resp.StatusCode, b)
+	}
+}
+
+func (c *Client) observe(ctx context.Context, op string, start time.Time, err *error) {
+	result := "ok"
+	if *err != nil {
+		result = "error"
+	}
+	c.duration.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(
+		attribute.String("operation", op), attribute.String("result", result)))
+}
