@@ -1,0 +1,288 @@
+// Package e2e runs the four Bookstore services as real processes, built from this
+// repository, against the real Postgres and RabbitMQ, and follows orders through all of
+// them over their public APIs only.
+package e2e
+
+import (
+	"bytes"
+
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bookstore-go/bookstore/services/platform/testenv"
+)
+
+var services = []string{"emailprovider", "inventory", "ordering", "notification"}
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "bookstore-e2e")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+var build = sync.OnceValue(func() error {
+	for _, s := range services {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, s), "./services/"+s+"/cmd/"+s)
+		cmd.Dir = ".."
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("build %s: %v\n%s", s, err, out)
+		}
+	}
+	return nil
+})
+
+// system is one running Bookstore: four processes, four databases, one vhost.
+type system struct {
+	t       *testing.T
+	URL     map[string]string // service -> base URL
+	DB      map[string]string // service -> DATABASE_URL
+	AMQPURL string
+	procs   map[string]*proc
+}
+
+type proc struct {
+	cmd  *exec.Cmd
+	log  *bytes.Buffer
+	done chan struct{}
+}
+
+// startSystem starts the four services; extra adds environment variables per service.
+func startSystem(t *testing.T, extra map[string][]string) *system {
+	t.Helper()
+	if err := build(); err != nil {
+		t.Fatal(err)
+	}
+	s := &system{t: t, URL: map[string]string{}, DB: map[string]string{}, AMQPURL: testenv.VHost(t), procs: map[string]*proc{}}
+	for _, name := range services {
+		addr := testenv.FreeAddr(t)
+		admin, db := testenv.Database(t, name)
+		s.URL[name], s.DB[name] = "http://"+addr, db
+		env := []string{
+			"DATABASE_URL=" + db, "DATABASE_ADMIN_URL=" + admin, "AMQP_URL=" + s.AMQPURL,
+			"HTTP_ADDR=" + addr, "LOG_LEVEL=info", "OTEL_BSP_SCHEDULE_DELAY=100",
+		}
+		if name == "notification" {
+			env = append(env, "EMAILPROVIDER_URL="+s.URL["emailprovider"])
+		}
+		env = append(env, extra[name]...)
+		p := &proc{cmd: exec.Command(filepath.Join(binDir, name)), log: &bytes.Buffer{}, done: make(chan struct{})}
+		p.cmd.Env = append(os.Environ(), env...)
+		p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+		if err := p.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = p.cmd.Wait(); close(p.done) }()
+		s.procs[name] = p
+		t.Cleanup(func() {
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-p.done:
+			case <-time.After(15 * time.Second):
+				_ = p.cmd.Process.Kill()
+				<-p.done
+			}
+			if t.Failed() {
+				t.Logf("--- %s log (tail) ---\n%s", name, tail(p.log.String(), 3000))
+			}
+		})
+		s.waitReady(name)
+	}
+	return s
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+func (s *system) waitReady(name string) {
+	s.t.Helper()
+	testenv.Eventually(s.t, 60*time.Second, name+" ready", func() bool {
+		select {
+		case <-s.procs[name].done:
+			s.t.Fatalf("%s exited:\n%s", name, s.procs[name].log)
+		default:
+		}
+		resp, err := http.Get(s.URL[name] + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
+// stop ends one service with SIGTERM and waits for it to exit.
+func (s *system) stop(name string) {
+	p := s.procs[name]
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	<-p.done
+}
+
+func (s *system) logs(name string) string { return s.procs[name].log.String() }
+
+// call sends a JSON request and decodes a JSON answer into out (if not nil).
+func (s *system) call(method, url string, body any, out any, header ...string) int {
+	s.t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		r = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, url, r)
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if out != nil && resp.StatusCode < 300 {
+		if err := json.Unmarshal(b, out); err != nil {
+			s.t.Fatalf("%s %s: decode %s: %v", method, url, b, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+type line struct {
+	BookID   string `json:"book_id"`
+	Quantity int    `json:"quantity"`
+}
+
+type order struct {
+	ID            string `json:"id"`
+	CustomerEmail string `json:"customer_email"`
+	Status        string `json:"status"`
+	Lines         []line `json:"lines"`
+}
+
+type book struct {
+	ID        string `json:"id"`
+	Title     string `json:"title"`
+	OnHand    int    `json:"on_hand"`
+	Reserved  int    `json:"reserved"`
+	Available int    `json:"available"`
+}
+
+type notification struct {
+	OrderID        string `json:"order_id"`
+	Kind           string `json:"kind"`
+	Status         string `json:"status"`
+	IdempotencyKey string `json:"idempotency_key"`
+	Attempts       int    `json:"attempts"`
+}
+
+type email struct {
+	ID             string `json:"id"`
+	IdempotencyKey string `json:"idempotency_key"`
+	To             string `json:"to"`
+	Subject        string `json:"subject"`
+	Deliveries     int    `json:"deliveries"`
+}
+
+func bookID(n int) string { return fmt.Sprintf("018f2b1e-0000-7000-8000-%012d", n) }
+
+func (s *system) setStock(id, title string, onHand int) {
+	s.t.Helper()
+	if code := s.call(http.MethodPut, s.URL["inventory"]+"/books/"+id, map[string]any{"title": title, "on_hand": onHand}, nil); code != http.StatusOK && code != http.StatusCreated {
+		s.t.Fatalf("PUT /books/%s: %d", id, code)
+	}
+}
+
+func (s *system) book(id string) book {
+	s.t.Helper()
+	var b book
+	if code := s.call(http.MethodGet, s.URL["inventory"]+"/books/"+id, nil, &b); code != http.StatusOK {
+		s.t.Fatalf("GET /books/%s: %d", id, code)
+	}
+	return b
+}
+
+func (s *system) placeOrder(email string, lines ...line) order {
+	s.t.Helper()
+	var o order
+	if code := s.call(http.MethodPost, s.URL["ordering"]+"/orders", map[string]any{"customer_email": email, "lines": lines}, &o); code != http.StatusCreated {
+		s.t.Fatalf("POST /orders: %d", code)
+	}
+	return o
+}
+
+// settled waits until the order is confirmed or rejected and returns it.
+func (s *system) settled(id string, timeout time.Duration) order {
+	s.t.Helper()
+	var o order
+	testenv.Eventually(s.t, timeout, "order "+id+" settled", func() bool {
+		s.call(http.MethodGet, s.URL["ordering"]+"/orders/"+id, nil, &o)
+		return o.Status == "confirmed" || o.Status == "rejected"
+	})
+	return o
+}
+
+func (s *system) notifications(orderID string) []notification {
+	s.t.Helper()
+	var ns []notification
+	s.call(http.MethodGet, s.URL["notification"]+"/notifications?order_id="+orderID, nil, &ns)
+	return ns
+}
+
+func (s *system) emailsTo(address string) []email {
+	s.t.Helper()
+	var es []email
+	s.call(http.MethodGet, s.URL["emailprovider"]+"/v1/emails?to="+address, nil, &es)
+	return es
+}
+
+// emailed waits until the order's notification is completed and returns the emails the
+// provider holds for the address.
+func (s *system) emailed(orderID, address string) (notification, []email) {
+	s.t.Helper()
+	var n notification
+	testenv.Eventually(s.t, 30*time.Second, "notification completed for "+orderID, func() bool {
+		ns := s.notifications(orderID)
+		if len(ns) == 1 && ns[0].Status == "completed" {
+			n = ns[0]
+			return true
+		}
+		return false
+	})
+	return n, s.emailsTo(address)
+}
+
+func containsFold(s, sub string) bool {
+	return strings.Contains(strings.ToLower(s), strings.ToLower(sub))
+}
+
+func stringsReader(s string) io.Reader { return strings.NewReader(s) }
+
+func decode(t *testing.T, resp *http.Response, v any) {
+	t.Helper()
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,134 @@
+package e2e
+
+import (
+	"compress/gzip"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/bookstore-go/bookstore/services/platform/testenv"
+)
+
+// collector is a minimal OTLP/HTTP trace receiver: what Jaeger does in docker compose,
+// done in memory, so the test sees exactly the spans the services export.
+type collector struct {
+	mu    sync.Mutex
+	spans []span
+}
+
+type span struct {
+	service, name, traceID, spanID, parentID string
+}
+
+func (c *collector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var body io.Reader = r.Body
+	if r.Header.Get("Content-Encoding") == "gzip" {
+		gz, err := gzip.NewReader(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		body = gz
+	}
+	b, err := io.ReadAll(body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var req coltracepb.ExportTraceServiceRequest
+	if err := proto.Unmarshal(b, &req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, rs := range req.ResourceSpans {
+		service := ""
+		for _, kv := range rs.GetResource().GetAttributes() {
+			if kv.Key == "service.name" {
+				service = kv.GetValue().GetStringValue()
+			}
+		}
+		for _, ss := range rs.ScopeSpans {
+			for _, sp := range ss.Spans {
+				c.spans = append(c.spans, span{service, sp.Name, hex.EncodeToString(sp.TraceId), hex.EncodeToString(sp.SpanId), hex.EncodeToString(sp.ParentSpanId)})
+			}
+		}
+	}
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+	_, _ = w.Write(out)
+}
+
+func (c *collector) trace(id string) []span {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []span
+	for _, s := range c.spans {
+		if s.traceID == id {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// One trace runs from POST /orders through the outbox row, the relay's publish, each
+// consumer and the provider call, across all four services, and its spans form one tree.
+func TestOneTraceFromOrderToEmail(t *testing.T) {
+	t.Parallel()
+	c := &collector{}
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	otlp := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + srv.URL}
+	s := startSystem(t, map[string][]string{"ordering": otlp, "inventory": otlp, "notification": otlp, "emailprovider": otlp})
+	s.setStock(bookID(1), "Dune", 10)
+
+	req, _ := http.NewRequest(http.MethodPost, s.URL["ordering"]+"/orders",
+		stringsReader(`{"customer_email":"trace@example.com","lines":[{"book_id":"`+bookID(1)+`","quantity":1}]}`))
+	// The client starts the trace, as a browser with tracing would.
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	req.Header.Set("traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("POST /orders: %v %v", err, resp.Status)
+	}
+	var o order
+	decode(t, resp, &o)
+	s.settled(o.ID, 30*time.Second)
+	s.emailed(o.ID, "trace@example.com")
+
+	want := map[string]bool{"ordering": true, "inventory": true, "notification": true, "emailprovider": true}
+	var spans []span
+	testenv.Eventually(t, 20*time.Second, "spans of all four services in the trace", func() bool {
+		spans = c.trace(traceID)
+		seen := map[string]bool{}
+		for _, sp := range spans {
+			seen[sp.service] = true
+		}
+		for svc := range want {
+			if !seen[svc] {
+				return false
+			}
+		}
+		return true
+	})
+	ids := map[string]bool{"00f067aa0ba902b7": true} // the client's span is the root
+	for _, sp := range spans {
+		ids[sp.spanID] = true
+	}
+	for _, sp := range spans {
+		if !ids[sp.parentID] {
+			t.Errorf("span %s/%q has parent %s, which is not in the trace: the tree is broken", sp.service, sp.name, sp.parentID)
+		}
+	}
+	for _, sp := range spans {
+		t.Logf("%-13s %-40s span %s parent %s", sp.service, sp.name, sp.spanID, sp.parentID)
+	}
+}
