@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/bookstore-go/bookstore/services/platform/broker"
+)
+
+// Quiet is what the harness saw while waiting for the system to settle.
+type Quiet struct {
+	Reached bool          `json:"reached"`
+	Waited  time.Duration `json:"waited_ns"`
+	Last    Backlog       `json:"last"`
+	Reason  string        `json:"reason"`
+}
+
+// Backlog is the work the system still has: unpublished outbox rows, messages in the
+// work queues, orders without an outcome, email records not finished.
+type Backlog struct {
+	Outbox        int `json:"outbox"`
+	Queued        int `json:"queued"`
+	Pending       int `json:"pending_orders"`
+	Notifications int `json:"unfinished_notifications"`
+}
+
+func (b Backlog) drained() bool { return b.Outbox == 0 && b.Queued == 0 && b.Notifications == 0 }
+
+// WaitQuiet polls until nothing is left to do, or until the only thing left is orders
+// that nothing will ever decide (their events are lost: nothing is queued or unpublished
+// for them) and that has not changed for stable, or until timeout. The management API's
+// queue counts lag by a few seconds, so "drained" must hold on polls that far apart.
+func WaitQuiet(ctx context.Context, sys *System, timeout time.Duration) Quiet {
+	const stable = 15 * time.Second
+	start := time.Now()
+	var q Quiet
+	var drainedSince time.Time
+	lastPending := -1
+	for {
+		b, err := backlog(ctx, sys)
+		q.Last, q.Waited = b, time.Since(start)
+		switch {
+		case err != nil:
+			drainedSince = time.Time{}
+		case !b.drained() || b.Pending != lastPending:
+			drainedSince = time.Time{}
+		case drainedSince.IsZero():
+			drainedSince = time.Now()
+		case b.Pending == 0 && time.Since(drainedSince) >= 6*time.Second:
+			q.Reached, q.Reason = true, "outboxes drained, queues empty, every order decided, every email record finished"
+			return q
+		case time.Since(drainedSince) >= stable:
+			q.Reached, q.Reason = true, fmt.Sprintf("outboxes drained and queues empty for %v; %d orders pending with nothing left that could decide them", stable, b.Pending)
+			return q
+		}
+		lastPending = b.Pending
+		if time.Since(start) > timeout || !sleepCtx(ctx, time.Second) {
+			q.Reason = fmt.Sprintf("not quiet after %v: %+v (last error: %v)", timeout, b, err)
+			return q
+		}
+	}
+}
+
+func backlog(ctx context.Context, sys *System) (Backlog, error) {
+	var b Backlog
+	for _, svc := range []string{"ordering", "inventory"} {
+		o, err := outboxState(ctx, sys, svc)
+		if err != nil {
+			return b, err
+		}
+		b.Outbox += o.Pending
+	}
+	queues, err := queueDepths(ctx, sys)
+	if err != nil {
+		return b, err
+	}
+	for _, q := range queues {
+		b.Queued += q.Messages
+	}
+	if err := sys.dbs["ordering"].QueryRow(ctx, `SELECT count(*) FROM orders WHERE status = 'pending'`).Scan(&b.Pending); err != nil {
+		return b, fmt.Errorf("count pending orders: %w", err)
+	}
+	// notification's own table (sql/notification): the records its sweeper still owes.
+	err = sys.dbs["notification"].QueryRow(ctx,
+		`SELECT count(*) FROM notifications WHERE status IN ('processing', 'needs-reconciliation')`).Scan(&b.Notifications)
+	if err != nil {
+		return b, fmt.Errorf("count unfinished notifications: %w", err)
+	}
+	return b, nil
+}
+
+// outboxState counts a service's unpublished outbox rows (the platform's outbox table).
+func outboxState(ctx context.Context, sys *System, service string) (Outbox, error) {
+	o := Outbox{Service: service}
+	err := sys.dbs[service].QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE state = 'pending'), count(*) FILTER (WHERE state = 'dead') FROM outbox`).Scan(&o.Pending, &o.Dead)
+	if err != nil {
+		return o, fmt.Errorf("%s outbox: %w", service, err)
+	}
+	return o, nil
+}
+
+// queueDepths reads each work queue's messages, ready and unacked, from the management API.
+func queueDepths(ctx context.Context, sys *System) ([]Queue, error) {
+	var out []Queue
+	for _, q := range broker.Queues {
+		var info struct {
+			Messages int `json:"messages"`
+		}
+		if err := management(ctx, sys.cfg, "GET", "/api/queues/"+url.PathEscape(sys.vhost)+"/"+url.PathEscape(q.Name), "", &info); err != nil {
+			return nil, fmt.Errorf("queue %s: %w", q.Name, err)
+		}
+		out = append(out, Queue{Name: q.Name, Messages: info.Messages})
+	}
+	return out, nil
+}
+
+// Collect fills a snapshot from the real system: the ordering database (orders, lines,
+// idempotency keys), the APIs of the contracts (books, notification records, the
+// provider's emails), both outboxes, the queues and, last, the dead-letter queues, which
+// it empties.
+func Collect(ctx context.Context, sys *System, msgs *Messages, history []Op) (Snapshot, error) {
+	s := Snapshot{History: history, InjectedPoison: msgs.Injected()}
+	var err error
+	if s.Orders, err = collectOrders(ctx, sys); err != nil {
+		return s, err
+	}
+	inv := sys.ProcessesOf("inventory")[0]
+	if err := getJSON(ctx, "http://"+inv.HTTPAddr+"/books", &s.Books); err != nil {
+		return s, fmt.Errorf("books: %w", err)
+	}
+
+	// One request per order and per client address: the contracts' read APIs, in parallel.
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	notification := sys.Process("notification")
+	for _, o := range s.Orders {
+		g.Go(func() error {
+			var recs []Notification
+			if err := getJSON(gctx, "http://"+notification.HTTPAddr+"/notifications?order_id="+o.ID.String(), &recs); err != nil {
+				return fmt.Errorf("notifications of %s: %w", o.ID, err)
+			}
+			mu.Lock()
+			s.Notifications = append(s.Notifications, recs...)
+			mu.Unlock()
+			return nil
+		})
+	}
+	provider := sys.Process("emailprovider")
+	addresses := map[string]bool{}
+	for _, op := range history {
+		addresses[op.Email] = true
+	}
+	for _, o := range s.Orders {
+		addresses[o.CustomerEmail] = true
+	}
+	for addr := range addresses {
+		g.Go(func() error {
+			var emails []Email
+			if err := getJSON(gctx, "http://"+provider.HTTPAddr+"/v1/emails?to="+url.QueryEscape(addr), &emails); err != nil {
+				return fmt.Errorf("emails to %s: %w", addr, err)
+			}
+			mu.Lock()
+			s.Emails = append(s.Emails, emails...)
+			mu.Unlock()
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return s, err
+	}
+
+	for _, svc := range []string{"ordering", "inventory"} {
+		o, err := outboxState(ctx, sys, svc)
+		if err != nil {
+			return s, err
+		}
+		s.Outboxes = append(s.Outboxes, o)
+	}
+	if s.Queues, err = queueDepths(ctx, sys); err != nil {
+		return s, err
+	}
+	if s.DeadLetters, err = msgs.DrainDeadLetters(ctx); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+func collectOrders(ctx context.Context, sys *System) ([]Order, error) {
+	db := sys.dbs["ordering"]
+	rows, err := db.Query(ctx, `
+		SELECT o.id, coalesce(k.key, ''), o.customer_email, o.status, o.created_at, o.updated_at
+		FROM orders o LEFT JOIN idempotency_keys k ON k.order_id = o.id ORDER BY o.created_at`)
+	if err != nil {
+		return nil, fmt.Errorf("read orders: %w", err)
+	}
+	orders, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Order, error) {
+		var o Order
+		return o, r.Scan(&o.ID, &o.Key, &o.CustomerEmail, &o.Status, &o.CreatedAt, &o.UpdatedAt)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read orders: %w", err)
+	}
+	rows, err = db.Query(ctx, `SELECT order_id, book_id, quantity FROM order_lines`)
+	if err != nil {
+		return nil, fmt.Errorf("read order lines: %w", err)
+	}
+	lines := map[uuid.UUID][]Line{}
+	var id uuid.UUID
+	var l Line
+	_, err = pgx.ForEachRow(rows, []any{&id, &l.BookID, &l.Quantity}, func() error {
+		lines[id] = append(lines[id], l)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read order lines: %w", err)
+	}
+	for i := range orders {
+		orders[i].Lines = lines[orders[i].ID]
+	}
+	return orders, nil
+}

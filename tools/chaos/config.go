@@ -1,0 +1,125 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Config is one chaos run. Every field has a flag; the zero-flag run is the default
+// `make chaos`.
+type Config struct {
+	Orders            int           // client operations to send
+	Rate              float64       // operations per second, scheduled by the clock (open model)
+	MaxInFlight       int           // cap on concurrent operations; beyond it sends wait
+	Seed              uint64        // the fault schedule and the order bodies derive from it
+	FaultsPerKind     int           // faults of each kind spread over the load
+	InventoryStrategy string        // inbox | check-then-process | naive
+	Publisher         string        // outbox | direct
+	BrokerRestart     bool          // also restart RabbitMQ itself (rabbitmqctl stop_app/start_app)
+	BinDir            string        // where the four service binaries are
+	ReportRoot        string        // reports are written to ReportRoot/<timestamp>[-design]
+	Prefix            string        // names of the run's databases, roles and RabbitMQ vhost
+	AdminURL          string        // superuser connection to Postgres
+	AMQPURL           string        // RabbitMQ, any vhost: the run uses its own
+	ManagementURL     string        // RabbitMQ management API, with credentials
+	QuietTimeout      time.Duration // how long to wait for the system to go quiet
+	Progress          bool          // print a live progress line
+	Design            string        // the design's name in reports (set by compare)
+	KeepDatabases     bool          // leave the databases and vhost for inspection
+}
+
+// DefaultConfig is `make chaos`: 5,000 orders at 25 per second, 100 faults of every kind.
+var DefaultConfig = Config{
+	Orders:            5000,
+	Rate:              25,
+	MaxInFlight:       200,
+	Seed:              1,
+	FaultsPerKind:     100,
+	InventoryStrategy: "inbox",
+	Publisher:         "outbox",
+	BinDir:            "bin",
+	ReportRoot:        "reports",
+	Prefix:            "chaos",
+	AdminURL:          "postgres://postgres@localhost:5432/postgres?sslmode=disable",
+	AMQPURL:           "amqp://guest:guest@localhost:5672/",
+	ManagementURL:     "http://guest:guest@localhost:15672",
+	QuietTimeout:      3 * time.Minute,
+	Progress:          true,
+	KeepDatabases:     true,
+}
+
+// LoadDuration is how long the load runs if the system keeps up with the rate.
+func (c Config) LoadDuration() time.Duration {
+	return time.Duration(float64(c.Orders) / c.Rate * float64(time.Second))
+}
+
+// DesignName names the design under test: the publisher and the inventory strategy.
+func (c Config) DesignName() string {
+	if c.Design != "" {
+		return c.Design
+	}
+	return fmt.Sprintf("publisher=%s inventory=%s", c.Publisher, c.InventoryStrategy)
+}
+
+func parseFlags(args []string, stderr io.Writer, compare bool) (Config, error) {
+	cfg := DefaultConfig
+	if compare {
+		cfg.Orders = 1500 // four runs: keep the whole comparison to a few minutes
+		cfg.FaultsPerKind = 30
+	}
+	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&cfg.Orders, "orders", cfg.Orders, "orders to place")
+	fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "orders per second, sent by the clock whatever the answers (open model)")
+	fs.IntVar(&cfg.MaxInFlight, "max-in-flight", cfg.MaxInFlight, "most orders in flight at once; later sends wait")
+	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the fault schedule and the order bodies: same seed, same schedule")
+	fs.IntVar(&cfg.FaultsPerKind, "faults", cfg.FaultsPerKind, "faults of each kind, spread over the load")
+	fs.StringVar(&cfg.InventoryStrategy, "inventory-strategy", cfg.InventoryStrategy, "inbox | check-then-process | naive")
+	fs.StringVar(&cfg.Publisher, "publisher", cfg.Publisher, "outbox | direct")
+	fs.BoolVar(&cfg.BrokerRestart, "broker-restart", cfg.BrokerRestart, "also restart RabbitMQ itself (rabbitmqctl stop_app/start_app; affects everything on this machine)")
+	fs.StringVar(&cfg.BinDir, "bin", cfg.BinDir, "directory with the ordering, inventory, notification and emailprovider binaries (make build)")
+	fs.StringVar(&cfg.ReportRoot, "reports", cfg.ReportRoot, "directory for the reports")
+	fs.StringVar(&cfg.Prefix, "prefix", cfg.Prefix, "prefix of the run's databases, roles and vhost (reset at the start)")
+	fs.StringVar(&cfg.AdminURL, "postgres", cfg.AdminURL, "Postgres superuser URL")
+	fs.StringVar(&cfg.AMQPURL, "amqp", cfg.AMQPURL, "RabbitMQ URL (the run uses its own vhost)")
+	fs.StringVar(&cfg.ManagementURL, "rabbitmq-management", cfg.ManagementURL, "RabbitMQ management API URL with credentials")
+	fs.DurationVar(&cfg.QuietTimeout, "quiet-timeout", cfg.QuietTimeout, "how long to wait for outboxes, queues and records to settle")
+	fs.BoolVar(&cfg.Progress, "progress", cfg.Progress, "print a live progress line")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected arguments %v", fs.Args())
+	}
+	return cfg, cfg.validate()
+}
+
+func (c Config) validate() error {
+	var errs []error
+	if c.Orders < 1 {
+		errs = append(errs, errors.New("-orders must be at least 1"))
+	}
+	if c.Rate <= 0 {
+		errs = append(errs, errors.New("-rate must be positive"))
+	}
+	if c.MaxInFlight < 1 {
+		errs = append(errs, errors.New("-max-in-flight must be at least 1"))
+	}
+	if c.FaultsPerKind < 0 {
+		errs = append(errs, errors.New("-faults must not be negative"))
+	}
+	switch c.InventoryStrategy {
+	case "inbox", "check-then-process", "naive":
+	default:
+		errs = append(errs, fmt.Errorf("-inventory-strategy %q: want inbox, check-then-process or naive", c.InventoryStrategy))
+	}
+	switch c.Publisher {
+	case "outbox", "direct":
+	default:
+		errs = append(errs, fmt.Errorf("-publisher %q: want outbox or direct", c.Publisher))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,410 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	toxiclient "github.com/Shopify/toxiproxy/v2/client"
+
+	"github.com/bookstore-go/bookstore/services/platform/broker"
+	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/platform/failpoint"
+)
+
+// Fault kinds. Each opens a failure window some part of the design claims to close.
+const (
+	FaultKill              = "kill"               // SIGKILL a process at a random moment; restart it
+	FaultFailpoint         = "failpoint"          // restart a process with a failpoint set to crash; restart it when it dies
+	FaultResetPeer         = "reset_peer"         // Toxiproxy: every connection on a link is reset
+	FaultTimeout           = "timeout"            // Toxiproxy: a link black-holes data, then closes
+	FaultLatency           = "latency"            // Toxiproxy: a link gets slow
+	FaultLinkDown          = "link_down"          // Toxiproxy: a link is disabled, then enabled
+	FaultProviderFail      = "provider_fail"      // the email provider answers 503 to a share of sends
+	FaultProviderAmbiguous = "provider_ambiguous" // the provider sends, then stalls past the caller's timeout
+	FaultDuplicate         = "duplicate"          // an already-published event is published again, same id
+	FaultPoison            = "poison"             // a message that can never succeed, into a work queue
+	FaultBrokerRestart     = "broker_restart"     // RabbitMQ's app stopped and started (--broker-restart)
+)
+
+// FaultKinds lists the kinds every run injects, in report order.
+var FaultKinds = []string{
+	FaultKill, FaultFailpoint, FaultResetPeer, FaultTimeout, FaultLatency, FaultLinkDown,
+	FaultProviderFail, FaultProviderAmbiguous, FaultDuplicate, FaultPoison,
+}
+
+// Poison kinds, one per reason of the contracts a consumer must dead-letter.
+var PoisonKinds = []string{event.ReasonNotJSON, event.ReasonInvalidEnvelope, event.ReasonUnknownType, event.ReasonContentMismatch}
+
+// failpointProcesses maps each failpoint of the contracts to the processes that pass it.
+func failpointProcesses(cfg Config) map[string][]string {
+	relays := []string{"inventory-1", "inventory-2"}
+	if cfg.Publisher == "outbox" {
+		relays = append(relays, "ordering", "ordering-relay")
+	}
+	return map[string][]string{
+		failpoint.OrderingBeforeCommit:  {"ordering"},
+		failpoint.RelayAfterPublish:     relays,
+		failpoint.InventoryBeforeCommit: {"inventory-1", "inventory-2"},
+		failpoint.InventoryAfterCommit:  {"inventory-1", "inventory-2"},
+		failpoint.NotificationAfterSend: {"notification"},
+		failpoint.OrderingAfterCommit:   {"ordering"},
+	}
+}
+
+// failpointProbability is the p() a failpoint crashes with while armed: high enough to
+// fire within a second or two under the load, low enough that some work passes it first.
+const failpointProbability = 0.5
+
+// Fault is one scheduled fault and, after the run, what became of it.
+type Fault struct {
+	ID       int           `json:"id"`
+	Kind     string        `json:"kind"`
+	At       time.Duration `json:"at_ns"`       // from the start of the load
+	Duration time.Duration `json:"duration_ns"` // how long the fault lasts (or the process stays down)
+	Target   string        `json:"target"`      // a process, link, queue or outbox
+	Detail   string        `json:"detail,omitempty"`
+
+	Start time.Time `json:"start,omitzero"`
+	End   time.Time `json:"end,omitzero"`
+	Fired bool      `json:"fired"` // the fault really happened (a failpoint crashed, a kill hit a live process)
+	Note  string    `json:"note,omitempty"`
+}
+
+// Schedule draws the run's faults from the seed: FaultsPerKind of each kind at uniform
+// random moments of the planned load, each with its target and duration. The same seed
+// and flags give the same schedule; only the moments the system happens to be in differ.
+func Schedule(cfg Config, processes, links []string) []Fault {
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6661756c74)) // "fault"
+	span := cfg.LoadDuration()
+	lead := min(2*time.Second, span/10)
+	at := func() time.Duration {
+		return lead + time.Duration(rng.Int64N(int64(max(span-2*lead, time.Millisecond))))
+	}
+	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
+	pick := func(xs []string) string { return xs[rng.IntN(len(xs))] }
+	links = slices.Sorted(slices.Values(links))
+	fps := failpointProcesses(cfg)
+	queues := []string{broker.QueueInventoryOrderPlaced, broker.QueueOrderingStockEvents, broker.QueueNotificationStockEvent}
+	kinds := slices.Clone(FaultKinds)
+	if cfg.BrokerRestart {
+		kinds = append(kinds, FaultBrokerRestart)
+	}
+
+	var out []Fault
+	for _, kind := range kinds {
+		n := cfg.FaultsPerKind
+		if kind == FaultBrokerRestart {
+			n = max(1, n/50) // each one stops every connection of the machine's broker
+		}
+		for i := range n {
+			f := Fault{Kind: kind, At: at()}
+			switch kind {
+			case FaultKill:
+				f.Target, f.Duration = pick(processes), between(100*time.Millisecond, 1500*time.Millisecond)
+			case FaultFailpoint:
+				// Cycle through the names so every failpoint is opened about equally often.
+				name := failpoint.Names[i%len(failpoint.Names)]
+				f.Target, f.Detail = pick(fps[name]), fmt.Sprintf("%s=p(%g)*crash", name, failpointProbability)
+				f.Duration = 5 * time.Second // disarmed after this if it has not fired
+			case FaultResetPeer, FaultTimeout, FaultLinkDown:
+				f.Target, f.Duration = pick(links), between(500*time.Millisecond, 3*time.Second)
+			case FaultLatency:
+				f.Target, f.Duration = pick(links), between(time.Second, 4*time.Second)
+				f.Detail = fmt.Sprintf("%dms±%dms", 100+rng.IntN(700), 50)
+			case FaultProviderFail:
+				f.Target, f.Duration = "emailprovider", between(time.Second, 4*time.Second)
+				f.Detail = fmt.Sprintf("fail_rate=%.2f", 0.3+0.6*rng.Float64())
+			case FaultProviderAmbiguous:
+				f.Target, f.Duration = "emailprovider", between(time.Second, 4*time.Second)
+				f.Detail = fmt.Sprintf("ambiguous_rate=%.2f", 0.2+0.5*rng.Float64())
+			case FaultDuplicate:
+				f.Target = pick([]string{"ordering", "inventory"})
+				f.Detail = "republish 3 published events, twice each"
+			case FaultPoison:
+				f.Target, f.Detail = queues[i%len(queues)], PoisonKinds[(i/len(queues))%len(PoisonKinds)]
+			case FaultBrokerRestart:
+				f.Target, f.Duration = "rabbitmq", between(2*time.Second, 5*time.Second)
+			}
+			out = append(out, f)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Fault) int { return cmp.Compare(a.At, b.At) })
+	for i := range out {
+		out[i].ID = i
+	}
+	return out
+}
+
+// Injector carries out a schedule against a running system.
+type Injector struct {
+	sys      *System
+	inject   *Messages
+	faults   []Fault
+	mu       sync.Mutex // guards faults' result fields and provider
+	provider providerFaults
+	fpMu     map[string]*sync.Mutex // one armed failpoint per process at a time
+	fired    map[string]chan string // failpoint crashes, by process
+	started  atomic.Int64
+	wg       sync.WaitGroup
+}
+
+type providerFaults struct {
+	FailRate      float64 `json:"fail_rate"`
+	AmbiguousRate float64 `json:"ambiguous_rate"`
+	Latency       string  `json:"latency"`
+}
+
+// NewInjector prepares schedule for sys.
+func NewInjector(sys *System, inject *Messages, schedule []Fault) *Injector {
+	in := &Injector{sys: sys, inject: inject, faults: schedule, fpMu: map[string]*sync.Mutex{}, fired: map[string]chan string{}}
+	for _, p := range sys.procs {
+		in.fpMu[p.Name] = &sync.Mutex{}
+		in.fired[p.Name] = make(chan string, 1)
+	}
+	return in
+}
+
+// FailpointFired is the processes' callback for a crash at a failpoint.
+func (in *Injector) FailpointFired(p *Process, spec string) {
+	select {
+	case in.fired[p.Name] <- spec:
+	default:
+	}
+}
+
+// Run starts each fault at its moment until ctx ends or the schedule is done; faults
+// already started run to their end. Wait waits for them.
+func (in *Injector) Run(ctx context.Context, start time.Time) {
+	for i := range in.faults {
+		if !sleepCtx(ctx, time.Until(start.Add(in.faults[i].At))) {
+			return
+		}
+		in.started.Add(1)
+		in.wg.Add(1)
+		go func(f *Fault) {
+			defer in.wg.Done()
+			in.apply(ctx, f)
+		}(&in.faults[i])
+	}
+}
+
+// Wait waits for every started fault to end.
+func (in *Injector) Wait() { in.wg.Wait() }
+
+// Started is how many faults have started so far.
+func (in *Injector) Started() int { return int(in.started.Load()) }
+
+// Faults returns the schedule with what became of each fault.
+func (in *Injector) Faults() []Fault {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return slices.Clone(in.faults)
+}
+
+func (in *Injector) record(f *Fault, fired bool, note string) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	f.Fired = fired
+	f.Note = note
+	if f.Start.IsZero() {
+		f.Start = time.Now()
+	}
+	f.End = time.Now()
+}
+
+func (in *Injector) begin(f *Fault) {
+	in.mu.Lock()
+	f.Start = time.Now()
+	in.mu.Unlock()
+}
+
+// apply carries out one fault. ctx ends with the load: a fault that has not begun by
+// then is skipped, one that has begun runs to its end (a link is always brought back up).
+func (in *Injector) apply(ctx context.Context, f *Fault) {
+	in.begin(f)
+	switch f.Kind {
+	case FaultKill:
+		in.kill(ctx, f)
+	case FaultFailpoint:
+		in.failpoint(ctx, f)
+	case FaultResetPeer:
+		in.toxic(f, "reset_peer", toxiclient.Attributes{"timeout": 0})
+	case FaultTimeout:
+		in.toxic(f, "timeout", toxiclient.Attributes{"timeout": f.Duration.Milliseconds()})
+	case FaultLatency:
+		var ms, jitter int
+		fmt.Sscanf(f.Detail, "%dms±%dms", &ms, &jitter)
+		in.toxic(f, "latency", toxiclient.Attributes{"latency": ms, "jitter": jitter})
+	case FaultLinkDown:
+		if err := in.sys.net.Down(f.Target); err != nil {
+			in.record(f, false, err.Error())
+			return
+		}
+		time.Sleep(f.Duration)
+		err := in.sys.net.Up(f.Target)
+		in.record(f, true, errText(err))
+	case FaultProviderFail, FaultProviderAmbiguous:
+		in.providerFault(ctx, f)
+	case FaultDuplicate:
+		n, err := in.inject.Duplicate(ctx, f.Target, 3, 2)
+		in.record(f, n > 0, cmp.Or(errText(err), fmt.Sprintf("%d copies published", n)))
+	case FaultPoison:
+		p, err := in.inject.Poison(ctx, f.Target, f.Detail)
+		if err != nil {
+			in.record(f, false, err.Error())
+			return
+		}
+		in.record(f, true, "message_id "+p.MessageID)
+	case FaultBrokerRestart:
+		err := rabbitmqctl(ctx, "stop_app")
+		time.Sleep(f.Duration)
+		err2 := rabbitmqctl(context.WithoutCancel(ctx), "start_app") // never leave the broker stopped
+		in.record(f, err == nil, cmp.Or(errText(err), errText(err2)))
+	}
+}
+
+func (in *Injector) kill(ctx context.Context, f *Fault) {
+	p := in.sys.Process(f.Target)
+	// A process that is down already (killed a moment ago, restarting) is tried again
+	// shortly: the fault is a kill of a live process.
+	for range 20 {
+		if p.Kill(f.Duration) {
+			in.record(f, true, "")
+			return
+		}
+		if !sleepCtx(ctx, 100*time.Millisecond) {
+			break
+		}
+	}
+	in.record(f, false, "process was never up to kill")
+}
+
+func (in *Injector) failpoint(ctx context.Context, f *Fault) {
+	p := in.sys.Process(f.Target)
+	mu := in.fpMu[p.Name]
+	mu.Lock()
+	defer mu.Unlock()
+	if ctx.Err() != nil {
+		in.record(f, false, "skipped: the load ended while an earlier failpoint held the process")
+		return
+	}
+	in.begin(f)
+	select { // a crash from an earlier window that nobody waited for
+	case <-in.fired[p.Name]:
+	default:
+	}
+	p.Restart(f.Detail, 5*time.Second)
+	select {
+	case <-in.fired[p.Name]:
+		// The supervisor restarts it without the failpoint: the window is closed.
+		in.record(f, true, "crashed at "+strings.SplitN(f.Detail, "=", 2)[0])
+	case <-time.After(f.Duration):
+		if p.Failpoints() == f.Detail {
+			p.Restart("", 5*time.Second)
+		}
+		in.record(f, false, "did not fire within the window; disarmed")
+	}
+}
+
+func (in *Injector) toxic(f *Fault, typ string, attrs toxiclient.Attributes) {
+	name := fmt.Sprintf("%s-%d", typ, f.ID)
+	stream := "downstream"
+	if err := in.sys.net.AddToxic(f.Target, name, typ, stream, attrs); err != nil {
+		in.record(f, false, err.Error())
+		return
+	}
+	time.Sleep(f.Duration)
+	err := in.sys.net.RemoveToxic(f.Target, name)
+	in.record(f, true, errText(err))
+}
+
+func (in *Injector) providerFault(ctx context.Context, f *Fault) {
+	var rate float64
+	fmt.Sscanf(f.Detail[strings.Index(f.Detail, "=")+1:], "%g", &rate)
+	set := func(on bool) error {
+		in.mu.Lock()
+		v := 0.0
+		if on {
+			v = rate
+		}
+		if f.Kind == FaultProviderFail {
+			in.provider.FailRate = v
+		} else {
+			in.provider.AmbiguousRate = v
+		}
+		state := in.provider
+		in.mu.Unlock()
+		return in.putProviderFaults(ctx, state)
+	}
+	if err := set(true); err != nil {
+		in.record(f, false, err.Error())
+		return
+	}
+	time.Sleep(f.Duration)
+	in.record(f, true, errText(set(false)))
+}
+
+func (in *Injector) putProviderFaults(ctx context.Context, state providerFaults) error {
+	state.Latency = "0s"
+	ctx = context.WithoutCancel(ctx) // turning a fault off must not be cut short
+	p := in.sys.Process("emailprovider")
+	var err error
+	for range 30 { // the provider may be down for a moment (killed, restarting)
+		if err = putJSON(ctx, "http://"+p.HTTPAddr+"/admin/faults", state); err == nil {
+			return nil
+		}
+		if !sleepCtx(ctx, 200*time.Millisecond) {
+			break
+		}
+	}
+	return fmt.Errorf("set provider faults: %w", err)
+}
+
+// Heal ends every fault: toxics removed, links up, provider faults off, failpoints
+// disarmed, and every process running. It runs after the load, before the quiet period.
+func (in *Injector) Heal(ctx context.Context) error {
+	in.Wait()
+	err := in.sys.net.Heal()
+	in.mu.Lock()
+	in.provider = providerFaults{}
+	in.mu.Unlock()
+	if e := in.putProviderFaults(ctx, providerFaults{}); e != nil {
+		err = e
+	}
+	for _, p := range in.sys.procs {
+		if p.Failpoints() != "" {
+			p.Restart("", 5*time.Second)
+		}
+	}
+	// The provider's faults live in its memory: a restart after the reset above would
+	// not bring them back, and a provider that was down during the reset starts clean.
+	for _, p := range in.sys.procs {
+		if e := p.WaitReady(ctx, time.Minute); e != nil && err == nil {
+			err = e
+		}
+	}
+	return err
+}
+
+func rabbitmqctl(ctx context.Context, cmd string) error {
+	out, err := exec.CommandContext(ctx, "rabbitmqctl", cmd).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("rabbitmqctl %s: %w: %s", cmd, err, out)
+	}
+	return nil
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

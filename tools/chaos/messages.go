@@ -1,0 +1,345 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/bookstore-go/bookstore/services/platform/broker"
+	"github.com/bookstore-go/bookstore/services/platform/event"
+)
+
+// Messages is the harness's own hand on the broker, straight to the run's vhost: it
+// publishes duplicates of real events and poison messages, remembers exactly which poison
+// it injected, and empties the dead-letter queues for the checker.
+type Messages struct {
+	sys *System
+
+	mu       sync.Mutex
+	conn     *amqp.Connection
+	ch       *amqp.Channel
+	rng      *rand.Rand
+	injected []Poison
+}
+
+// NewMessages returns a Messages for sys; it connects on first use.
+func NewMessages(sys *System, seed uint64) *Messages {
+	return &Messages{sys: sys, rng: rand.New(rand.NewPCG(seed, 0x6d7367))} // "msg"
+}
+
+// channel returns the confirm-mode channel, reconnecting after a broker restart.
+func (m *Messages) channel() (*amqp.Channel, error) {
+	if m.ch != nil && !m.ch.IsClosed() {
+		return m.ch, nil
+	}
+	if m.conn == nil || m.conn.IsClosed() {
+		conn, err := amqp.DialConfig(m.sys.amqpURL, amqp.Config{Properties: amqp.Table{"connection_name": "chaos-harness"}})
+		if err != nil {
+			return nil, fmt.Errorf("harness broker connection: %w", err)
+		}
+		m.conn = conn
+	}
+	ch, err := m.conn.Channel()
+	if err != nil {
+		return nil, err
+	}
+	if err := ch.Confirm(false); err != nil {
+		return nil, err
+	}
+	m.ch = ch
+	return ch, nil
+}
+
+// publish publishes one message and waits for the broker's confirm.
+func (m *Messages) publish(ctx context.Context, exchange, key string, msg amqp.Publishing) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ch, err := m.channel()
+	if err != nil {
+		return err
+	}
+	msg.DeliveryMode = amqp.Persistent
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, false, false, msg)
+	if err != nil {
+		m.ch = nil
+		return fmt.Errorf("publish: %w", err)
+	}
+	ok, err := dc.WaitContext(ctx)
+	if err != nil || !ok {
+		m.ch = nil
+		return fmt.Errorf("publish not confirmed: %v", err)
+	}
+	return nil
+}
+
+// Duplicate publishes events already published by service's outbox again, each copies
+// times back to back, with the same id: what a relay that crashed after the broker's ack
+// and before marking the row does, and what the broker's own redelivery does. Copies sent
+// back to back reach the two competing inventory consumers at the same moment, which is
+// where "check, then process" lets both through.
+func (m *Messages) Duplicate(ctx context.Context, service string, events, copies int) (int, error) {
+	rows, err := m.sys.dbs[service].Query(ctx,
+		`SELECT id::text, event_type, envelope::text FROM outbox WHERE state = 'published' ORDER BY published_at DESC LIMIT 50`)
+	if err != nil {
+		return 0, fmt.Errorf("read %s outbox: %w", service, err)
+	}
+	type row struct{ id, typ, body string }
+	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
+		var x row
+		return x, r.Scan(&x.id, &x.typ, &x.body)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("read %s outbox: %w", service, err)
+	}
+	if len(all) == 0 {
+		return 0, fmt.Errorf("%s has published nothing yet", service)
+	}
+	m.mu.Lock()
+	m.rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+	m.mu.Unlock()
+	n := 0
+	for _, r := range all[:min(events, len(all))] {
+		for range copies {
+			err := m.publish(ctx, broker.Exchange, r.typ, amqp.Publishing{
+				MessageId: r.id, Type: r.typ, ContentType: event.ContentType, AppId: service, Body: []byte(r.body),
+			})
+			if err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+	return n, nil
+}
+
+// queueType is the event type a work queue normally carries.
+func queueType(queue string) string {
+	if queue == broker.QueueInventoryOrderPlaced {
+		return event.OrderPlaced
+	}
+	return event.StockReserved
+}
+
+// Poison publishes one poison message of kind straight into queue (through the default
+// exchange, so no binding decides where it goes) and records it.
+func (m *Messages) Poison(ctx context.Context, queue, kind string) (Poison, error) {
+	typ := queueType(queue)
+	id := uuid.Must(uuid.NewV7()).String()
+	var body []byte
+	switch kind {
+	case event.ReasonNotJSON:
+		body = []byte(`{"specversion":"1.0","id":"` + id + `","type":"` + typ + `","data":{"order_id":`)
+	case event.ReasonInvalidEnvelope:
+		env := fakeEnvelope(id, typ)
+		env["specversion"] = "0.3"
+		body, _ = json.Marshal(env)
+	case event.ReasonUnknownType:
+		typ = typ[:len(typ)-len(".v1")] + ".v9"
+		body, _ = json.Marshal(fakeEnvelope(id, typ))
+	case event.ReasonContentMismatch:
+		var err error
+		if id, typ, body, err = m.alteredProcessedEvent(ctx, queue); err != nil {
+			return Poison{}, err
+		}
+	default:
+		return Poison{}, fmt.Errorf("unknown poison kind %q", kind)
+	}
+	p := Poison{Queue: queue, Kind: kind, MessageID: id, Body: body, At: time.Now()}
+	err := m.publish(ctx, "", queue, amqp.Publishing{MessageId: id, Type: typ, ContentType: event.ContentType, AppId: "chaos", Body: body})
+	if err != nil {
+		return p, err
+	}
+	m.mu.Lock()
+	m.injected = append(m.injected, p)
+	m.mu.Unlock()
+	return p, nil
+}
+
+func fakeEnvelope(id, typ string) map[string]any {
+	order := uuid.Must(uuid.NewV7())
+	return map[string]any{
+		"specversion": "1.0", "id": id, "source": "bookstore/chaos", "type": typ,
+		"subject": order.String(), "time": time.Now().UTC(), "datacontenttype": "application/json", "sequence": "1",
+		"data": map[string]any{"order_id": order, "customer_email": "poison@chaos.example", "lines": []any{}},
+	}
+}
+
+// alteredProcessedEvent takes an event that the queue's consumer has certainly processed
+// already (its effect is visible) and changes its data, keeping its id: the same id with
+// different content, which no retry can fix. Had the consumer not processed the original
+// yet, the altered copy would be taken for the real event, so only settled ones qualify.
+func (m *Messages) alteredProcessedEvent(ctx context.Context, queue string) (id, typ string, body []byte, err error) {
+	var candidates []string // envelopes
+	switch queue {
+	case broker.QueueInventoryOrderPlaced:
+		candidates, err = collectStrings(ctx, m.sys.dbs["ordering"], `
+			SELECT o.envelope::text FROM outbox o JOIN orders ord ON ord.id::text = o.aggregate_id
+			WHERE o.state = 'published' AND ord.status <> 'pending'
+			ORDER BY o.published_at DESC LIMIT 20`)
+	default:
+		var stock []string
+		stock, err = collectStrings(ctx, m.sys.dbs["inventory"], `
+			SELECT envelope::text FROM outbox WHERE state = 'published' AND published_at < now() - interval '2 seconds'
+			ORDER BY published_at DESC LIMIT 20`)
+		for _, s := range stock {
+			if m.settled(ctx, queue, s) {
+				candidates = append(candidates, s)
+				break
+			}
+		}
+	}
+	if err != nil {
+		return "", "", nil, err
+	}
+	if len(candidates) == 0 {
+		return "", "", nil, errors.New("no processed event to alter yet")
+	}
+	m.mu.Lock()
+	raw := candidates[m.rng.IntN(len(candidates))]
+	m.mu.Unlock()
+	var env map[string]any
+	if err := json.Unmarshal([]byte(raw), &env); err != nil {
+		return "", "", nil, err
+	}
+	data, _ := env["data"].(map[string]any)
+	lines, _ := data["lines"].([]any)
+	if len(lines) == 0 {
+		return "", "", nil, errors.New("event without lines")
+	}
+	line, _ := lines[0].(map[string]any)
+	q, _ := line["quantity"].(float64)
+	line["quantity"] = float64(int(q)%100 + 1) // a different quantity, still valid
+	body, err = json.Marshal(env)
+	id, _ = env["id"].(string)
+	typ, _ = env["type"].(string)
+	return id, typ, body, err
+}
+
+// settled reports whether the stock event's consumer behind queue has processed it: for
+// ordering the order is no longer pending, for notification its email record completed.
+func (m *Messages) settled(ctx context.Context, queue, envelope string) bool {
+	var env event.Envelope
+	if json.Unmarshal([]byte(envelope), &env) != nil {
+		return false
+	}
+	switch queue {
+	case broker.QueueOrderingStockEvents:
+		var status string
+		err := m.sys.dbs["ordering"].QueryRow(ctx, `SELECT status FROM orders WHERE id::text = $1`, env.Subject).Scan(&status)
+		return err == nil && status != StatusPending
+	case broker.QueueNotificationStockEvent:
+		var records []Notification
+		p := m.sys.Process("notification")
+		if err := getJSON(ctx, "http://"+p.HTTPAddr+"/notifications?order_id="+url.QueryEscape(env.Subject), &records); err != nil {
+			return false
+		}
+		return slices.ContainsFunc(records, func(n Notification) bool { return n.Status == "completed" })
+	}
+	return false
+}
+
+func collectStrings(ctx context.Context, db interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, sql string) ([]string, error) {
+	rows, err := db.Query(ctx, sql)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// Injected returns the poison injected so far.
+func (m *Messages) Injected() []Poison {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.injected)
+}
+
+// DrainDeadLetters takes every message out of every dead-letter queue.
+func (m *Messages) DrainDeadLetters(ctx context.Context) ([]DeadLetter, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ch, err := m.channel()
+	if err != nil {
+		return nil, err
+	}
+	var out []DeadLetter
+	for _, q := range broker.Queues {
+		for {
+			d, ok, err := ch.Get(q.DLQ(), false)
+			if err != nil {
+				m.ch = nil
+				return out, fmt.Errorf("get from %s: %w", q.DLQ(), err)
+			}
+			if !ok {
+				break
+			}
+			out = append(out, DeadLetter{Queue: q.Name, MessageID: d.MessageId, Body: d.Body})
+			if err := d.Ack(false); err != nil {
+				return out, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// Close closes the harness's broker connection.
+func (m *Messages) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.conn != nil {
+		_ = m.conn.Close()
+	}
+}
+
+func getJSON(ctx context.Context, u string, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", u, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+func putJSON(ctx context.Context, u string, in any) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	b, _ := json.Marshal(in)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, u, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("PUT %s: %s", u, resp.Status)
+	}
+	return nil
+}

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	toxiclient "github.com/Shopify/toxiproxy/v2/client"
+	"github.com/rs/zerolog"
+)
+
+// Network is the run's Toxiproxy: a server inside this process, on a loopback port, with
+// one proxy per link (one process talking to Postgres, RabbitMQ or the email provider,
+// or the load's clients talking to ordering). Every service reaches its dependencies only
+// through these proxies, so a fault on a link hits exactly that process's connections.
+type Network struct {
+	server *toxiproxy.ApiServer
+	client *toxiclient.Client
+
+	mu    sync.Mutex
+	links map[string]*link
+}
+
+type link struct {
+	mu       sync.Mutex // the client's Proxy is not safe for concurrent Save
+	proxy    *toxiclient.Proxy
+	disabled int // nested link-down faults
+}
+
+// StartNetwork runs the Toxiproxy API server in this process, logging warnings to log.
+func StartNetwork(log *os.File) (*Network, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	logger := zerolog.New(log).Level(zerolog.WarnLevel).With().Timestamp().Logger()
+	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), logger)
+	go func() {
+		if err := server.Listen(addr); err != nil {
+			fmt.Fprintf(log, "toxiproxy server: %v\n", err)
+		}
+	}()
+	n := &Network{server: server, client: toxiclient.NewClient("http://" + addr), links: map[string]*link{}}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := n.client.Version(); err == nil {
+			return n, nil
+		} else if time.Now().After(deadline) {
+			return nil, fmt.Errorf("toxiproxy server on %s did not start: %w", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Link creates a proxy named name in front of upstream and returns the address to dial
+// instead.
+func (n *Network) Link(name, upstream string) (string, error) {
+	listen, err := freeAddr()
+	if err != nil {
+		return "", err
+	}
+	p, err := n.client.CreateProxy(name, listen, upstream)
+	if err != nil {
+		return "", fmt.Errorf("create proxy %s: %w", name, err)
+	}
+	n.mu.Lock()
+	n.links[name] = &link{proxy: p}
+	n.mu.Unlock()
+	return p.Listen, nil
+}
+
+// Links lists the links' names.
+func (n *Network) Links() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	names := make([]string, 0, len(n.links))
+	for name := range n.links {
+		names = append(names, name)
+	}
+	return names
+}
+
+func (n *Network) link(name string) (*link, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	l, ok := n.links[name]
+	if !ok {
+		return nil, fmt.Errorf("no link %q", name)
+	}
+	return l, nil
+}
+
+// AddToxic puts a toxic on a link until RemoveToxic.
+func (n *Network) AddToxic(linkName, toxicName, typ, stream string, attrs toxiclient.Attributes) error {
+	l, err := n.link(linkName)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, err = l.proxy.AddToxic(toxicName, typ, stream, 1, attrs)
+	return err
+}
+
+// RemoveToxic takes a toxic off a link.
+func (n *Network) RemoveToxic(linkName, toxicName string) error {
+	l, err := n.link(linkName)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.proxy.RemoveToxic(toxicName)
+}
+
+// Down disables a link: every connection through it is dropped and new ones refused,
+// until as many Up calls as Down calls have been made.
+func (n *Network) Down(linkName string) error {
+	l, err := n.link(linkName)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.disabled++
+	if l.disabled > 1 {
+		return nil
+	}
+	return l.proxy.Disable()
+}
+
+// Up enables a link again once every fault that took it down has ended.
+func (n *Network) Up(linkName string) error {
+	l, err := n.link(linkName)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.disabled == 0 {
+		return nil
+	}
+	l.disabled--
+	if l.disabled > 0 {
+		return nil
+	}
+	return l.proxy.Enable()
+}
+
+// Heal removes every toxic and enables every link: the network as it was at the start.
+func (n *Network) Heal() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, l := range n.links {
+		l.mu.Lock()
+		l.disabled = 0
+		l.mu.Unlock()
+	}
+	return n.client.ResetState()
+}
+
+// Close stops the Toxiproxy server and with it every proxy.
+func (n *Network) Close() {
+	_ = n.client.ResetState()
+	for _, name := range n.Links() {
+		if l, err := n.link(name); err == nil {
+			_ = l.proxy.Delete()
+		}
+	}
+	_ = n.server.Shutdown()
+}

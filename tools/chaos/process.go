@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Process is one service process under supervision: started, restarted whenever it dies
+// (killed by the harness, crashed at a failpoint, or failed to start because a link was
+// down), and stopped at the end. Its output goes to one log file across restarts.
+type Process struct {
+	Name     string
+	Service  string // ordering | inventory | notification | emailprovider
+	HTTPAddr string
+
+	bin  string
+	args []string
+	env  []string
+	log  *os.File
+
+	mu          sync.Mutex
+	cmd         *exec.Cmd
+	done        chan struct{} // closed when the current cmd has exited
+	failpoints  string        // BOOKSTORE_FAILPOINTS for the next start
+	expectExit  bool          // the harness sent the signal that ends the current cmd
+	restartIn   time.Duration // how long to stay down after the current cmd ends
+	stopping    bool
+	stats       ProcessStats
+	onFailpoint func(p *Process, spec string) // a failpoint crash fired
+}
+
+// ProcessStats counts what happened to a process during the run.
+type ProcessStats struct {
+	Name             string `json:"name"`
+	Starts           int    `json:"starts"`
+	Kills            int    `json:"kills"`             // SIGKILLs sent by the harness
+	FailpointCrashes int    `json:"failpoint_crashes"` // deaths by its own failpoint
+	Restarts         int    `json:"restarts"`          // graceful restarts to arm or disarm failpoints
+	OtherExits       int    `json:"other_exits"`       // e.g. start-up failed while a link was down
+}
+
+// Start runs the supervisor until Stop. It returns once the first process has started.
+func (p *Process) Start(ctx context.Context) error {
+	p.mu.Lock()
+	p.stats.Name = p.Name
+	p.mu.Unlock()
+	started := make(chan error, 1)
+	go p.supervise(ctx, started)
+	return <-started
+}
+
+func (p *Process) supervise(ctx context.Context, started chan<- error) {
+	first := true
+	for {
+		p.mu.Lock()
+		if p.stopping {
+			p.mu.Unlock()
+			return
+		}
+		cmd := exec.Command(p.bin, p.args...)
+		cmd.Env = append(append([]string(nil), p.env...), "BOOKSTORE_FAILPOINTS="+p.failpoints)
+		cmd.Stdout, cmd.Stderr = p.log, p.log
+		// Its own process group keeps a Ctrl-C at the terminal from reaching it before the
+		// harness stops it in order; Pdeathsig takes it down if the harness itself dies.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		fmt.Fprintf(p.log, "=== chaos %s: start #%d BOOKSTORE_FAILPOINTS=%q\n", time.Now().Format(time.RFC3339Nano), p.stats.Starts+1, p.failpoints)
+		err := cmd.Start()
+		if err != nil {
+			p.mu.Unlock()
+			if first {
+				started <- fmt.Errorf("start %s: %w", p.Name, err)
+				return
+			}
+			fmt.Fprintf(p.log, "=== chaos: start failed: %v\n", err)
+			if !sleepCtx(ctx, time.Second) {
+				return
+			}
+			continue
+		}
+		p.stats.Starts++
+		p.cmd = cmd
+		p.done = make(chan struct{})
+		done := p.done
+		p.mu.Unlock()
+		if first {
+			started <- nil
+			first = false
+		}
+
+		err = cmd.Wait()
+		p.mu.Lock()
+		close(done)
+		expected := p.expectExit
+		p.expectExit = false
+		delay := p.restartIn
+		p.restartIn = 0
+		var fired string
+		switch {
+		case expected:
+		case killedBySIGKILL(err) && p.failpoints != "":
+			// Nobody sent this SIGKILL: the process crashed itself at a failpoint. It
+			// comes back without it, as a machine comes back from a power cut.
+			p.stats.FailpointCrashes++
+			fired, p.failpoints = p.failpoints, ""
+		default:
+			p.stats.OtherExits++
+			delay = max(delay, 500*time.Millisecond) // e.g. a link down at start-up: do not spin
+		}
+		stopping := p.stopping
+		p.mu.Unlock()
+		fmt.Fprintf(p.log, "=== chaos %s: exited: %v (expected=%v)\n", time.Now().Format(time.RFC3339Nano), err, expected)
+		if fired != "" && p.onFailpoint != nil {
+			p.onFailpoint(p, fired)
+		}
+		if stopping {
+			return
+		}
+		if !sleepCtx(ctx, max(delay, 50*time.Millisecond)) {
+			return
+		}
+	}
+}
+
+func killedBySIGKILL(err error) bool {
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		return false
+	}
+	ws, ok := exit.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+}
+
+// Kill sends SIGKILL, as a power cut would, and lets the supervisor restart the process
+// after downFor.
+func (p *Process) Kill(downFor time.Duration) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.ProcessState != nil || p.expectExit || p.stopping {
+		return false // already down or on its way down
+	}
+	p.expectExit = true
+	p.restartIn = downFor
+	p.stats.Kills++
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	return true
+}
+
+// Restart stops the process gracefully (SIGTERM, SIGKILL after grace) and starts it
+// again with the given failpoints: how a failpoint is armed and disarmed.
+func (p *Process) Restart(failpoints string, grace time.Duration) {
+	p.mu.Lock()
+	p.failpoints = failpoints
+	if p.cmd == nil || p.cmd.ProcessState != nil || p.expectExit || p.stopping {
+		p.mu.Unlock() // down already: the next start picks the failpoints up
+		return
+	}
+	p.expectExit = true
+	p.stats.Restarts++
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(grace):
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-done
+	}
+}
+
+// Failpoints returns the failpoints the process runs with now.
+func (p *Process) Failpoints() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.failpoints
+}
+
+// Stop ends supervision and the process: SIGTERM, then SIGKILL after grace.
+func (p *Process) Stop(grace time.Duration) {
+	p.mu.Lock()
+	p.stopping = true
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil || done == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(grace):
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-done
+	}
+}
+
+// Stats returns a copy of the process's counters.
+func (p *Process) Stats() ProcessStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stats
+}
+
+// WaitReady polls GET /readyz until it answers 200.
+func (p *Process) WaitReady(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	client := &http.Client{Timeout: time.Second}
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.HTTPAddr+"/readyz", nil)
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if !sleepCtx(ctx, 100*time.Millisecond) {
+			return fmt.Errorf("%s not ready at http://%s/readyz after %v (see logs/%s.log)", p.Name, p.HTTPAddr, timeout, p.Name)
+		}
+	}
+}
+
+// freeAddr returns a loopback address with a port nobody listens on right now. The
+// kernel hands out ephemeral ports, far from the 8081-8084 a developer's system uses.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,321 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Services are the four binaries the run starts, in the order they start: the provider
+// first (notification needs it), inventory before ordering (it seeds the catalogue the
+// load orders from).
+var Services = []string{"emailprovider", "inventory", "notification", "ordering"}
+
+// System is the running Bookstore: the processes, their links and the harness's own
+// direct connections to each database (never through a proxy: the checker must see the
+// truth even while a link is down).
+type System struct {
+	cfg       Config
+	dir       string // the report directory
+	vhost     string
+	amqpURL   string // the run's vhost, direct
+	net       *Network
+	procs     []*Process
+	dbs       map[string]*pgxpool.Pool // by service, connected as the superuser
+	onFPCrash func(p *Process, spec string)
+}
+
+// databaseName is the run's database (and role) of a service, e.g. chaos_ordering.
+func (c Config) databaseName(service string) string { return c.Prefix + "_" + service }
+
+// Process returns the process called name.
+func (s *System) Process(name string) *Process {
+	for _, p := range s.procs {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// ProcessesOf returns the processes that run service.
+func (s *System) ProcessesOf(service string) []*Process {
+	var out []*Process
+	for _, p := range s.procs {
+		if p.Service == service {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// ResetStores drops the run's databases and roles and recreates its RabbitMQ vhost, so
+// every run starts from nothing; the services create and migrate their databases
+// themselves on start, as in production.
+func ResetStores(ctx context.Context, cfg Config) error {
+	conn, err := pgx.Connect(ctx, cfg.AdminURL)
+	if err != nil {
+		return fmt.Errorf("postgres: %w (is it running? make services)", err)
+	}
+	defer conn.Close(ctx)
+	for _, svc := range Services {
+		id := pgx.Identifier{cfg.databaseName(svc)}.Sanitize()
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+id+" WITH (FORCE)"); err != nil {
+			return fmt.Errorf("drop database %s: %w", id, err)
+		}
+		if _, err := conn.Exec(ctx, "DROP ROLE IF EXISTS "+id); err != nil {
+			return fmt.Errorf("drop role %s: %w", id, err)
+		}
+	}
+	vhost := url.PathEscape(cfg.Prefix)
+	if err := management(ctx, cfg, http.MethodDelete, "/api/vhosts/"+vhost, "", nil); err != nil && !errors.Is(err, errNotFound) {
+		return fmt.Errorf("rabbitmq: delete vhost %s: %w (is the management plugin on? make services)", cfg.Prefix, err)
+	}
+	if err := management(ctx, cfg, http.MethodPut, "/api/vhosts/"+vhost, "{}", nil); err != nil {
+		return fmt.Errorf("rabbitmq: create vhost %s: %w", cfg.Prefix, err)
+	}
+	user := managementUser(cfg)
+	if err := management(ctx, cfg, http.MethodPut, "/api/permissions/"+vhost+"/"+url.PathEscape(user), `{"configure":".*","write":".*","read":".*"}`, nil); err != nil {
+		return fmt.Errorf("rabbitmq: vhost permissions: %w", err)
+	}
+	return nil
+}
+
+// DropStores removes the run's databases, roles and vhost.
+func DropStores(ctx context.Context, cfg Config) error {
+	var errs []error
+	conn, err := pgx.Connect(ctx, cfg.AdminURL)
+	if err == nil {
+		defer conn.Close(ctx)
+		for _, svc := range Services {
+			id := pgx.Identifier{cfg.databaseName(svc)}.Sanitize()
+			_, e1 := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+id+" WITH (FORCE)")
+			_, e2 := conn.Exec(ctx, "DROP ROLE IF EXISTS "+id)
+			errs = append(errs, e1, e2)
+		}
+	}
+	errs = append(errs, err)
+	if err := management(ctx, cfg, http.MethodDelete, "/api/vhosts/"+url.PathEscape(cfg.Prefix), "", nil); err != nil && !errors.Is(err, errNotFound) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+var errNotFound = errors.New("not found")
+
+// management calls the RabbitMQ management API and decodes a JSON answer into out.
+func management(ctx context.Context, cfg Config, method, path, body string, out any) error {
+	u, err := url.Parse(cfg.ManagementURL)
+	if err != nil {
+		return err
+	}
+	user := u.User.Username()
+	pw, _ := u.User.Password()
+	u.User = nil
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(u.String(), "/")+path, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.SetBasicAuth(user, pw)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: 15 * time.Second}).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return errNotFound
+	}
+	if resp.StatusCode >= 300 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("%s %s: %s %s", method, path, resp.Status, b)
+	}
+	if out != nil {
+		return json.NewDecoder(resp.Body).Decode(out)
+	}
+	return nil
+}
+
+func managementUser(cfg Config) string {
+	u, err := url.Parse(cfg.ManagementURL)
+	if err != nil || u.User == nil {
+		return "guest"
+	}
+	return u.User.Username()
+}
+
+// StartSystem starts the Toxiproxy links and every process, and waits until each
+// answers /readyz.
+func StartSystem(ctx context.Context, cfg Config, dir string, onFPCrash func(*Process, string)) (*System, error) {
+	s := &System{cfg: cfg, dir: dir, vhost: cfg.Prefix, dbs: map[string]*pgxpool.Pool{}, onFPCrash: onFPCrash}
+	var err error
+	if s.amqpURL, err = withVHost(cfg.AMQPURL, cfg.Prefix); err != nil {
+		return nil, err
+	}
+	pgAdmin, err := url.Parse(cfg.AdminURL)
+	if err != nil {
+		return nil, fmt.Errorf("postgres url: %w", err)
+	}
+	amqpBase, err := url.Parse(cfg.AMQPURL)
+	if err != nil {
+		return nil, fmt.Errorf("amqp url: %w", err)
+	}
+	toxiLog, err := os.Create(filepath.Join(dir, "logs", "toxiproxy.log"))
+	if err != nil {
+		return nil, err
+	}
+	if s.net, err = StartNetwork(toxiLog); err != nil {
+		return nil, err
+	}
+
+	type spec struct {
+		name, service string
+		args          []string
+		extra         []string
+	}
+	inventoryEnv := []string{"INVENTORY_STRATEGY=" + cfg.InventoryStrategy}
+	orderingEnv := []string{"ORDERING_PUBLISHER=" + cfg.Publisher}
+	specs := []spec{
+		{name: "emailprovider", service: "emailprovider", extra: []string{"EMAILPROVIDER_ADMIN=1"}},
+		{name: "inventory-1", service: "inventory", extra: inventoryEnv},
+		{name: "inventory-2", service: "inventory", extra: inventoryEnv},
+		{name: "notification", service: "notification"},
+		{name: "ordering", service: "ordering", extra: append(orderingEnv, "RELAY_ID=ordering")},
+		{name: "ordering-relay", service: "ordering", args: []string{"relay"}, extra: append(orderingEnv, "RELAY_ID=ordering-relay")},
+	}
+	for _, sp := range specs {
+		p, err := s.newProcess(ctx, sp.name, sp.service, sp.args, sp.extra, pgAdmin, amqpBase)
+		if err != nil {
+			s.Stop()
+			return nil, err
+		}
+		s.procs = append(s.procs, p)
+	}
+	// Start one at a time: each creates or migrates its database on start, and the second
+	// inventory should find the first one's catalogue rather than race it.
+	for _, p := range s.procs {
+		if err := p.Start(ctx); err != nil {
+			s.Stop()
+			return nil, err
+		}
+		if err := p.WaitReady(ctx, 60*time.Second); err != nil {
+			s.Stop()
+			return nil, err
+		}
+	}
+	for _, svc := range Services {
+		u := *pgAdmin
+		u.Path = "/" + cfg.databaseName(svc)
+		pool, err := pgxpool.New(ctx, u.String())
+		if err != nil {
+			s.Stop()
+			return nil, fmt.Errorf("connect %s: %w", svc, err)
+		}
+		s.dbs[svc] = pool
+	}
+	return s, nil
+}
+
+// newProcess creates the process's links (Postgres, RabbitMQ, and for notification the
+// provider) and its environment, all pointing at the proxies.
+func (s *System) newProcess(ctx context.Context, name, service string, args, extra []string, pgAdmin, amqpBase *url.URL) (*Process, error) {
+	httpAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	pgLink, err := s.net.Link(name+"-postgres", pgAdmin.Host)
+	if err != nil {
+		return nil, err
+	}
+	db := s.cfg.databaseName(service)
+	dbURL := url.URL{Scheme: "postgres", User: url.User(db), Host: pgLink, Path: "/" + db, RawQuery: "sslmode=disable"}
+	admin := *pgAdmin
+	admin.Host = pgLink
+	env := []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + os.Getenv("HOME"),
+		"HTTP_ADDR=" + httpAddr,
+		"DATABASE_URL=" + dbURL.String(),
+		"DATABASE_ADMIN_URL=" + admin.String(),
+		"LOG_LEVEL=info",
+	}
+	if service != "emailprovider" {
+		amqpLink, err := s.net.Link(name+"-rabbitmq", amqpBase.Host)
+		if err != nil {
+			return nil, err
+		}
+		u := *amqpBase
+		u.Host = amqpLink
+		amqpURL, err := withVHost(u.String(), s.vhost)
+		if err != nil {
+			return nil, err
+		}
+		env = append(env, "AMQP_URL="+amqpURL)
+	}
+	if service == "notification" {
+		provider := s.Process("emailprovider")
+		if provider == nil {
+			return nil, errors.New("the email provider must be set up before notification")
+		}
+		providerLink, err := s.net.Link(name+"-emailprovider", provider.HTTPAddr)
+		if err != nil {
+			return nil, err
+		}
+		env = append(env, "EMAILPROVIDER_URL=http://"+providerLink)
+	}
+	log, err := os.Create(filepath.Join(s.dir, "logs", name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	return &Process{
+		Name: name, Service: service, HTTPAddr: httpAddr,
+		bin: filepath.Join(s.cfg.BinDir, service), args: args, env: append(env, extra...), log: log,
+		onFailpoint: s.onFPCrash,
+	}, nil
+}
+
+// withVHost returns the AMQP URL with its path set to the vhost.
+func withVHost(amqpURL, vhost string) (string, error) {
+	u, err := url.Parse(amqpURL)
+	if err != nil {
+		return "", fmt.Errorf("amqp url: %w", err)
+	}
+	u.Path = "/" + vhost
+	u.RawPath = "/" + url.PathEscape(vhost)
+	return u.String(), nil
+}
+
+// Stop stops every process (in reverse start order), closes the links and the harness's
+// connections.
+func (s *System) Stop() {
+	for i := len(s.procs) - 1; i >= 0; i-- {
+		s.procs[i].Stop(10 * time.Second)
+		s.procs[i].log.Close()
+	}
+	for _, pool := range s.dbs {
+		pool.Close()
+	}
+	if s.net != nil {
+		s.net.Close()
+	}
+}
+
+// ProcessStats returns every process's counters.
+func (s *System) ProcessStats() []ProcessStats {
+	out := make([]ProcessStats, len(s.procs))
+	for i, p := range s.procs {
+		out[i] = p.Stats()
+	}
+	return out
+}
