@@ -1,0 +1,44 @@
+-- name: ListBooks :many
+SELECT * FROM books ORDER BY id;
+
+-- name: GetBook :one
+SELECT * FROM books WHERE id = $1;
+
+-- name: UpsertBook :one
+-- PUT /books/{id}: absolute values, so applying it twice is applying it once. The WHERE
+-- keeps a book that has more copies reserved than the new on_hand unchanged (no row comes
+-- back) instead of breaking the promise made to those orders. created is true when the
+-- row was inserted: only a new row has xmax 0.
+INSERT INTO books (id, title, on_hand)
+VALUES ($1, $2, $3)
+ON CONFLICT (id) DO UPDATE
+SET title = EXCLUDED.title, on_hand = EXCLUDED.on_hand, updated_at = now()
+WHERE books.reserved <= EXCLUDED.on_hand
+RETURNING id, title, on_hand, reserved, updated_at, (xmax = 0)::bool AS created;
+
+-- name: LockBooks :many
+-- The row locks of one order, taken in one fixed order (book id ascending). Two orders
+-- that share books lock them in the same order, so one waits for the other instead of
+-- each holding a book the other needs: no deadlock, whatever the order of their lines.
+SELECT id, on_hand, reserved
+FROM books
+WHERE id = ANY(sqlc.arg(ids)::uuid[])
+ORDER BY id
+FOR UPDATE;
+
+-- name: AddReserved :execrows
+-- Called with the rows already locked by LockBooks and the lines checked against them.
+UPDATE books
+SET reserved = books.reserved + l.quantity, updated_at = now()
+FROM (SELECT unnest(sqlc.arg(ids)::uuid[]) AS book_id, unnest(sqlc.arg(quantities)::int[]) AS quantity) AS l
+WHERE books.id = l.book_id;
+
+-- name: InsertReservations :execrows
+-- All lines of an order or, when the order was reserved before, none: DO NOTHING turns a
+-- second reservation of the same order into 0 rows for the caller to see.
+INSERT INTO reservations (order_id, book_id, quantity)
+SELECT sqlc.arg(order_id), unnest(sqlc.arg(ids)::uuid[]), unnest(sqlc.arg(quantities)::int[])
+ON CONFLICT (order_id, book_id) DO NOTHING;
+
+-- name: ListReservations :many
+SELECT * FROM reservations WHERE order_id = $1 ORDER BY book_id;
