@@ -607,6 +607,49 @@ func TestSweeperFinishesAbandonedRecords(t *testing.T) {
 	}
 }
 
+// Two notification instances share the queue while every outcome arrives three times
+// (the same message twice and once more under a new id): deliveries of one outcome race
+// on both instances, and still each order gets one email.
+func TestTwoInstancesSendOncePerOrder(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	p := w.startProvider(t, "EMAILPROVIDER_LATENCY", "20ms") // widen the race
+	a := w.startNotification(t, "CONSUMER_CONCURRENCY", "8")
+	b := w.startNotification(t, "CONSUMER_CONCURRENCY", "8")
+
+	const orders = 20
+	ids := make([]uuid.UUID, orders)
+	var envs []event.Envelope
+	for i := range ids {
+		ids[i] = uuid.New()
+		env := stockEvent(t, event.StockReserved, ids[i], "twins@example.com")
+		envs = append(envs, env, env, stockEvent(t, event.StockReserved, ids[i], "twins@example.com"))
+	}
+	publish(t, w.amqpURL, "", envs...)
+	testenv.Eventually(t, 90*time.Second, "all 60 messages to be handled", func() bool {
+		handled := 0.0
+		for _, n := range []*process{a, b} {
+			handled += metric(t, n, "bookstore_consumer_processed_total") + metric(t, n, "bookstore_consumer_duplicates_total")
+		}
+		return handled == 3*orders
+	})
+	for _, id := range ids {
+		waitStatus(t, a, id, "completed", 10*time.Second)
+	}
+	list := emails(t, p, "twins@example.com")
+	if len(list) != orders {
+		t.Fatalf("provider holds %d emails, want %d", len(list), orders)
+	}
+	for _, e := range list {
+		if e.Deliveries != 1 {
+			t.Fatalf("email %s delivered %d times", e.IdempotencyKey, e.Deliveries)
+		}
+	}
+	if got := metric(t, p, "bookstore_emailprovider_sent_total"); got != orders {
+		t.Fatalf("provider sent %v, want %d", got, orders)
+	}
+}
+
 func TestHelpListsEveryVariable(t *testing.T) {
 	t.Parallel()
 	var out strings.Builder
