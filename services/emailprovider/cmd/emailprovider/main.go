@@ -83,7 +83,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if smtpAddr != "" {
 		relay = emails.SMTPRelay{Addr: smtpAddr, From: smtpFrom, Timeout: 5 * time.Second}
 	}
-	faults := emails.NewFaults(initial)
+	faults := emails.NewFaults(initial, ctx.Done())
 	svc, err := emails.NewService(pool, faults, relay, log, tel.Tracer("emails"), tel.Meter("emailprovider"))
 	if err != nil {
 		return err

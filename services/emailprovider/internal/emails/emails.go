@@ -220,8 +220,8 @@ func (s *Service) Send(ctx context.Context, key string, req Request) (Sent, erro
 	if roll.ambiguous {
 		s.m.faults.Add(ctx, 1, metric.WithAttributes(attribute.String("fault", "ambiguous")))
 		s.log.InfoContext(ctx, "ambiguous fault: email sent, stalling the response", "idempotency_key", key)
-		if err := sleep(ctx, AmbiguousStall); err != nil {
-			return Sent{}, err
+		if err := s.faults.stall(ctx); err != nil {
+			return Sent{}, err // the caller gave up: it cannot know the email went out
 		}
 	}
 	return sent, nil

@@ -1,6 +1,7 @@
 package emails
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -68,12 +69,16 @@ func ParseFaults(failRate, ambiguousRate, latency string) (FaultSettings, error)
 
 // Faults holds the current settings; the admin API changes them while requests run.
 type Faults struct {
-	mu  sync.Mutex
-	cur FaultSettings
+	mu       sync.Mutex
+	cur      FaultSettings
+	stopping <-chan struct{}
 }
 
-// NewFaults returns faults starting at initial.
-func NewFaults(initial FaultSettings) *Faults { return &Faults{cur: initial} }
+// NewFaults returns faults starting at initial. Stalls end when stopping closes, so a
+// provider asked to shut down is not held up by the ambiguous fault.
+func NewFaults(initial FaultSettings, stopping <-chan struct{}) *Faults {
+	return &Faults{cur: initial, stopping: stopping}
+}
 
 // Get returns the current settings.
 func (f *Faults) Get() FaultSettings {
@@ -102,6 +107,20 @@ func (f *Faults) roll() faultRoll {
 		ambiguous: s.AmbiguousRate > 0 && rand.Float64() < s.AmbiguousRate,
 		latency:   time.Duration(s.Latency),
 	}
+}
+
+// stall holds a response for AmbiguousStall, or until the caller gives up, or until the
+// provider is stopping.
+func (f *Faults) stall(ctx context.Context) error {
+	t := time.NewTimer(AmbiguousStall)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-f.stopping:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
 }
 
 // Duration is a time.Duration written in JSON as Go writes durations: "250ms".
