@@ -127,3 +127,40 @@ func TestBrokerOutageKeepsTakingOrdersAndDrainsAfter(t *testing.T) {
 		t.Errorf("distinct events in the queue = %d, want %d", len(ids), n)
 	}
 }
+
+// Postgres becomes unreachable and comes back. While it is gone the API answers 500
+// without storing anything and /readyz names Postgres; afterwards the pool, the relay and
+// its LISTEN connection recover on their own, and new orders flow end to end without a
+// restart.
+func TestPostgresOutageRecoversWithoutRestart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	u, _ := url.Parse(e.databaseURL)
+	proxy := testenv.NewProxy(t, u.Host)
+	viaProxy := *u
+	viaProxy.Host = proxy.Addr
+	proxied := e
+	proxied.databaseURL = viaProxy.String()
+	base := startInProcess(t, proxied)
+
+	proxy.Cut()
+	resp, _ := postOrder(t, base, "", orderBody("ada@example.com", 1))
+	if resp.StatusCode != http.StatusInternalServerError {
+		t.Errorf("order during the outage: %d, want 500", resp.StatusCode)
+	}
+	if r, err := http.Get(base + "/readyz"); err != nil || r.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("/readyz during the outage: %v %v, want 503", err, r.Status)
+	}
+	time.Sleep(500 * time.Millisecond) // let the relay and the listener notice
+	proxy.Restore()
+
+	testenv.Eventually(t, 20*time.Second, "the API takes orders again", func() bool {
+		resp, _ := postOrder(t, base, "after-outage", orderBody("ada@example.com", 1))
+		return resp.StatusCode == http.StatusCreated || resp.StatusCode == http.StatusOK
+	})
+	var msgs int
+	testenv.Eventually(t, 20*time.Second, "the order placed after the outage is published", func() bool {
+		msgs += len(drain(t, e.amqpURL, broker.QueueInventoryOrderPlaced, 100*time.Millisecond))
+		return msgs == 1
+	})
+}

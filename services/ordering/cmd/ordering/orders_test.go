@@ -199,7 +199,7 @@ func TestBadInputIsRefusedNamingTheField(t *testing.T) {
 		{"unknown field", `{"customer_email": "a@example.com", "lines": [], "coupon": "X"}`, 400, "coupon"},
 		{"wrong type", `{"customer_email": 42, "lines": []}`, 400, "customer_email"},
 		{"quantity not a number", `{"customer_email": "a@example.com", "lines": [{"book_id": "` + dune + `", "quantity": "2"}]}`, 400, "lines.quantity"},
-		{"book_id not a UUID", `{"customer_email": "a@example.com", "lines": [{"book_id": "dune", "quantity": 2}]}`, 400, ""},
+		{"book_id not a UUID", `{"customer_email": "a@example.com", "lines": [{"book_id": "dune", "quantity": 2}]}`, 422, "lines[0].book_id"},
 		{"email missing", `{"lines": [` + line(dune, 1) + `]}`, 422, "customer_email"},
 		{"email invalid", `{"customer_email": "not-an-email", "lines": [` + line(dune, 1) + `]}`, 422, "customer_email"},
 		{"email with a name", `{"customer_email": "Ada <ada@example.com>", "lines": [` + line(dune, 1) + `]}`, 422, "customer_email"},

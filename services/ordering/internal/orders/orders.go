@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/mail"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -38,8 +39,24 @@ type Order struct {
 
 // PlaceOrderRequest is the body of POST /orders.
 type PlaceOrderRequest struct {
-	CustomerEmail string `json:"customer_email"`
-	Lines         []Line `json:"lines"`
+	CustomerEmail string           `json:"customer_email"`
+	Lines         []PlaceOrderLine `json:"lines"`
+}
+
+// PlaceOrderLine is a line as the client sends it. The book id stays a string until Valid
+// has checked it, so a malformed id is reported as lines[i].book_id, not as unreadable JSON.
+type PlaceOrderLine struct {
+	BookID   string `json:"book_id"`
+	Quantity int    `json:"quantity"`
+}
+
+// lines returns the request's lines; call it only after Valid returned no problems.
+func (r PlaceOrderRequest) lines() []Line {
+	out := make([]Line, len(r.Lines))
+	for i, l := range r.Lines {
+		out[i] = Line{BookID: uuid.MustParse(l.BookID), Quantity: l.Quantity}
+	}
+	return out
 }
 
 // Limits of an order, from the contracts.
@@ -71,12 +88,18 @@ func (r PlaceOrderRequest) Valid() map[string]string {
 	seen := map[uuid.UUID]int{}
 	for i, l := range r.Lines {
 		path := fmt.Sprintf("lines[%d]", i)
-		if l.BookID == uuid.Nil {
+		id, err := uuid.Parse(l.BookID)
+		switch {
+		case l.BookID == "":
 			problems[path+".book_id"] = "is required"
-		} else if j, dup := seen[l.BookID]; dup {
-			problems[path+".book_id"] = fmt.Sprintf("repeats lines[%d].book_id; order each book once with its total quantity", j)
-		} else {
-			seen[l.BookID] = i
+		case err != nil || id.String() != strings.ToLower(l.BookID):
+			problems[path+".book_id"] = "must be a UUID such as 018f2b1e-0000-7000-8000-000000000001"
+		default:
+			if j, dup := seen[id]; dup {
+				problems[path+".book_id"] = fmt.Sprintf("repeats lines[%d].book_id; order each book once with its total quantity", j)
+			} else {
+				seen[id] = i
+			}
 		}
 		if l.Quantity < 1 || l.Quantity > MaxQuantity {
 			problems[path+".quantity"] = fmt.Sprintf("must be between 1 and %d", MaxQuantity)

@@ -103,16 +103,17 @@ func (s *Service) PlaceOrder(ctx context.Context, key string, req PlaceOrderRequ
 		if err != nil {
 			return fmt.Errorf("insert order: %w", err)
 		}
-		bookIDs, quantities := make([]uuid.UUID, len(req.Lines)), make([]int32, len(req.Lines))
-		for i, l := range req.Lines {
+		lines := req.lines()
+		bookIDs, quantities := make([]uuid.UUID, len(lines)), make([]int32, len(lines))
+		for i, l := range lines {
 			bookIDs[i], quantities[i] = l.BookID, int32(l.Quantity)
 		}
 		if err := q.InsertOrderLines(ctx, store.InsertOrderLinesParams{OrderID: id, BookIds: bookIDs, Quantities: quantities}); err != nil {
 			return fmt.Errorf("insert order lines: %w", err)
 		}
-		placed.Order = fromRow(row, req.Lines)
+		placed.Order = fromRow(row, lines)
 
-		data := event.OrderPlacedData{OrderID: id, CustomerEmail: req.CustomerEmail, Lines: toEventLines(req.Lines), PlacedAt: row.CreatedAt}
+		data := event.OrderPlacedData{OrderID: id, CustomerEmail: req.CustomerEmail, Lines: toEventLines(lines), PlacedAt: row.CreatedAt}
 		if s.direct == nil {
 			// The event is part of the transaction: committed with the order or not at all.
 			if env, err = outbox.Write(ctx, tx, orderPlaced(id, row.Version, data)); err != nil {
