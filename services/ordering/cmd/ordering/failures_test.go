@@ -2,12 +2,20 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	amqp "github.com/rabbitmq/amqp091-go"
+
 	"github.com/bookstore-go/bookstore/services/platform/broker"
+	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
 
@@ -163,4 +171,86 @@ func TestPostgresOutageRecoversWithoutRestart(t *testing.T) {
 		msgs += len(drain(t, e.amqpURL, broker.QueueInventoryOrderPlaced, 100*time.Millisecond))
 		return msgs == 1
 	})
+}
+
+// The stock outcome is committed and the process dies before the ack. The broker
+// redelivers it after the restart; the inbox makes it a duplicate, so the order makes
+// exactly one transition.
+func TestCrashAfterStockOutcomeCommitIsADuplicateAfterRestart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	p := startProcess(t, e, nil, "BOOKSTORE_FAILPOINTS", "ordering/after-commit=crash")
+	resp, body := postOrder(t, p.base, "", orderBody("ada@example.com", 2))
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("POST: %d %s", resp.StatusCode, body)
+	}
+	var o struct{ ID uuid.UUID }
+	decodeJSON(t, body, &o)
+	publishStockReserved(t, e.amqpURL, o.ID)
+	p.waitKilled(t)
+
+	db := pool(t, e.databaseURL)
+	if n := count(t, db, "SELECT count(*) FROM orders WHERE status = 'confirmed' AND version = 2"); n != 1 {
+		t.Fatalf("the outcome was not committed before the crash")
+	}
+	p2 := startProcess(t, e, nil)
+	testenv.Eventually(t, 20*time.Second, "the redelivered outcome is acked as a duplicate", func() bool {
+		return metric(t, p2.base, `bookstore_consumer_duplicates_total{consumer="ordering"`) == 1
+	})
+	if n := count(t, db, "SELECT count(*) FROM orders WHERE status = 'confirmed' AND version = 2"); n != 1 {
+		t.Errorf("order made more than one transition")
+	}
+	if n := count(t, db, "SELECT count(*) FROM inbox"); n != 1 {
+		t.Errorf("inbox rows = %d, want 1", n)
+	}
+}
+
+func publishStockReserved(t *testing.T, amqpURL string, orderID uuid.UUID) {
+	t.Helper()
+	env, err := event.New("bookstore/inventory", event.StockReserved, orderID.String(), 1,
+		event.StockReservedData{OrderID: orderID, CustomerEmail: "ada@example.com", Lines: []event.Line{{BookID: uuid.MustParse(dune), Quantity: 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(env)
+	conn, err := amqp.Dial(amqpURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := broker.DeclareTopology(ch); err != nil {
+		t.Fatal(err)
+	}
+	err = ch.PublishWithContext(context.Background(), broker.Exchange, event.StockReserved, true, false, amqp.Publishing{
+		MessageId: env.ID, Type: env.Type, ContentType: event.ContentType, DeliveryMode: amqp.Persistent, AppId: "inventory", Body: b,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// metric reads one sample from a Prometheus text endpoint; the name may include the start
+// of a label set. Missing: 0.
+func metric(t *testing.T, base, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, name) {
+			var v float64
+			fields := strings.Fields(line)
+			if _, err := fmt.Sscan(fields[len(fields)-1], &v); err == nil {
+				return v
+			}
+		}
+	}
+	return 0
 }
