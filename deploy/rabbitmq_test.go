@@ -1,0 +1,492 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/bookstore-go/bookstore/services/platform/broker"
+	"github.com/bookstore-go/bookstore/services/platform/testenv"
+)
+
+const definitionsFile = "deploy/rabbitmq/definitions.json"
+
+type definitions struct {
+	Users            []defUser               `json:"users"`
+	Vhosts           []struct{ Name string } `json:"vhosts"`
+	Permissions      []defPermission         `json:"permissions"`
+	TopicPermissions []defTopicPermission    `json:"topic_permissions"`
+	Exchanges        []defExchange           `json:"exchanges"`
+	Queues           []defQueue              `json:"queues"`
+	Bindings         []defBinding            `json:"bindings"`
+}
+
+type defUser struct {
+	Name             string   `json:"name"`
+	PasswordHash     string   `json:"password_hash"`
+	HashingAlgorithm string   `json:"hashing_algorithm"`
+	Tags             []string `json:"tags"`
+}
+
+// hasPassword reports whether pw hashes to the user's password_hash the way RabbitMQ's
+// rabbit_password_hashing_sha256 does: base64(salt ++ sha256(salt ++ password)), with a
+// 4-byte salt.
+func (u defUser) hasPassword(pw string) bool {
+	raw, err := base64.StdEncoding.DecodeString(u.PasswordHash)
+	if err != nil || len(raw) != 4+sha256.Size || u.HashingAlgorithm != "rabbit_password_hashing_sha256" {
+		return false
+	}
+	sum := sha256.Sum256(append(slices.Clone(raw[:4]), pw...))
+	return bytes.Equal(sum[:], raw[4:])
+}
+
+type defPermission struct {
+	User      string `json:"user"`
+	Vhost     string `json:"vhost"`
+	Configure string `json:"configure"`
+	Write     string `json:"write"`
+	Read      string `json:"read"`
+}
+
+type defTopicPermission struct {
+	User     string `json:"user"`
+	Vhost    string `json:"vhost"`
+	Exchange string `json:"exchange"`
+	Write    string `json:"write"`
+	Read     string `json:"read"`
+}
+
+type defExchange struct {
+	Name       string         `json:"name"`
+	Vhost      string         `json:"vhost,omitempty"`
+	Type       string         `json:"type"`
+	Durable    bool           `json:"durable"`
+	AutoDelete bool           `json:"auto_delete"`
+	Internal   bool           `json:"internal"`
+	Arguments  map[string]any `json:"arguments"`
+}
+
+type defQueue struct {
+	Name       string         `json:"name"`
+	Vhost      string         `json:"vhost,omitempty"`
+	Durable    bool           `json:"durable"`
+	AutoDelete bool           `json:"auto_delete"`
+	Arguments  map[string]any `json:"arguments"`
+}
+
+type defBinding struct {
+	Source          string         `json:"source"`
+	Vhost           string         `json:"vhost,omitempty"`
+	Destination     string         `json:"destination"`
+	DestinationType string         `json:"destination_type"`
+	RoutingKey      string         `json:"routing_key"`
+	Arguments       map[string]any `json:"arguments"`
+}
+
+func readDefinitions(t testing.TB) definitions {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot(t), definitionsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d definitions
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&d); err != nil {
+		t.Fatalf("%s: %v", definitionsFile, err)
+	}
+	return d
+}
+
+func definitionUsers(t testing.TB) map[string]defUser {
+	t.Helper()
+	users := map[string]defUser{}
+	for _, u := range readDefinitions(t).Users {
+		users[u.Name] = u
+	}
+	return users
+}
+
+// asJSON turns AMQP arguments into what JSON decoding yields (numbers as float64), so the
+// platform's tables and the file's objects compare with reflect.DeepEqual.
+func asJSON(t testing.TB, v any) map[string]any {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]any{}
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// The topology the services declare (broker.DeclareTopology), in the file's terms.
+func wantTopology(t testing.TB) ([]defExchange, []defQueue, []defBinding) {
+	exchanges := []defExchange{
+		{Name: broker.Exchange, Type: "topic", Durable: true, Arguments: map[string]any{}},
+		{Name: broker.DeadLetterExchange, Type: "direct", Durable: true, Arguments: map[string]any{}},
+	}
+	var queues []defQueue
+	var bindings []defBinding
+	for _, q := range broker.Queues {
+		queues = append(queues,
+			defQueue{Name: q.Name, Durable: true, Arguments: asJSON(t, broker.QueueArgs(q))},
+			defQueue{Name: q.DLQ(), Durable: true, Arguments: asJSON(t, broker.DLQArgs())})
+		for _, key := range q.Bindings {
+			bindings = append(bindings, defBinding{Source: broker.Exchange, Destination: q.Name, DestinationType: "queue", RoutingKey: key, Arguments: map[string]any{}})
+		}
+		bindings = append(bindings, defBinding{Source: broker.DeadLetterExchange, Destination: q.DLQ(), DestinationType: "queue", RoutingKey: q.Name, Arguments: map[string]any{}})
+	}
+	return normalize(exchanges, queues, bindings)
+}
+
+// normalize sorts and drops vhosts, so two views of one topology compare equal.
+func normalize(ex []defExchange, qs []defQueue, bs []defBinding) ([]defExchange, []defQueue, []defBinding) {
+	ex, qs, bs = slices.Clone(ex), slices.Clone(qs), slices.Clone(bs)
+	for i := range ex {
+		ex[i].Vhost = ""
+	}
+	for i := range qs {
+		qs[i].Vhost = ""
+	}
+	for i := range bs {
+		bs[i].Vhost = ""
+	}
+	sort.Slice(ex, func(i, j int) bool { return ex[i].Name < ex[j].Name })
+	sort.Slice(qs, func(i, j int) bool { return qs[i].Name < qs[j].Name })
+	sort.Slice(bs, func(i, j int) bool { return fmt.Sprint(bs[i]) < fmt.Sprint(bs[j]) })
+	return ex, qs, bs
+}
+
+func compareTopology(t testing.TB, what string, gotEx []defExchange, gotQ []defQueue, gotB []defBinding, wantEx []defExchange, wantQ []defQueue, wantB []defBinding) {
+	t.Helper()
+	gotEx, gotQ, gotB = normalize(gotEx, gotQ, gotB)
+	if !reflect.DeepEqual(gotEx, wantEx) {
+		t.Errorf("%s exchanges:\n got %+v\nwant %+v", what, gotEx, wantEx)
+	}
+	if !reflect.DeepEqual(gotQ, wantQ) {
+		t.Errorf("%s queues:\n got %+v\nwant %+v", what, gotQ, wantQ)
+	}
+	if !reflect.DeepEqual(gotB, wantB) {
+		t.Errorf("%s bindings:\n got %+v\nwant %+v", what, gotB, wantB)
+	}
+}
+
+// TestDefinitionsMatchTopology compares the file with the platform's topology tables.
+func TestDefinitionsMatchTopology(t *testing.T) {
+	t.Parallel()
+	d := readDefinitions(t)
+	wantEx, wantQ, wantB := wantTopology(t)
+	compareTopology(t, definitionsFile, d.Exchanges, d.Queues, d.Bindings, wantEx, wantQ, wantB)
+	for _, q := range d.Queues {
+		if q.Vhost != "/" {
+			t.Errorf("queue %s in vhost %q, want /", q.Name, q.Vhost)
+		}
+	}
+	if len(d.Vhosts) != 1 || d.Vhosts[0].Name != "/" {
+		t.Errorf("vhosts %v, want only /", d.Vhosts)
+	}
+
+	// One user per service that talks to the broker, plus an administrator; each with
+	// permissions in / only.
+	users := map[string]defUser{}
+	for _, u := range d.Users {
+		users[u.Name] = u
+	}
+	for _, name := range []string{"ordering", "inventory", "notification"} {
+		if u, ok := users[name]; !ok || len(u.Tags) != 0 {
+			t.Errorf("user %s: %+v, want a user with no management tags", name, u)
+		}
+	}
+	if u, ok := users["admin"]; !ok || !slices.Contains(u.Tags, "administrator") || !u.hasPassword("admin") {
+		t.Errorf("user admin: %+v, want an administrator with password admin (docs/docker.md says so)", u)
+	}
+	for _, p := range d.Permissions {
+		if p.Vhost != "/" {
+			t.Errorf("permission of %s on vhost %q, want /", p.User, p.Vhost)
+		}
+		if _, ok := users[p.User]; !ok {
+			t.Errorf("permission for unknown user %s", p.User)
+		}
+	}
+}
+
+// management calls the RabbitMQ management API of the local broker as testenv does.
+func management(t testing.TB, method, path string, body any) []byte {
+	t.Helper()
+	u, err := url.Parse(testenv.ManagementURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := u.User.Username()
+	pw, _ := u.User.Password()
+	u.User = nil
+	var r io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, u.String()+path, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth(user, pw)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		t.Fatalf("%s %s: %s %s", method, path, resp.Status, out)
+	}
+	return out
+}
+
+func vhostOf(t testing.TB, amqpURL string) string {
+	u, err := url.Parse(amqpURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimPrefix(u.Path, "/")
+}
+
+// brokerView is the management API's view of a vhost's exchanges, queues and bindings,
+// without the defaults every vhost has (amq.*, the nameless exchange and its bindings).
+func brokerView(t testing.TB, vhost string) ([]defExchange, []defQueue, []defBinding) {
+	t.Helper()
+	v := url.PathEscape(vhost)
+	var ex []defExchange
+	var qs []defQueue
+	var bs []defBinding
+	for path, dst := range map[string]any{"/api/exchanges/" + v: &ex, "/api/queues/" + v: &qs, "/api/bindings/" + v: &bs} {
+		if err := json.Unmarshal(management(t, http.MethodGet, path, nil), dst); err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+	}
+	ex = slices.DeleteFunc(ex, func(e defExchange) bool { return e.Name == "" || strings.HasPrefix(e.Name, "amq.") })
+	bs = slices.DeleteFunc(bs, func(b defBinding) bool { return b.Source == "" })
+	for i := range bs {
+		if bs[i].Arguments == nil {
+			bs[i].Arguments = map[string]any{}
+		}
+	}
+	return ex, qs, bs
+}
+
+func declareTopology(t testing.TB, amqpURL string) error {
+	t.Helper()
+	conn, err := amqp.Dial(amqpURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	return broker.DeclareTopology(ch)
+}
+
+// importTopology loads the file's exchanges, queues and bindings into vhost, as the
+// broker of docker compose does at boot.
+func importTopology(t testing.TB, d definitions, vhost string) {
+	t.Helper()
+	management(t, http.MethodPost, "/api/definitions/"+url.PathEscape(vhost), map[string]any{
+		"exchanges": d.Exchanges, "queues": d.Queues, "bindings": d.Bindings,
+	})
+}
+
+// TestDefinitionsOnBroker runs both sides on the real broker. In one fresh vhost the file
+// is imported first and the services' DeclareTopology runs after it, as in docker compose:
+// RabbitMQ refuses a redeclaration with different arguments (PRECONDITION_FAILED), so
+// this is the failure a newcomer would meet at `make up`. In a second vhost only the
+// services declare. The management API's view of both must be the file.
+func TestDefinitionsOnBroker(t *testing.T) {
+	t.Parallel()
+	d := readDefinitions(t)
+	wantEx, wantQ, wantB := normalize(d.Exchanges, d.Queues, d.Bindings)
+
+	imported := testenv.VHost(t)
+	importTopology(t, d, vhostOf(t, imported))
+	if err := declareTopology(t, imported); err != nil {
+		t.Fatalf("services declaring after the definitions import: %v", err)
+	}
+	gotEx, gotQ, gotB := brokerView(t, vhostOf(t, imported))
+	compareTopology(t, "import + DeclareTopology", gotEx, gotQ, gotB, wantEx, wantQ, wantB)
+
+	declared := testenv.VHost(t)
+	if err := declareTopology(t, declared); err != nil {
+		t.Fatal(err)
+	}
+	gotEx, gotQ, gotB = brokerView(t, vhostOf(t, declared))
+	compareTopology(t, "DeclareTopology alone", gotEx, gotQ, gotB, wantEx, wantQ, wantB)
+}
+
+// TestDefinitionsPermissions gives temporary users the file's password hashes and
+// permissions in a fresh vhost and checks, on the real broker, that each service can do
+// what it does (log in with its compose password, declare the topology, consume its own
+// queue, publish its own events) and nothing more (consume another service's queue,
+// publish another service's events).
+func TestDefinitionsPermissions(t *testing.T) {
+	t.Parallel()
+	d := readDefinitions(t)
+	compose := loadCompose(t, nil, composeFile)
+	amqpURL := testenv.VHost(t)
+	vhost := vhostOf(t, amqpURL)
+	importTopology(t, d, vhost)
+
+	ownQueue := map[string]string{
+		"ordering":     broker.QueueOrderingStockEvents,
+		"inventory":    broker.QueueInventoryOrderPlaced,
+		"notification": broker.QueueNotificationStockEvent,
+	}
+	publishes := map[string][]string{ // routing keys each service publishes
+		"ordering":  {"ordering.order-placed.v1"},
+		"inventory": {"inventory.stock-reserved.v1", "inventory.stock-rejected.v1"},
+	}
+	allKeys := []string{"ordering.order-placed.v1", "inventory.stock-reserved.v1", "inventory.stock-rejected.v1"}
+	users := definitionUsers(t)
+
+	for service, queue := range ownQueue {
+		t.Run(service, func(t *testing.T) {
+			u, ok := users[service]
+			if !ok {
+				t.Fatalf("no user %s in %s", service, definitionsFile)
+			}
+			composeURL, err := url.Parse(env(compose.Services[service], "AMQP_URL"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			password, _ := composeURL.User.Password()
+
+			name := testenv.Name("t_" + service)
+			management(t, http.MethodPut, "/api/users/"+name, map[string]any{
+				"password_hash": u.PasswordHash, "hashing_algorithm": u.HashingAlgorithm, "tags": "",
+			})
+			t.Cleanup(func() { management(t, http.MethodDelete, "/api/users/"+name, nil) })
+			for _, p := range d.Permissions {
+				if p.User == service {
+					management(t, http.MethodPut, "/api/permissions/"+url.PathEscape(vhost)+"/"+name,
+						map[string]string{"configure": p.Configure, "write": p.Write, "read": p.Read})
+				}
+			}
+			for _, p := range d.TopicPermissions {
+				if p.User == service {
+					management(t, http.MethodPut, "/api/topic-permissions/"+url.PathEscape(vhost)+"/"+name,
+						map[string]string{"exchange": p.Exchange, "write": p.Write, "read": p.Read})
+				}
+			}
+
+			login, _ := url.Parse(amqpURL)
+			login.User = url.UserPassword(name, password)
+			if err := declareTopology(t, login.String()); err != nil {
+				t.Fatalf("log in with compose's password and declare the topology: %v", err)
+			}
+			for owner, q := range ownQueue {
+				err := tryConsume(login.String(), q)
+				if q == queue && err != nil {
+					t.Errorf("consume its own queue %s: %v", q, err)
+				}
+				if q != queue && !isAccessRefused(err) {
+					t.Errorf("consume %s's queue %s: %v, want access refused", owner, q, err)
+				}
+			}
+			for _, key := range allKeys {
+				err := tryPublish(login.String(), key)
+				if slices.Contains(publishes[service], key) && err != nil {
+					t.Errorf("publish its own %s: %v", key, err)
+				}
+				if !slices.Contains(publishes[service], key) && !isAccessRefused(err) {
+					t.Errorf("publish %s: %v, want access refused", key, err)
+				}
+			}
+		})
+	}
+}
+
+func isAccessRefused(err error) bool {
+	var amqpErr *amqp.Error
+	return errors.As(err, &amqpErr) && amqpErr.Code == amqp.AccessRefused
+}
+
+func tryConsume(amqpURL, queue string) error {
+	conn, err := amqp.Dial(amqpURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	_, err = ch.Consume(queue, "", false, false, false, false, nil)
+	return err
+}
+
+// tryPublish publishes one persistent message with confirms; a refused publish closes
+// the channel, which the wait for the confirm reports.
+func tryPublish(amqpURL, key string) error {
+	conn, err := amqp.Dial(amqpURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	if err := ch.Confirm(false); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, broker.Exchange, key, false, false,
+		amqp.Publishing{Body: []byte("permission probe"), DeliveryMode: amqp.Persistent})
+	if err != nil {
+		return err
+	}
+	var closeErr *amqp.Error
+	select {
+	case <-dc.Done():
+		if dc.Acked() {
+			return nil
+		}
+		// Not acked: the channel is closing, and its close frame says why.
+		select {
+		case closeErr = <-closed:
+		case <-time.After(2 * time.Second):
+		}
+	case closeErr = <-closed:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if closeErr != nil {
+		return closeErr
+	}
+	return errors.New("publish not confirmed")
+}
