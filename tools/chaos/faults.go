@@ -129,7 +129,8 @@ func Schedule(cfg Config, processes, links []string) []Fault {
 				f.Target = pick([]string{"ordering", "inventory"})
 				f.Detail = "republish 3 published events, twice each"
 			case FaultPoison:
-				f.Target, f.Detail = queues[i%len(queues)], PoisonKinds[(i/len(queues))%len(PoisonKinds)]
+				// 3 queues and 4 kinds are coprime: any 12 in a row cover every pair.
+				f.Target, f.Detail = queues[i%len(queues)], PoisonKinds[i%len(PoisonKinds)]
 			case FaultBrokerRestart:
 				f.Target, f.Duration = "rabbitmq", between(2*time.Second, 5*time.Second)
 			}

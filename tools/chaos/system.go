@@ -185,12 +185,17 @@ func StartSystem(ctx context.Context, cfg Config, dir string, onFPCrash func(*Pr
 		extra         []string
 	}
 	inventoryEnv := []string{"INVENTORY_STRATEGY=" + cfg.InventoryStrategy}
-	orderingEnv := []string{"ORDERING_PUBLISHER=" + cfg.Publisher}
+	// Shorter leases and reconciliation delays than production's: a killed relay's claimed
+	// rows, and an email record a crash left "processing", are taken over within seconds,
+	// so a run with a kill every few seconds settles in minutes. Both only decide how soon
+	// another instance may take over; neither changes what the checker must find.
+	orderingEnv := []string{"ORDERING_PUBLISHER=" + cfg.Publisher, "RELAY_LEASE=5s"}
+	notificationEnv := []string{"RECONCILE_AFTER=5s", "SWEEP_INTERVAL=1s"}
 	specs := []spec{
 		{name: "emailprovider", service: "emailprovider", extra: []string{"EMAILPROVIDER_ADMIN=1"}},
 		{name: "inventory-1", service: "inventory", extra: inventoryEnv},
 		{name: "inventory-2", service: "inventory", extra: inventoryEnv},
-		{name: "notification", service: "notification"},
+		{name: "notification", service: "notification", extra: notificationEnv},
 		{name: "ordering", service: "ordering", extra: append(orderingEnv, "RELAY_ID=ordering")},
 		{name: "ordering-relay", service: "ordering", args: []string{"relay"}, extra: append(orderingEnv, "RELAY_ID=ordering-relay")},
 	}

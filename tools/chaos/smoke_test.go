@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"net/url"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bookstore-go/bookstore/services/platform/failpoint"
+	"github.com/bookstore-go/bookstore/services/platform/testenv"
+)
+
+// The smoke tests run the real thing, small: the four service binaries built from this
+// repository, real Postgres and RabbitMQ, every kind of fault, and the checker. They are
+// what `make test` and CI run; `make chaos` is the same harness, bigger.
+
+// buildServices builds the four binaries into a temporary directory, as `make build`
+// does. A service that does not build (or does not exist yet) fails the test: a chaos
+// run of three services would prove nothing about the fourth.
+func buildServices(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	var wg sync.WaitGroup
+	errs := make([]error, len(Services))
+	out := make([][]byte, len(Services))
+	for i, svc := range Services {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, svc), "./cmd/"+svc)
+			cmd.Dir = filepath.Join("..", "..", "services", svc)
+			cmd.Env = append(cmd.Environ(), "CGO_ENABLED=0")
+			out[i], errs[i] = cmd.CombinedOutput()
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("build %s: %v\n%s", Services[i], err, out[i])
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	return dir
+}
+
+// smokeConfig is a small run on its own vhost and databases (named after the vhost), so
+// it can run beside developers' systems and other tests.
+func smokeConfig(t *testing.T, bin string) Config {
+	t.Helper()
+	testenv.Database(t, "chaos") // skips (fails in CI) when Postgres is down
+	amqpURL := testenv.VHost(t)  // the same for RabbitMQ; the run recreates the vhost
+	u, err := url.Parse(amqpURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig
+	cfg.Prefix = strings.TrimPrefix(u.Path, "/")
+	cfg.AdminURL = testenv.AdminURL
+	cfg.AMQPURL = testenv.AMQPBase
+	cfg.ManagementURL = testenv.ManagementURL
+	cfg.BinDir = bin
+	cfg.ReportRoot = t.TempDir()
+	cfg.Progress = false
+	cfg.QuietTimeout = 90 * time.Second
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := DropStores(ctx, cfg); err != nil {
+			t.Logf("drop the run's stores: %v", err)
+		}
+	})
+	return cfg
+}
+
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// TestChaosSmoke: about 300 orders under every kind of fault, and the default design
+// keeps every invariant.
+func TestChaosSmoke(t *testing.T) {
+	bin := buildServices(t)
+	cfg := smokeConfig(t, bin)
+	cfg.Orders, cfg.Rate, cfg.FaultsPerKind = 300, 15, 6 // 6: every failpoint name, every poison kind
+
+	res, err := Run(t.Context(), cfg, testLog{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var summary strings.Builder
+	printSummary(&summary, res)
+	t.Log(summary.String())
+
+	if !res.Passed || res.Violations != 0 {
+		t.Errorf("the default design broke %d invariants; see %s", res.Violations, res.ReportDir)
+	}
+	if res.Ops.Sent != cfg.Orders || res.Ops.OK == 0 {
+		t.Errorf("sent %d of %d orders, %d ok", res.Ops.Sent, cfg.Orders, res.Ops.OK)
+	}
+	if res.Orders.Confirmed == 0 || res.Orders.Rejected == 0 {
+		t.Errorf("want both outcomes exercised: %d confirmed, %d rejected", res.Orders.Confirmed, res.Orders.Rejected)
+	}
+	hit := map[string]int{}
+	for _, c := range res.FaultCounts {
+		hit[c.Kind] = c.Fired
+	}
+	for _, kind := range FaultKinds {
+		if hit[kind] == 0 {
+			t.Errorf("no %s fault hit the system (counts %+v)", kind, res.FaultCounts)
+		}
+	}
+	fired := map[string]int{}
+	for _, f := range res.Faults {
+		if f.Kind == FaultFailpoint && f.Fired {
+			fired[strings.SplitN(f.Detail, "=", 2)[0]]++
+		}
+	}
+	t.Logf("failpoints that crashed a process: %v (of %v)", fired, failpoint.Names)
+	var crashes int
+	for _, p := range res.Processes {
+		crashes += p.Kills + p.FailpointCrashes
+	}
+	if crashes == 0 {
+		t.Error("no process was killed: the run proved nothing about crashes")
+	}
+}
+
+// TestChaosCatchesNaiveConsumer: the same harness, a short run, the naive inventory
+// consumer. Duplicate deliveries reserve twice, and the checker must say so.
+func TestChaosCatchesNaiveConsumer(t *testing.T) {
+	bin := buildServices(t)
+	cfg := smokeConfig(t, bin)
+	cfg.Orders, cfg.Rate, cfg.FaultsPerKind = 150, 15, 4
+	cfg.InventoryStrategy = "naive"
+
+	res, err := Run(t.Context(), cfg, testLog{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var summary strings.Builder
+	printSummary(&summary, res)
+	t.Log(summary.String())
+	if res.Passed || res.Violations == 0 {
+		t.Fatal("the naive consumer passed the checker: the harness cannot tell right from wrong")
+	}
+	if v := res.Verdicts[2]; v.Passed || v.Counts[ReservedMismatch] == 0 {
+		t.Errorf("invariant 3 should find double reservations, got %+v", v)
+	}
+}
