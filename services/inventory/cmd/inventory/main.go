@@ -1,0 +1,123 @@
+// Command inventory reserves stock for the orders ordering announces, exactly once per
+// order, and announces the outcome through its own outbox.
+//
+//	inventory          HTTP API, order-placed consumer and outbox relay
+//	inventory --help   every environment variable and its default
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/bookstore-go/bookstore/services/inventory/internal/api"
+	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
+	"github.com/bookstore-go/bookstore/services/platform/broker"
+	"github.com/bookstore-go/bookstore/services/platform/config"
+	"github.com/bookstore-go/bookstore/services/platform/consumer"
+	"github.com/bookstore-go/bookstore/services/platform/failpoint"
+	"github.com/bookstore-go/bookstore/services/platform/httpapi"
+	"github.com/bookstore-go/bookstore/services/platform/inbox"
+	"github.com/bookstore-go/bookstore/services/platform/outbox"
+	"github.com/bookstore-go/bookstore/services/platform/pgdb"
+	"github.com/bookstore-go/bookstore/services/platform/telemetry"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "inventory:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	cfg, vars := config.Standard("inventory", 8082)
+	var strategyName, relayID, consumers string
+	vars = append(vars,
+		config.Var{Name: "INVENTORY_STRATEGY", Default: "inbox", Help: "inbox, or the wrong ways for demonstrations: check-then-process (double-reserves after a crash between work and record) or naive (double-reserves on every redelivery)", Dest: &strategyName},
+		config.Var{Name: "RELAY_ID", Default: "", Help: "this relay's name in outbox claims; empty: random", Dest: &relayID},
+		config.Var{Name: "CONSUMER_CONCURRENCY", Default: "4", Help: "orders handled at once", Dest: &consumers},
+	)
+	if err := config.Parse("inventory", args, getenv, stdout, vars); err != nil {
+		if errors.Is(err, config.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if rest := config.Rest(args); len(rest) > 0 {
+		return fmt.Errorf("unknown command %q (inventory takes none)", rest[0])
+	}
+	strategy, err := stock.ParseStrategy(strategyName)
+	if err != nil {
+		return err
+	}
+	concurrency, err := config.Positive("CONSUMER_CONCURRENCY", consumers)
+	if err != nil {
+		return err
+	}
+	if err := failpoint.Configure(cfg.Failpoints); err != nil {
+		return err
+	}
+
+	tel, err := telemetry.Setup(ctx, telemetry.Options{Service: "inventory", LogLevel: cfg.LogLevel, OTLPEndpoint: cfg.OTLPEndpoint, Stdout: stdout})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tel.Shutdown(context.WithoutCancel(ctx)) }()
+	log := tel.Logger
+
+	// Migrations (and the seeded catalogue) before anything listens: no order meets an
+	// empty or old schema.
+	pool, err := pgdb.Open(ctx, cfg.DatabaseAdminURL, cfg.DatabaseURL, stock.Migrations...)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	conn := broker.NewConn(cfg.AMQPURL, "inventory")
+	defer conn.Close()
+	pub := broker.NewPublisher(conn, 10*time.Second)
+	defer pub.Close()
+
+	svc, err := stock.NewService(pool, tel, stock.Options{Strategy: strategy})
+	if err != nil {
+		return err
+	}
+	relay, err := outbox.NewRelay(pool, pub, tel, outbox.Config{ID: relayID, AppID: "inventory"})
+	if err != nil {
+		return err
+	}
+	orders, err := consumer.New(conn, tel, consumer.Config{
+		Name:        stock.ConsumerName,
+		Queue:       broker.QueueInventoryOrderPlaced,
+		Types:       stock.OrderEventTypes,
+		Concurrency: concurrency,
+	}, svc.ReserveStock)
+	if err != nil {
+		return err
+	}
+	ready := []httpapi.Check{
+		{Name: "postgres", Ping: pool.Ping},
+		{Name: "rabbitmq", Ping: conn.Ping},
+	}
+
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return relay.Run(ctx) })
+	g.Go(func() error { return orders.Run(ctx) })
+	g.Go(func() error { inbox.RunCleanup(ctx, pool, inbox.Retention, time.Hour, log); return nil })
+	g.Go(func() error { return httpapi.Serve(ctx, cfg.HTTPAddr, api.NewServer(svc, tel, ready...), log, nil) })
+	if strategy != stock.Inbox {
+		log.WarnContext(ctx, "INVENTORY_STRATEGY is not inbox: redelivered orders CAN BE RESERVED TWICE", "strategy", strategy)
+	}
+	log.InfoContext(ctx, "inventory started", "http_addr", cfg.HTTPAddr, "strategy", strategy)
+	return g.Wait()
+}

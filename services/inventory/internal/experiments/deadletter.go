@@ -1,0 +1,149 @@
+package experiments
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
+	"github.com/bookstore-go/bookstore/services/platform/broker"
+	"github.com/bookstore-go/bookstore/services/platform/consumer"
+	"github.com/bookstore-go/bookstore/services/platform/event"
+)
+
+// DeadLetterResult is the measurement of InboxSameIDDifferentContent.
+type DeadLetterResult struct {
+	// DeadLettered: the second message was found in inventory.order-placed.dlq.
+	DeadLettered bool
+	DuneReserved int
+}
+
+func (r DeadLetterResult) String() string {
+	if r.DeadLettered {
+		return "[inbox] same id, different content -> dead-lettered"
+	}
+	return "[inbox] same id, different content -> NOT dead-lettered"
+}
+
+// InboxSameIDDifferentContent: a producer reuses a message id for different content (here
+// three copies instead of two). Skipping it as a duplicate would silently drop an order;
+// processing it would break "one id, one event". The inbox compares the content hash it
+// stored, calls it poison, and the real consumer rejects it without requeue onto the
+// real dead-letter queue, in this lab's own virtual host.
+func (l *Lab) InboxSameIDDifferentContent(ctx context.Context) (DeadLetterResult, error) {
+	var r DeadLetterResult
+	if err := l.reset(ctx); err != nil {
+		return r, err
+	}
+	original, err := adasOrder(2)
+	if err != nil {
+		return r, err
+	}
+	altered := original
+	var data event.OrderPlacedData
+	if err := json.Unmarshal(original.Data, &data); err != nil {
+		return r, err
+	}
+	data.Lines[0].Quantity = 3
+	if altered.Data, err = json.Marshal(data); err != nil {
+		return r, err
+	}
+
+	svc, err := l.service(stock.Inbox, stock.Hooks{})
+	if err != nil {
+		return r, err
+	}
+	conn := broker.NewConn(l.AMQPURL, "inventory-experiments")
+	defer conn.Close()
+	c, err := consumer.New(conn, l.Tel, consumer.Config{
+		Name:        stock.ConsumerName,
+		Queue:       broker.QueueInventoryOrderPlaced,
+		Types:       stock.OrderEventTypes,
+		Concurrency: 1,
+	}, svc.ReserveStock)
+	if err != nil {
+		return r, err
+	}
+	cctx, stop := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); _ = c.Run(cctx) }()
+	defer func() { stop(); <-stopped }()
+
+	pub := broker.NewPublisher(conn, 10*time.Second)
+	defer pub.Close()
+	if err := publish(ctx, pub, original); err != nil {
+		return r, err
+	}
+	if err := l.waitFor(ctx, 10*time.Second, "the original in the inbox",
+		"SELECT count(*) = 1 FROM inbox WHERE message_id = $1", original.UUID()); err != nil {
+		return r, err
+	}
+	if err := publish(ctx, pub, altered); err != nil {
+		return r, err
+	}
+	if r.DeadLettered, err = awaitDeadLetter(ctx, conn, broker.Queue{Name: broker.QueueInventoryOrderPlaced}.DLQ(), altered.ID, 10*time.Second); err != nil {
+		return r, err
+	}
+	r.DuneReserved, err = l.duneReserved(ctx)
+	return r, err
+}
+
+// publish sends env as ordering's relay would: to the events exchange, routing key = type.
+func publish(ctx context.Context, pub *broker.Publisher, env event.Envelope) error {
+	body, err := json.Marshal(env)
+	if err != nil {
+		return err
+	}
+	errs := pub.PublishBatch(ctx, []broker.Message{{
+		RoutingKey: env.Type,
+		Publishing: amqp.Publishing{MessageId: env.ID, Type: env.Type, ContentType: event.ContentType, AppId: "ordering", Body: body},
+	}})
+	if errs[0] != nil {
+		return fmt.Errorf("publish %s: %w", env.ID, errs[0])
+	}
+	return nil
+}
+
+// awaitDeadLetter takes messages off dlq until one with messageID arrives, or timeout.
+func awaitDeadLetter(ctx context.Context, conn *broker.Conn, dlq, messageID string, timeout time.Duration) (bool, error) {
+	ch, err := conn.Channel(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer ch.Close()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		d, ok, err := ch.Get(dlq, true)
+		if err != nil {
+			return false, fmt.Errorf("read %s: %w", dlq, err)
+		}
+		if ok && d.MessageId == messageID {
+			return true, nil
+		}
+		if !ok {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return false, nil
+}
+
+// waitFor polls a boolean query until it is true, or fails after timeout.
+func (l *Lab) waitFor(ctx context.Context, timeout time.Duration, what, query string, args ...any) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		var ok bool
+		if err := l.Pool.QueryRow(ctx, query, args...).Scan(&ok); err != nil {
+			return fmt.Errorf("wait for %s: %w", what, err)
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,356 @@
+// Package experiments runs the idempotent-consumer experiments of `make demo` against the
+// real Postgres (and RabbitMQ, for dead-lettering), and returns what each one measured.
+// The demo prints the results; the tests assert them. Nothing here is a constant: a line
+// that says "Dune reserved: 4" read 4 from the books table a moment before.
+//
+// Each experiment is the seed article's: Ada orders two copies of Dune, and the broker
+// delivers her OrderPlaced twice, or twice at once, or the consumer dies half-way. The
+// handlers are inventory's real ones (package stock), called in-process; a "crash" is a
+// hook that returns an error where the real process would be killed, which leaves the
+// database in the same state (an open transaction rolls back either way). The tests in
+// cmd/inventory kill the real process for the same windows.
+package experiments
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
+	"github.com/bookstore-go/bookstore/services/platform/consumer"
+	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/platform/telemetry"
+)
+
+// Dune is the seeded book every experiment orders.
+var Dune = uuid.MustParse("018f2b1e-0000-7000-8000-000000000001")
+
+// errSimulatedCrash stands for the process dying at a hook.
+var errSimulatedCrash = errors.New("simulated crash")
+
+// Lab is where the experiments run: a migrated inventory database of their own, and a
+// RabbitMQ virtual host of their own for the one that needs a queue.
+type Lab struct {
+	Pool    *pgxpool.Pool
+	AMQPURL string
+	Tel     *telemetry.Telemetry
+}
+
+// Result is one experiment's measurement, printed as one line.
+type Result interface{ String() string }
+
+// RunAll runs every experiment in the seed article's order and prints one line each.
+func (l *Lab) RunAll(ctx context.Context, w io.Writer) error {
+	steps := []func(context.Context) (Result, error){
+		func(ctx context.Context) (Result, error) { return l.NaiveDeliveredTwice(ctx) },
+		func(ctx context.Context) (Result, error) { return l.CheckThenProcessCrashAfterCommit(ctx) },
+		func(ctx context.Context) (Result, error) { return l.InboxDeliveredTwice(ctx) },
+		func(ctx context.Context) (Result, error) { return l.InboxCrashBeforeCommit(ctx) },
+		func(ctx context.Context) (Result, error) { return l.InboxTwoCopiesAtOnce(ctx) },
+		func(ctx context.Context) (Result, error) { return l.InboxSameIDDifferentContent(ctx) },
+	}
+	for _, step := range steps {
+		r, err := step(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(w, r)
+	}
+	return nil
+}
+
+// NaiveResult is the measurement of NaiveDeliveredTwice.
+type NaiveResult struct{ DuneReserved int }
+
+func (r NaiveResult) String() string {
+	return fmt.Sprintf("[naive] delivered twice -> Dune reserved: %d", r.DuneReserved)
+}
+
+// NaiveDeliveredTwice: the ack was lost and the broker delivered Ada's order again. The
+// naive handler applies both deliveries.
+func (l *Lab) NaiveDeliveredTwice(ctx context.Context) (NaiveResult, error) {
+	if err := l.reset(ctx); err != nil {
+		return NaiveResult{}, err
+	}
+	msg, err := adasOrder(2)
+	if err != nil {
+		return NaiveResult{}, err
+	}
+	svc, err := l.service(stock.Naive, stock.Hooks{})
+	if err != nil {
+		return NaiveResult{}, err
+	}
+	for range 2 {
+		if _, err := svc.ReserveStock(ctx, msg); err != nil {
+			return NaiveResult{}, fmt.Errorf("naive delivery: %w", err)
+		}
+	}
+	n, err := l.duneReserved(ctx)
+	return NaiveResult{DuneReserved: n}, err
+}
+
+// CheckThenProcessResult is the measurement of CheckThenProcessCrashAfterCommit.
+type CheckThenProcessResult struct{ DuneReserved int }
+
+func (r CheckThenProcessResult) String() string {
+	return fmt.Sprintf("[check-then-process] crash after stock commit, redelivered -> Dune reserved: %d", r.DuneReserved)
+}
+
+// CheckThenProcessCrashAfterCommit: the handler checked the inbox, committed the
+// reservation, and died before recording the message. The redelivery passes the check.
+func (l *Lab) CheckThenProcessCrashAfterCommit(ctx context.Context) (CheckThenProcessResult, error) {
+	if err := l.reset(ctx); err != nil {
+		return CheckThenProcessResult{}, err
+	}
+	msg, err := adasOrder(2)
+	if err != nil {
+		return CheckThenProcessResult{}, err
+	}
+	crashing, err := l.service(stock.CheckThenProcess, stock.Hooks{AfterCommit: crash})
+	if err != nil {
+		return CheckThenProcessResult{}, err
+	}
+	if _, err := crashing.ReserveStock(ctx, msg); !errors.Is(err, errSimulatedCrash) {
+		return CheckThenProcessResult{}, fmt.Errorf("first delivery: want the simulated crash, got %v", err)
+	}
+	restarted, err := l.service(stock.CheckThenProcess, stock.Hooks{})
+	if err != nil {
+		return CheckThenProcessResult{}, err
+	}
+	if _, err := restarted.ReserveStock(ctx, msg); err != nil {
+		return CheckThenProcessResult{}, fmt.Errorf("redelivery: %w", err)
+	}
+	n, err := l.duneReserved(ctx)
+	return CheckThenProcessResult{DuneReserved: n}, err
+}
+
+// InboxTwiceResult is the measurement of InboxDeliveredTwice.
+type InboxTwiceResult struct {
+	Processed    [2]bool
+	DuneReserved int
+}
+
+func (r InboxTwiceResult) String() string {
+	return fmt.Sprintf("[inbox] delivered twice -> processed: %t, %t; Dune reserved: %d", r.Processed[0], r.Processed[1], r.DuneReserved)
+}
+
+// InboxDeliveredTwice: the same redelivery, handled through the inbox.
+func (l *Lab) InboxDeliveredTwice(ctx context.Context) (InboxTwiceResult, error) {
+	var r InboxTwiceResult
+	if err := l.reset(ctx); err != nil {
+		return r, err
+	}
+	msg, err := adasOrder(2)
+	if err != nil {
+		return r, err
+	}
+	svc, err := l.service(stock.Inbox, stock.Hooks{})
+	if err != nil {
+		return r, err
+	}
+	for i := range 2 {
+		outcome, err := svc.ReserveStock(ctx, msg)
+		if err != nil {
+			return r, fmt.Errorf("inbox delivery %d: %w", i+1, err)
+		}
+		r.Processed[i] = outcome == consumer.Processed
+	}
+	r.DuneReserved, err = l.duneReserved(ctx)
+	return r, err
+}
+
+// InboxCrashResult is the measurement of InboxCrashBeforeCommit.
+type InboxCrashResult struct {
+	ReservedAfterCrash int
+	DuneReserved       int
+}
+
+func (r InboxCrashResult) String() string {
+	return fmt.Sprintf("[inbox] crash before commit -> reserved %d; redelivered -> Dune reserved: %d", r.ReservedAfterCrash, r.DuneReserved)
+}
+
+// InboxCrashBeforeCommit: the handler wrote the inbox row and the reservation and died
+// before commit. Both are gone; the redelivery does the work from scratch.
+func (l *Lab) InboxCrashBeforeCommit(ctx context.Context) (InboxCrashResult, error) {
+	var r InboxCrashResult
+	if err := l.reset(ctx); err != nil {
+		return r, err
+	}
+	msg, err := adasOrder(2)
+	if err != nil {
+		return r, err
+	}
+	crashing, err := l.service(stock.Inbox, stock.Hooks{BeforeCommit: crash})
+	if err != nil {
+		return r, err
+	}
+	if _, err := crashing.ReserveStock(ctx, msg); !errors.Is(err, errSimulatedCrash) {
+		return r, fmt.Errorf("first delivery: want the simulated crash, got %v", err)
+	}
+	if r.ReservedAfterCrash, err = l.duneReserved(ctx); err != nil {
+		return r, err
+	}
+	restarted, err := l.service(stock.Inbox, stock.Hooks{})
+	if err != nil {
+		return r, err
+	}
+	if _, err := restarted.ReserveStock(ctx, msg); err != nil {
+		return r, fmt.Errorf("redelivery: %w", err)
+	}
+	r.DuneReserved, err = l.duneReserved(ctx)
+	return r, err
+}
+
+// ConcurrentResult is the measurement of InboxTwoCopiesAtOnce.
+type ConcurrentResult struct {
+	Processed    [2]bool
+	DuneReserved int
+	// SecondWaited: while the first copy held its transaction open, Postgres showed the
+	// second copy's session waiting on a lock, and the second had not returned; it
+	// returned only after the first was released to commit.
+	SecondWaited bool
+}
+
+func (r ConcurrentResult) String() string {
+	return fmt.Sprintf("[inbox] two copies at once -> processed: %t, %t; Dune reserved: %d; second waited for the first: %t",
+		r.Processed[0], r.Processed[1], r.DuneReserved, r.SecondWaited)
+}
+
+// InboxTwoCopiesAtOnce: two consumers get the same message at the same moment. The first
+// inserts its inbox row and holds its transaction open; the second arrives while it does.
+// No "seen it?" check can decide this race, since neither has committed; the inbox's
+// primary key does: the second insert waits for the first transaction, then finds the
+// row and skips.
+func (l *Lab) InboxTwoCopiesAtOnce(ctx context.Context) (ConcurrentResult, error) {
+	var r ConcurrentResult
+	if err := l.reset(ctx); err != nil {
+		return r, err
+	}
+	msg, err := adasOrder(2)
+	if err != nil {
+		return r, err
+	}
+	holding, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	first, err := l.service(stock.Inbox, stock.Hooks{BeforeCommit: func(ctx context.Context) error {
+		once.Do(func() { close(holding) })
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}})
+	if err != nil {
+		return r, err
+	}
+	second, err := l.service(stock.Inbox, stock.Hooks{})
+	if err != nil {
+		return r, err
+	}
+
+	type done struct {
+		outcome consumer.Outcome
+		err     error
+	}
+	firstDone, secondDone := make(chan done, 1), make(chan done, 1)
+	go func() { o, err := first.ReserveStock(ctx, msg); firstDone <- done{o, err} }()
+	select {
+	case <-holding:
+	case d := <-firstDone:
+		return r, fmt.Errorf("first copy returned before holding its transaction: %v", d.err)
+	}
+	go func() { o, err := second.ReserveStock(ctx, msg); secondDone <- done{o, err} }()
+
+	blocked, err := l.waitForLockWait(ctx, 10*time.Second)
+	if err != nil {
+		close(release)
+		return r, err
+	}
+	returnedEarly := false
+	select {
+	case d := <-secondDone:
+		returnedEarly = true
+		secondDone <- d
+	default:
+	}
+	close(release)
+	f, s := <-firstDone, <-secondDone
+	if f.err != nil || s.err != nil {
+		return r, fmt.Errorf("copies: first %v, second %v", f.err, s.err)
+	}
+	r.Processed = [2]bool{f.outcome == consumer.Processed, s.outcome == consumer.Processed}
+	r.SecondWaited = blocked && !returnedEarly
+	r.DuneReserved, err = l.duneReserved(ctx)
+	return r, err
+}
+
+// waitForLockWait polls pg_stat_activity until a session of this database waits on a
+// lock, or timeout passes (false).
+func (l *Lab) waitForLockWait(ctx context.Context, timeout time.Duration) (bool, error) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		var waiting bool
+		err := l.Pool.QueryRow(ctx, `
+			SELECT EXISTS (
+				SELECT 1 FROM pg_stat_activity
+				WHERE datname = current_database() AND pid <> pg_backend_pid()
+				  AND wait_event_type = 'Lock' AND query ILIKE '%INSERT INTO inbox%')`).Scan(&waiting)
+		if err != nil {
+			return false, fmt.Errorf("observe lock waits: %w", err)
+		}
+		if waiting {
+			return true, nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false, nil
+}
+
+func crash(context.Context) error { return errSimulatedCrash }
+
+func (l *Lab) service(strategy stock.Strategy, hooks stock.Hooks) (*stock.Service, error) {
+	return stock.NewService(l.Pool, l.Tel, stock.Options{Strategy: strategy, Hooks: hooks})
+}
+
+// reset gives the next experiment the seed's starting point: nothing reserved, no message
+// seen, no event waiting.
+func (l *Lab) reset(ctx context.Context) error {
+	_, err := l.Pool.Exec(ctx, `
+		TRUNCATE inbox, reservations, outbox;
+		UPDATE books SET reserved = 0 WHERE reserved <> 0;
+		UPDATE books SET on_hand = 10 WHERE id = '`+Dune.String()+`'`)
+	if err != nil {
+		return fmt.Errorf("reset: %w", err)
+	}
+	return nil
+}
+
+func (l *Lab) duneReserved(ctx context.Context) (int, error) {
+	var n int
+	if err := l.Pool.QueryRow(ctx, "SELECT reserved FROM books WHERE id = $1", Dune).Scan(&n); err != nil {
+		return 0, fmt.Errorf("read Dune: %w", err)
+	}
+	return n, nil
+}
+
+// adasOrder is the OrderPlaced event of a new order of quantity copies of Dune, as
+// ordering's outbox would have written it.
+func adasOrder(quantity int) (event.Envelope, error) {
+	orderID, err := uuid.NewV7()
+	if err != nil {
+		return event.Envelope{}, err
+	}
+	return event.New("bookstore/ordering", event.OrderPlaced, orderID.String(), 1, event.OrderPlacedData{
+		OrderID:       orderID,
+		CustomerEmail: "ada@example.com",
+		Lines:         []event.Line{{BookID: Dune, Quantity: quantity}},
+		PlacedAt:      time.Now().UTC().Truncate(time.Microsecond),
+	})
+}

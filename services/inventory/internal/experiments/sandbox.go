@@ -1,0 +1,123 @@
+package experiments
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
+	"github.com/bookstore-go/bookstore/services/platform/pgdb"
+	"github.com/bookstore-go/bookstore/services/platform/telemetry"
+)
+
+// Servers are the Postgres and RabbitMQ a sandbox is made on.
+type Servers struct {
+	DatabaseAdminURL string // a superuser connection, which creates and drops the database
+	AMQPURL          string // the broker; the sandbox's vhost replaces its path
+	ManagementURL    string // RabbitMQ's management API, which creates and deletes the vhost
+}
+
+// NewSandbox makes a Lab of its own on servers: a fresh database and role, migrated and
+// seeded as inventory's own would be, and a fresh virtual host, so the experiments touch
+// neither the running system's inventory database nor its queues. close drops both.
+func NewSandbox(ctx context.Context, servers Servers, tel *telemetry.Telemetry) (lab *Lab, close func(), err error) {
+	name, err := sandboxName()
+	if err != nil {
+		return nil, nil, err
+	}
+	dbURL, err := url.Parse(servers.DatabaseAdminURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sandbox: DATABASE_ADMIN_URL: %w", err)
+	}
+	dbURL.User, dbURL.Path = url.User(name), "/"+name
+	var cleanups []func()
+	close = func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			close()
+		}
+	}()
+
+	cleanups = append(cleanups, func() { dropDatabase(servers.DatabaseAdminURL, name) })
+	pool, err := pgdb.Open(ctx, servers.DatabaseAdminURL, dbURL.String(), stock.Migrations...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sandbox database: %w", err)
+	}
+	cleanups = append(cleanups, pool.Close)
+
+	mgmt := management{base: servers.ManagementURL}
+	amqpURL, err := url.Parse(servers.AMQPURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sandbox: AMQP_URL: %w", err)
+	}
+	if err := mgmt.do(ctx, http.MethodPut, "/api/vhosts/"+name, "{}"); err != nil {
+		return nil, nil, fmt.Errorf("sandbox vhost: %w", err)
+	}
+	cleanups = append(cleanups, func() { _ = mgmt.do(context.Background(), http.MethodDelete, "/api/vhosts/"+name, "") })
+	user := amqpURL.User.Username()
+	if err := mgmt.do(ctx, http.MethodPut, "/api/permissions/"+name+"/"+url.PathEscape(user), `{"configure":".*","write":".*","read":".*"}`); err != nil {
+		return nil, nil, fmt.Errorf("sandbox vhost permissions: %w", err)
+	}
+	amqpURL.Path = "/" + name
+	return &Lab{Pool: pool, AMQPURL: amqpURL.String(), Tel: tel}, close, nil
+}
+
+func sandboxName() (string, error) {
+	b := make([]byte, 5)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return "inventory_demo_" + hex.EncodeToString(b), nil
+}
+
+func dropDatabase(adminURL, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return
+	}
+	defer conn.Close(ctx)
+	id := pgx.Identifier{name}.Sanitize()
+	_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+id+" WITH (FORCE)")
+	_, _ = conn.Exec(ctx, "DROP ROLE IF EXISTS "+id)
+}
+
+// management calls RabbitMQ's HTTP management API.
+type management struct{ base string }
+
+func (m management) do(ctx context.Context, method, path, body string) error {
+	u, err := url.Parse(m.base)
+	if err != nil {
+		return err
+	}
+	user := u.User.Username()
+	pw, _ := u.User.Password()
+	u.User = nil
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(u.String(), "/")+path, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.SetBasicAuth(user, pw)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
+	}
+	return nil
+}

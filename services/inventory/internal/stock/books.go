@@ -1,0 +1,102 @@
+package stock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/bookstore-go/bookstore/services/inventory/internal/store"
+)
+
+// Book is a book as the API shows it.
+type Book struct {
+	ID        uuid.UUID `json:"id"`
+	Title     string    `json:"title"`
+	OnHand    int       `json:"on_hand"`
+	Reserved  int       `json:"reserved"`
+	Available int       `json:"available"` // on_hand - reserved
+}
+
+func bookOf(id uuid.UUID, title string, onHand, reserved int32) Book {
+	return Book{ID: id, Title: title, OnHand: int(onHand), Reserved: int(reserved), Available: int(onHand - reserved)}
+}
+
+// ListBooks returns the catalogue in id order.
+func (s *Service) ListBooks(ctx context.Context) ([]Book, error) {
+	rows, err := store.New(s.pool).ListBooks(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list books: %w", err)
+	}
+	out := make([]Book, len(rows))
+	for i, r := range rows {
+		out[i] = bookOf(r.ID, r.Title, r.OnHand, r.Reserved)
+	}
+	return out, nil
+}
+
+// GetBook returns one book, or ErrNotFound.
+func (s *Service) GetBook(ctx context.Context, id uuid.UUID) (Book, error) {
+	r, err := store.New(s.pool).GetBook(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Book{}, ErrNotFound
+	}
+	if err != nil {
+		return Book{}, fmt.Errorf("get book: %w", err)
+	}
+	return bookOf(r.ID, r.Title, r.OnHand, r.Reserved), nil
+}
+
+// PutBookRequest is the body of PUT /books/{id}. Pointers tell a missing field from zero.
+type PutBookRequest struct {
+	Title  *string `json:"title"`
+	OnHand *int    `json:"on_hand"`
+}
+
+// Limits of a book.
+const (
+	MaxTitleLen = 500
+	MaxOnHand   = 1_000_000_000
+)
+
+// Valid returns a problem per invalid field, keyed by its JSON path; empty when valid.
+func (r PutBookRequest) Valid() map[string]string {
+	problems := map[string]string{}
+	switch {
+	case r.Title == nil || *r.Title == "":
+		problems["title"] = "is required"
+	case !utf8.ValidString(*r.Title) || utf8.RuneCountInString(*r.Title) > MaxTitleLen:
+		problems["title"] = fmt.Sprintf("must be at most %d characters", MaxTitleLen)
+	}
+	switch {
+	case r.OnHand == nil:
+		problems["on_hand"] = "is required"
+	case *r.OnHand < 0 || *r.OnHand > MaxOnHand:
+		problems["on_hand"] = fmt.Sprintf("must be between 0 and %d", MaxOnHand)
+	}
+	return problems
+}
+
+// PutBook sets a book's title and on_hand to absolute values, creating the book if it is
+// new (created is then true). It refuses, with *BelowReservedError, an on_hand below the
+// copies already reserved: those orders were promised their books.
+func (s *Service) PutBook(ctx context.Context, id uuid.UUID, req PutBookRequest) (book Book, created bool, err error) {
+	q := store.New(s.pool)
+	row, err := q.UpsertBook(ctx, store.UpsertBookParams{ID: id, Title: *req.Title, OnHand: int32(*req.OnHand)})
+	if errors.Is(err, pgx.ErrNoRows) {
+		// The book exists and the WHERE of the upsert kept it: too many copies reserved.
+		// Read it for the message; a reservation committed since only makes it truer.
+		current, err := q.GetBook(ctx, id)
+		if err != nil {
+			return Book{}, false, fmt.Errorf("put book: %w", err)
+		}
+		return Book{}, false, &BelowReservedError{OnHand: *req.OnHand, Reserved: int(current.Reserved)}
+	}
+	if err != nil {
+		return Book{}, false, fmt.Errorf("put book: %w", err)
+	}
+	return bookOf(row.ID, row.Title, row.OnHand, row.Reserved), row.Created, nil
+}

@@ -1,0 +1,207 @@
+package stock
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/bookstore-go/bookstore/services/inventory/internal/store"
+	"github.com/bookstore-go/bookstore/services/platform/consumer"
+	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/platform/outbox"
+)
+
+// Limits of an order, from the contracts: ordering refuses anything else, so an event
+// outside them was not written by ordering and no retry can make it valid.
+const (
+	MaxLines    = 50
+	MaxQuantity = 100
+)
+
+// ReserveStock is the consumer's handler for ordering.order-placed.v1. It reserves every
+// line of the order or none, and announces which through the outbox. An event it cannot
+// read is poison; a book it does not know rejects the order (a catalogue question, not a
+// broken message).
+func (s *Service) ReserveStock(ctx context.Context, env event.Envelope) (consumer.Outcome, error) {
+	order, err := orderOf(env)
+	if err != nil {
+		return 0, err
+	}
+	ctx, span := s.tracer.Start(ctx, "ReserveStock "+string(s.strategy))
+	defer span.End()
+	switch s.strategy {
+	case CheckThenProcess:
+		return s.reserveCheckThenProcess(ctx, env, order)
+	case Naive:
+		return s.reserveNaive(ctx, env, order)
+	default:
+		return s.reserveWithInbox(ctx, env, order)
+	}
+}
+
+// orderOf reads and checks the order an event carries. Every error is poison.
+func orderOf(env event.Envelope) (event.OrderPlacedData, error) {
+	var o event.OrderPlacedData
+	if err := env.DecodeData(&o); err != nil {
+		return o, err
+	}
+	invalid := func(format string, args ...any) error {
+		return event.Poison(event.ReasonInvalidData, fmt.Errorf("%s %s: "+format, append([]any{env.Type, env.ID}, args...)...))
+	}
+	switch {
+	case o.OrderID == uuid.Nil:
+		return o, invalid("order_id is missing")
+	case o.OrderID.String() != env.Subject:
+		return o, invalid("order_id %s does not match subject %q", o.OrderID, env.Subject)
+	case o.CustomerEmail == "":
+		return o, invalid("customer_email is missing")
+	case len(o.Lines) == 0 || len(o.Lines) > MaxLines:
+		return o, invalid("%d lines, want 1 to %d", len(o.Lines), MaxLines)
+	}
+	seen := map[uuid.UUID]bool{}
+	for i, l := range o.Lines {
+		switch {
+		case l.BookID == uuid.Nil:
+			return o, invalid("lines[%d].book_id is missing", i)
+		case seen[l.BookID]:
+			return o, invalid("lines[%d].book_id %s appears twice", i, l.BookID)
+		case l.Quantity < 1 || l.Quantity > MaxQuantity:
+			return o, invalid("lines[%d].quantity %d, want 1 to %d", i, l.Quantity, MaxQuantity)
+		}
+		seen[l.BookID] = true
+	}
+	return o, nil
+}
+
+// decision is inventory's answer to one order.
+type decision struct {
+	reserved bool
+	reason   string // why it was rejected
+	// alreadyReserved: the reservations table already holds this order, reserved under
+	// another message id. Nothing was changed and nothing is announced.
+	alreadyReserved bool
+}
+
+func (d decision) outcome() string {
+	switch {
+	case d.alreadyReserved:
+		return "already-reserved"
+	case d.reserved:
+		return "reserved"
+	}
+	return "rejected"
+}
+
+// keying is how reserve recognises an order it has answered before.
+type keying int
+
+const (
+	// byReservationKey: the reservations table's primary key (order id, book id) refuses
+	// a second reservation of the same order, and the order has exactly one outcome event
+	// (sequence 1). The inbox strategy uses it behind the inbox row.
+	byReservationKey keying = iota + 1
+	// notAtAll: write the difference and announce it, every time. The wrong strategies
+	// use it. With byReservationKey even they would be safe for this one message type
+	// (natural idempotency, the first thing to reach for); they do without it to show
+	// what a consumer meets when the work has no natural key, such as sending an email.
+	notAtAll
+)
+
+// reserve does the work of one order inside tx: lock its books, decide, reserve all lines
+// or none, and write the outcome event to the outbox, so that the stock change and its
+// announcement commit together or not at all.
+func reserve(ctx context.Context, tx pgx.Tx, o event.OrderPlacedData, key keying) (decision, error) {
+	q := store.New(tx)
+	lines := slices.Clone(o.Lines)
+	slices.SortFunc(lines, func(a, b event.Line) int { return cmp.Compare(a.BookID.String(), b.BookID.String()) })
+	ids, quantities := make([]uuid.UUID, len(lines)), make([]int32, len(lines))
+	for i, l := range lines {
+		ids[i], quantities[i] = l.BookID, int32(l.Quantity)
+	}
+
+	// Locks first, in book id order (the query sorts; see LockBooks), then the decision on
+	// the locked rows: no other order can take the copies between our check and our update.
+	books, err := q.LockBooks(ctx, ids)
+	if err != nil {
+		return decision{}, fmt.Errorf("lock books: %w", err)
+	}
+	d := decide(lines, books)
+
+	sequence := int64(1)
+	if key == notAtAll {
+		// After the locks: a concurrent copy of this order has committed its event by now,
+		// so the next number is free.
+		if sequence, err = q.NextOutcomeSequence(ctx, o.OrderID.String()); err != nil {
+			return d, fmt.Errorf("next outcome sequence: %w", err)
+		}
+	}
+
+	if d.reserved {
+		if key == byReservationKey {
+			n, err := q.InsertReservations(ctx, store.InsertReservationsParams{OrderID: o.OrderID, Ids: ids, Quantities: quantities})
+			if err != nil {
+				return d, fmt.Errorf("insert reservations: %w", err)
+			}
+			if n == 0 {
+				return decision{alreadyReserved: true}, nil
+			}
+			if n != int64(len(lines)) {
+				// The lines of an order are inserted together, so either all are there or none.
+				return d, fmt.Errorf("order %s: %d of %d lines were already reserved", o.OrderID, int64(len(lines))-n, len(lines))
+			}
+		}
+		n, err := q.AddReserved(ctx, store.AddReservedParams{Ids: ids, Quantities: quantities})
+		if err != nil {
+			return d, fmt.Errorf("add reserved: %w", err)
+		}
+		if n != int64(len(lines)) {
+			return d, fmt.Errorf("order %s: reserved %d of %d books", o.OrderID, n, len(lines))
+		}
+	}
+	if _, err := outbox.Write(ctx, tx, outcomeEvent(o, d, sequence)); err != nil {
+		return d, err
+	}
+	return d, nil
+}
+
+// decide answers an order from its books, locked and sorted by id like lines. The first
+// line that cannot be served, in book id order, names the reason.
+func decide(lines []event.Line, books []store.LockBooksRow) decision {
+	byID := make(map[uuid.UUID]store.LockBooksRow, len(books))
+	for _, b := range books {
+		byID[b.ID] = b
+	}
+	for _, l := range lines {
+		b, ok := byID[l.BookID]
+		if !ok {
+			return decision{reason: "unknown book " + l.BookID.String()}
+		}
+		if available := int(b.OnHand - b.Reserved); available < l.Quantity {
+			return decision{reason: fmt.Sprintf("insufficient stock for %s: %d available, %d wanted", l.BookID, available, l.Quantity)}
+		}
+	}
+	return decision{reserved: true}
+}
+
+// outcomeEvent is the event that announces d: StockReserved or StockRejected, about the
+// order's reservation, carrying the order's lines as the order listed them.
+func outcomeEvent(o event.OrderPlacedData, d decision, sequence int64) outbox.Event {
+	e := outbox.Event{
+		Source:        Source,
+		AggregateType: AggregateType,
+		AggregateID:   o.OrderID.String(),
+		Sequence:      sequence,
+	}
+	if d.reserved {
+		e.Type = event.StockReserved
+		e.Data = event.StockReservedData{OrderID: o.OrderID, CustomerEmail: o.CustomerEmail, Lines: o.Lines}
+	} else {
+		e.Type = event.StockRejected
+		e.Data = event.StockRejectedData{OrderID: o.OrderID, CustomerEmail: o.CustomerEmail, Lines: o.Lines, Reason: d.reason}
+	}
+	return e
+}
