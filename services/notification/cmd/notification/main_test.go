@@ -31,12 +31,24 @@ import (
 // processes, each with its own database, against one fresh RabbitMQ vhost per test, and
 // play inventory by publishing stock events into it.
 
+// binDir holds the binaries built for this test run; TestMain removes it.
+var binDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
 // binaries builds both commands once per test run.
 var binaries = sync.OnceValues(func() (map[string]string, error) {
 	dir, err := os.MkdirTemp("", "notification-bin")
 	if err != nil {
 		return nil, err
 	}
+	binDir = dir
 	out := map[string]string{}
 	for name, pkg := range map[string]string{
 		"notification":  ".",
