@@ -1,0 +1,686 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"go.yaml.in/yaml/v4"
+
+	"github.com/bookstore-go/bookstore/services/platform/broker"
+	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/platform/testenv"
+)
+
+const (
+	dashboardFile   = "deploy/grafana/dashboards/bookstore.json"
+	datasourceFile  = "deploy/grafana/provisioning/datasources/prometheus.yml"
+	prometheusFile  = "deploy/prometheus/prometheus.yml"
+	rabbitmqConf    = "deploy/rabbitmq/rabbitmq.conf"
+	rabbitmqPlugins = "deploy/rabbitmq/enabled_plugins"
+)
+
+// externalMetrics are dashboard metrics that RabbitMQ's exporter (rabbitmq_prometheus,
+// scraped on :15692) provides, not our services. They are exempt from the "really
+// exported" check; any other metric in the dashboard must come from a service binary.
+var externalMetrics = map[string]string{
+	"rabbitmq_queue_messages": "rabbitmq", // per queue with prometheus.return_per_object_metrics
+}
+
+// promLabels are added by Prometheus at scrape time, not by the exporter.
+var promLabels = []string{"job", "instance"}
+
+// selector is one metric selector of a dashboard query.
+type selector struct {
+	panel, expr string
+	metric      string
+	labels      []string // label names the query matches or groups on
+	job         string   // the job="..." it pins, if any
+}
+
+// dashboardSelectors parses every query of the dashboard with Prometheus's own PromQL
+// parser and returns its metric selectors.
+func dashboardSelectors(t testing.TB) []selector {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot(t), dashboardFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type target struct {
+		Expr       string `json:"expr"`
+		Datasource struct {
+			UID string `json:"uid"`
+		} `json:"datasource"`
+	}
+	type panel struct {
+		ID      int      `json:"id"`
+		Title   string   `json:"title"`
+		Type    string   `json:"type"`
+		Targets []target `json:"targets"`
+		Panels  []panel  `json:"panels"`
+	}
+	var dash struct {
+		UID    string  `json:"uid"`
+		Panels []panel `json:"panels"`
+	}
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatalf("%s: %v", dashboardFile, err)
+	}
+	dsUID := provisionedDatasourceUID(t)
+	p := parser.NewParser(parser.Options{})
+	var out []selector
+	ids := map[int]bool{}
+	var walk func([]panel)
+	walk = func(panels []panel) {
+		for _, pn := range panels {
+			if ids[pn.ID] {
+				t.Errorf("%s: panel id %d used twice", dashboardFile, pn.ID)
+			}
+			ids[pn.ID] = true
+			walk(pn.Panels)
+			if pn.Type != "row" && len(pn.Targets) == 0 {
+				t.Errorf("panel %q has no query", pn.Title)
+			}
+			for _, tg := range pn.Targets {
+				if tg.Datasource.UID != dsUID {
+					t.Errorf("panel %q: datasource %q, want the provisioned %q", pn.Title, tg.Datasource.UID, dsUID)
+				}
+				// Grafana's interval variables, replaced as Grafana would.
+				expr := strings.NewReplacer("$__rate_interval", "1m", "$__interval", "15s", "$__range", "1h").Replace(tg.Expr)
+				if strings.Contains(expr, "$") {
+					t.Errorf("panel %q: query uses a variable the test does not know: %s", pn.Title, tg.Expr)
+					continue
+				}
+				ast, err := p.ParseExpr(expr)
+				if err != nil {
+					t.Errorf("panel %q: %s: %v", pn.Title, tg.Expr, err)
+					continue
+				}
+				out = append(out, selectorsOf(pn.Title, tg.Expr, ast)...)
+			}
+		}
+	}
+	walk(dash.Panels)
+	if len(out) == 0 {
+		t.Fatalf("%s: no metric selector found", dashboardFile)
+	}
+	return out
+}
+
+// selectorsOf returns the metric selectors of a query, each with the labels it matches
+// on and the labels an enclosing aggregation groups it by.
+func selectorsOf(panel, expr string, ast parser.Expr) []selector {
+	var out []selector
+	var visit func(n parser.Node, grouping []string)
+	visit = func(n parser.Node, grouping []string) {
+		switch n := n.(type) {
+		case *parser.AggregateExpr:
+			if !n.Without {
+				grouping = append(slices.Clone(grouping), n.Grouping...)
+			}
+		case *parser.VectorSelector:
+			s := selector{panel: panel, expr: expr, metric: n.Name, labels: slices.Clone(grouping)}
+			for _, m := range n.LabelMatchers {
+				switch {
+				case m.Name == labels.MetricName:
+					s.metric = m.Value
+				case m.Name == "job" && m.Type == labels.MatchEqual:
+					s.job = m.Value
+				default:
+					s.labels = append(s.labels, m.Name)
+				}
+			}
+			out = append(out, s)
+			return
+		}
+		for child := range parser.ChildrenIter(n) {
+			visit(child, grouping)
+		}
+	}
+	visit(ast, nil)
+	return out
+}
+
+func provisionedDatasourceUID(t testing.TB) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot(t), datasourceFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Datasources []struct {
+			UID, Type, URL string
+		} `yaml:"datasources"`
+	}
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		t.Fatalf("%s: %v", datasourceFile, err)
+	}
+	if len(cfg.Datasources) != 1 || cfg.Datasources[0].Type != "prometheus" || cfg.Datasources[0].URL != "http://prometheus:9090" {
+		t.Fatalf("%s: want one prometheus datasource at http://prometheus:9090, got %+v", datasourceFile, cfg.Datasources)
+	}
+	return cfg.Datasources[0].UID
+}
+
+// prometheusJobs returns prometheus.yml's scrape jobs and their targets.
+func prometheusJobs(t testing.TB) map[string][]string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot(t), prometheusFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		ScrapeConfigs []struct {
+			JobName       string `yaml:"job_name"`
+			MetricsPath   string `yaml:"metrics_path"`
+			StaticConfigs []struct {
+				Targets []string `yaml:"targets"`
+			} `yaml:"static_configs"`
+		} `yaml:"scrape_configs"`
+	}
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		t.Fatalf("%s: %v", prometheusFile, err)
+	}
+	jobs := map[string][]string{}
+	for _, sc := range cfg.ScrapeConfigs {
+		if sc.MetricsPath != "" && sc.MetricsPath != "/metrics" {
+			t.Errorf("job %s scrapes %s, the services serve /metrics", sc.JobName, sc.MetricsPath)
+		}
+		for _, st := range sc.StaticConfigs {
+			jobs[sc.JobName] = append(jobs[sc.JobName], st.Targets...)
+		}
+	}
+	return jobs
+}
+
+// TestPrometheusScrapesEveryService checks that Prometheus scrapes each service, as its
+// own job, at the compose service's name and port, and RabbitMQ's exporter with
+// per-object metrics (which the DLQ depth panel needs).
+func TestPrometheusScrapesEveryService(t *testing.T) {
+	t.Parallel()
+	root := repoRoot(t)
+	jobs := prometheusJobs(t)
+	p := loadCompose(t, nil, composeFile)
+	for _, c := range contractServices {
+		want := []string{fmt.Sprintf("%s:%d", c.Name, c.Port)}
+		if got := jobs[c.Name]; !slices.Equal(got, want) {
+			t.Errorf("%s job %s targets %v, want %v", prometheusFile, c.Name, got, want)
+		}
+	}
+	if got := jobs["rabbitmq"]; !slices.Equal(got, []string{"rabbitmq:15692"}) {
+		t.Errorf("%s job rabbitmq targets %v, want [rabbitmq:15692]", prometheusFile, got)
+	}
+	for job, targets := range jobs {
+		for _, target := range targets {
+			if _, ok := p.Services[hostOf(target)]; !ok {
+				t.Errorf("%s: job %s scrapes %s, which is not a compose service", prometheusFile, job, target)
+			}
+		}
+	}
+	conf, _ := os.ReadFile(filepath.Join(root, rabbitmqConf))
+	if !strings.Contains(string(conf), "\nprometheus.return_per_object_metrics = true\n") {
+		t.Errorf("%s does not switch on per-object metrics: rabbitmq_queue_messages{queue=...} would not exist", rabbitmqConf)
+	}
+	plugins, _ := os.ReadFile(filepath.Join(root, rabbitmqPlugins))
+	for _, plugin := range []string{"rabbitmq_management", "rabbitmq_prometheus"} {
+		if !strings.Contains(string(plugins), plugin) {
+			t.Errorf("%s does not enable %s", rabbitmqPlugins, plugin)
+		}
+	}
+	for _, s := range dashboardSelectors(t) {
+		if _, ok := jobs[s.job]; s.job != "" && !ok {
+			t.Errorf("panel %q selects job %q, which Prometheus does not scrape", s.panel, s.job)
+		}
+	}
+	for metric, job := range externalMetrics {
+		if _, ok := jobs[job]; !ok {
+			t.Errorf("external metric %s is said to come from job %s, which Prometheus does not scrape", metric, job)
+		}
+	}
+}
+
+// exported is what one /metrics scrape showed: every sample name (histograms as their
+// _bucket, _sum and _count series) with the label names seen on it.
+type exported map[string]map[string]bool
+
+func scrape(ctx context.Context, url string) (exported, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	tp := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := tp.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", url, err)
+	}
+	out := exported{}
+	add := func(name string, extra ...string) map[string]bool {
+		if out[name] == nil {
+			out[name] = map[string]bool{}
+		}
+		for _, l := range extra {
+			out[name][l] = true
+		}
+		return out[name]
+	}
+	for name, f := range families {
+		var names []string
+		switch f.GetType().String() {
+		case "HISTOGRAM":
+			names = []string{name + "_bucket", name + "_sum", name + "_count"}
+			add(name+"_bucket", "le")
+		case "SUMMARY":
+			names = []string{name, name + "_sum", name + "_count"}
+			add(name, "quantile")
+		default:
+			names = []string{name}
+		}
+		for _, n := range names {
+			add(n)
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					add(n, l.GetName())
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// missing lists the selectors no running service satisfies: an unknown metric, or a
+// label the metric does not carry, or a job="x" whose service does not export it.
+func missing(selectors []selector, scrapes map[string]exported) []string {
+	var out []string
+	for _, s := range selectors {
+		if _, external := externalMetrics[s.metric]; external {
+			continue
+		}
+		where := slices.Sorted(maps(scrapes))
+		if _, ok := scrapes[s.job]; s.job != "" && ok {
+			where = []string{s.job}
+		}
+		found := false
+		for _, svc := range where {
+			labelsSeen, ok := scrapes[svc][s.metric]
+			if !ok {
+				continue
+			}
+			hasAll := true
+			for _, l := range s.labels {
+				hasAll = hasAll && (labelsSeen[l] || slices.Contains(promLabels, l))
+			}
+			found = found || hasAll
+		}
+		if !found {
+			out = append(out, fmt.Sprintf("panel %q: %s with labels %v (in %v): %s", s.panel, s.metric, s.labels, where, s.expr))
+		}
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// TestDashboardMetricsAreExported starts every service binary that exists, drives the
+// system through everything the dashboard graphs (an order and its replay, events and
+// duplicates, poison messages, an ambiguous provider answer that needs reconciling), and
+// checks that every metric and label the dashboard queries appears on some service's
+// /metrics. OpenTelemetry counters appear on /metrics only once they have counted
+// something, which is why the test makes each of them count.
+func TestDashboardMetricsAreExported(t *testing.T) {
+	t.Parallel()
+	selectors := dashboardSelectors(t)
+	used := map[string]bool{}
+	for _, s := range selectors {
+		used[s.metric] = true
+	}
+	for metric := range externalMetrics {
+		if !used[metric] {
+			t.Errorf("externalMetrics lists %s, which the dashboard does not use", metric)
+		}
+	}
+
+	binaries := builtBinaries(t)
+	running := existingServices(t)
+	if !slices.Contains(running, "ordering") {
+		t.Fatal("services/ordering/cmd/ordering does not exist")
+	}
+	amqpURL := testenv.VHost(t)
+	sys := startSystem(t, binaries, running, amqpURL)
+
+	drive(t, sys, amqpURL)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var last []string
+	for {
+		scrapes := map[string]exported{}
+		for name, base := range sys.urls {
+			e, err := scrape(ctx, base+"/metrics")
+			if err != nil {
+				t.Fatalf("scrape %s: %v", name, err)
+			}
+			scrapes[name] = e
+		}
+		last = missing(selectors, scrapes)
+		if len(last) == 0 {
+			t.Logf("every dashboard metric is exported by %v", running)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("dashboard metrics not exported by any of %v after the workload:\n  %s\n(service logs in %s)",
+				running, strings.Join(last, "\n  "), sys.logDir)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// system is the running service processes of one test.
+type system struct {
+	urls   map[string]string // service -> http://127.0.0.1:port
+	logDir string
+}
+
+// startSystem starts the services in dependency order (the provider before notification)
+// with a fresh database each, one shared fresh vhost and free ports, and waits for
+// every /readyz.
+func startSystem(t *testing.T, binaries map[string]string, services []string, amqpURL string) system {
+	t.Helper()
+	sys := system{urls: map[string]string{}, logDir: t.TempDir()}
+	order := []string{"emailprovider", "notification", "inventory", "ordering"}
+	for _, name := range order {
+		if !slices.Contains(services, name) {
+			t.Logf("%s is not written yet: not started", name)
+			continue
+		}
+		vars := serviceVariables(t, binaries[name])
+		adminURL, dbURL := testenv.Database(t, name)
+		addr := freeAddr(t)
+		env := map[string]string{
+			"DATABASE_URL": dbURL, "DATABASE_ADMIN_URL": adminURL, "AMQP_URL": amqpURL,
+			"HTTP_ADDR": addr, "LOG_LEVEL": "debug",
+			"EMAILPROVIDER_ADMIN": "1",
+			"PROVIDER_TIMEOUT":    "500ms", // notification gives up on a stalled send sooner
+		}
+		if u, ok := sys.urls["emailprovider"]; ok {
+			env["EMAILPROVIDER_URL"] = u
+		}
+		cmd := exec.Command(binaries[name])
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+		for k, v := range env {
+			if _, reads := vars[k]; reads {
+				cmd.Env = append(cmd.Env, k+"="+v)
+			}
+		}
+		logFile, err := os.Create(filepath.Join(sys.logDir, name+".log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdout, cmd.Stderr = logFile, logFile
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cmd.Process.Signal(os.Interrupt)
+			done := make(chan struct{})
+			go func() { _ = cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(15 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+			}
+			logFile.Close()
+		})
+		base := "http://" + addr
+		if err := waitReady(base+"/readyz", 60*time.Second); err != nil {
+			logs, _ := os.ReadFile(logFile.Name())
+			t.Fatalf("%s not ready: %v\n%s", name, err, logs)
+		}
+		sys.urls[name] = base
+	}
+	return sys
+}
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func waitReady(url string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("%s", resp.Status)
+		}
+		last = err
+		time.Sleep(100 * time.Millisecond)
+	}
+	return last
+}
+
+// dune is the first book of inventory's seeded catalogue (CONTRACTS.md).
+var dune = uuid.MustParse("018f2b1e-0000-7000-8000-000000000001")
+
+// drive makes every counter of the dashboard count at least once, in the order a
+// reader of the dashboard would see it happen.
+func drive(t *testing.T, sys system, amqpURL string) {
+	t.Helper()
+	provider, withProvider := sys.urls["emailprovider"]
+	notification, withNotification := sys.urls["notification"]
+	faults := func(body string) {
+		if withProvider && withNotification {
+			httpDo(t, http.MethodPut, provider+"/admin/faults", "", body, http.StatusOK)
+		}
+	}
+
+	// The provider accepts and sends, then stalls past notification's timeout: the send
+	// is ambiguous and notification must reconcile by key.
+	faults(`{"fail_rate":0,"ambiguous_rate":1,"latency":"0s"}`)
+
+	// An order, and its replay under the same Idempotency-Key.
+	order := placeOrder(t, sys.urls["ordering"], uuid.NewString(), true)
+
+	// Events published as a producer would, each twice with the same id: one processed,
+	// one duplicate, for every consumer. Then poison for each queue.
+	conn, err := amqp.Dial(amqpURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	if err := broker.DeclareTopology(ch); err != nil {
+		t.Fatal(err)
+	}
+	reserved := stockReserved(t, order)
+	other := uuid.New()
+	placed, err := event.New("bookstore/ordering", event.OrderPlaced, other.String(), 1,
+		event.OrderPlacedData{OrderID: other, CustomerEmail: "other@example.com", Lines: []event.Line{{BookID: dune, Quantity: 1}}, PlacedAt: time.Now().UTC()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, env := range []event.Envelope{reserved, reserved, placed, placed} {
+		publishEvent(t, ch, env)
+	}
+	for _, key := range []string{event.OrderPlaced, event.StockRejected} {
+		publish(t, ch, key, amqp.Publishing{MessageId: uuid.NewString(), Type: key, ContentType: event.ContentType, Body: []byte("not json")})
+	}
+
+	if withProvider && withNotification {
+		// Reconciled: the record of the ambiguous send completes without a second send.
+		waitFor(t, 60*time.Second, "notification of the first order completed by reconciliation", func() bool {
+			var recs []struct{ Status string }
+			resp, err := http.Get(notification + "/notifications?order_id=" + order.String())
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			_ = json.NewDecoder(resp.Body).Decode(&recs)
+			return len(recs) > 0 && recs[0].Status == "completed"
+		})
+		// A plain send, and a client retrying one at the provider (a replay).
+		faults(`{"fail_rate":0,"ambiguous_rate":0,"latency":"0s"}`)
+		publishEvent(t, ch, stockReserved(t, uuid.New()))
+		email := `{"to":"retry@example.com","subject":"retried","text":"sent once"}`
+		key := uuid.NewString()
+		httpDo(t, http.MethodPost, provider+"/v1/emails", key, email, http.StatusAccepted)
+		httpDo(t, http.MethodPost, provider+"/v1/emails", key, email, http.StatusAccepted)
+	}
+
+	// A publish the broker cannot route: once ordering's outbox is drained, the binding
+	// of inventory's queue goes, and the next order's event has nowhere to go.
+	waitFor(t, 60*time.Second, "ordering's outbox drained", func() bool {
+		v, ok := metricValue(sys.urls["ordering"], "bookstore_outbox_pending")
+		return ok && v == 0
+	})
+	if err := ch.QueueUnbind(broker.QueueInventoryOrderPlaced, event.OrderPlaced, broker.Exchange, nil); err != nil {
+		t.Fatal(err)
+	}
+	placeOrder(t, sys.urls["ordering"], uuid.NewString(), false)
+}
+
+func placeOrder(t testing.TB, ordering, key string, replay bool) uuid.UUID {
+	t.Helper()
+	body := fmt.Sprintf(`{"customer_email":"dashboard@example.com","lines":[{"book_id":"%s","quantity":1}]}`, dune)
+	first := httpDo(t, http.MethodPost, ordering+"/orders", key, body, http.StatusCreated)
+	if replay {
+		httpDo(t, http.MethodPost, ordering+"/orders", key, body, http.StatusOK)
+	}
+	var order struct {
+		ID uuid.UUID `json:"id"`
+	}
+	if err := json.Unmarshal(first, &order); err != nil {
+		t.Fatal(err)
+	}
+	return order.ID
+}
+
+func stockReserved(t testing.TB, order uuid.UUID) event.Envelope {
+	t.Helper()
+	env, err := event.New("bookstore/inventory", event.StockReserved, order.String(), 1,
+		event.StockReservedData{OrderID: order, CustomerEmail: "dashboard@example.com", Lines: []event.Line{{BookID: dune, Quantity: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+// publishEvent publishes an envelope with the AMQP properties of the contracts.
+func publishEvent(t testing.TB, ch *amqp.Channel, env event.Envelope) {
+	t.Helper()
+	data, err := json.Marshal(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish(t, ch, env.Type, amqp.Publishing{
+		MessageId: env.ID, Type: env.Type, ContentType: event.ContentType,
+		AppId: strings.TrimPrefix(env.Source, "bookstore/"), Body: data,
+	})
+}
+
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// metricValue returns the value of an unlabelled gauge or counter on base's /metrics.
+func metricValue(base, name string) (float64, bool) {
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	tp := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := tp.TextToMetricFamilies(resp.Body)
+	if err != nil || families[name] == nil || len(families[name].GetMetric()) != 1 {
+		return 0, false
+	}
+	m := families[name].GetMetric()[0]
+	switch {
+	case m.GetGauge() != nil:
+		return m.GetGauge().GetValue(), true
+	case m.GetCounter() != nil:
+		return m.GetCounter().GetValue(), true
+	}
+	return 0, false
+}
+
+var publishMu sync.Mutex
+
+func publish(t testing.TB, ch *amqp.Channel, key string, msg amqp.Publishing) {
+	t.Helper()
+	publishMu.Lock()
+	defer publishMu.Unlock()
+	msg.DeliveryMode = amqp.Persistent
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ch.PublishWithContext(ctx, broker.Exchange, key, false, false, msg); err != nil {
+		t.Fatalf("publish %s: %v", key, err)
+	}
+}
+
+func httpDo(t testing.TB, method, url, idempotencyKey, body string, want int) []byte {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if idempotencyKey != "" {
+		req.Header.Set("Idempotency-Key", idempotencyKey)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		t.Fatalf("%s %s: %s %s, want %d", method, url, resp.Status, out, want)
+	}
+	return out
+}
