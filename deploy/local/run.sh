@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# `make run`: the four services as plain processes on this machine, no Docker. The
+# Makefile has already started Postgres and RabbitMQ (deploy/local/services.sh) and built
+# bin/. Each service uses its defaults (localhost Postgres and RabbitMQ, ports 8081-8084);
+# variables set in this shell (LOG_LEVEL=debug, OTEL_EXPORTER_OTLP_ENDPOINT, ...) reach
+# all four. Every log line is prefixed with its service's name. Ctrl-C stops them all.
+#
+# A service missing from bin/ is skipped with a note, so the system runs while a service
+# is still being written. If one service exits, the others are stopped too: a half-running
+# system that looks healthy is worse than a clear stop.
+#
+#   BIN_DIR        where the binaries are (default: bin/ of the repository)
+#   READY_TIMEOUT  seconds to wait for every /readyz before printing the URLs (default 30)
+set -uo pipefail
+
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+bin_dir="${BIN_DIR:-$root/bin}"
+ready_timeout="${READY_TIMEOUT:-30}"
+services=(ordering inventory notification emailprovider)
+ports=(8081 8082 8083 8084)
+
+names=()
+pids=()
+service_ports=()
+
+# prefix copies its input to stdout, each line led by the service's name. A plain read
+# loop, not sed, so it works with macOS's bash 3.2 and BSD tools alike.
+prefix() {
+  local line
+  while IFS= read -r line || [[ -n "$line" ]]; do
+    printf '%-13s | %s\n' "$1" "$line"
+  done
+}
+
+stopping=0
+stop_all() {
+  [[ $stopping == 1 ]] && return
+  stopping=1
+  echo "stopping ${names[*]:-nothing}" >&2
+  local pid
+  for pid in "${pids[@]}"; do
+    kill -TERM "$pid" 2>/dev/null
+  done
+  # The services drain in-flight requests and messages for up to 10 s on SIGTERM.
+  local deadline=$((SECONDS + 15))
+  for pid in "${pids[@]}"; do
+    while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.2; done
+    kill -KILL "$pid" 2>/dev/null
+  done
+  wait 2>/dev/null
+}
+trap 'stop_all; exit 130' INT
+trap 'stop_all; exit 143' TERM
+
+for i in "${!services[@]}"; do
+  name="${services[$i]}"
+  if [[ ! -x "$bin_dir/$name" ]]; then
+    echo "$name: $bin_dir/$name is not built yet, skipping it" >&2
+    continue
+  fi
+  # The process substitution keeps $! the service's own pid, not the prefixer's.
+  "$bin_dir/$name" > >(prefix "$name") 2>&1 &
+  pids+=($!)
+  names+=("$name")
+  service_ports+=("${ports[$i]}")
+done
+
+if ((${#pids[@]} == 0)); then
+  echo "no service binaries in $bin_dir: run make build" >&2
+  exit 1
+fi
+
+# Wait until every started service answers /readyz (database and broker reachable).
+if command -v curl >/dev/null; then
+  deadline=$((SECONDS + ready_timeout))
+  for i in "${!names[@]}"; do
+    until curl -fsS -o /dev/null --max-time 1 "http://localhost:${service_ports[$i]}/readyz" 2>/dev/null; do
+      if ! kill -0 "${pids[$i]}" 2>/dev/null || ((SECONDS >= deadline)); then
+        echo "${names[$i]} is not ready on port ${service_ports[$i]} (see its log lines above)" >&2
+        break
+      fi
+      sleep 0.5
+    done
+  done
+fi
+
+# The services block of urls.sh; Jaeger, Grafana and the rest come with `make up`.
+"$root/deploy/urls.sh" | sed -n '1,/^$/p'
+echo "  RabbitMQ management   http://localhost:15672                (guest / guest)"
+echo
+echo "running: ${names[*]} (Ctrl-C stops them)"
+
+# Until Ctrl-C, or until one of them exits on its own.
+while true; do
+  for i in "${!pids[@]}"; do
+    if ! kill -0 "${pids[$i]}" 2>/dev/null; then
+      wait "${pids[$i]}"
+      code=$?
+      echo "${names[$i]} exited with status $code" >&2
+      stop_all
+      exit 1
+    fi
+  done
+  sleep 1
+done
