@@ -42,3 +42,9 @@ ON CONFLICT (order_id, book_id) DO NOTHING;
 
 -- name: ListReservations :many
 SELECT * FROM reservations WHERE order_id = $1 ORDER BY book_id;
+
+-- name: RecordAnswer :execrows
+-- 0 rows: this order was answered before, under another message id.
+INSERT INTO order_answers (order_id, outcome)
+VALUES ($1, $2)
+ON CONFLICT (order_id) DO NOTHING;

@@ -81,15 +81,15 @@ func orderOf(env event.Envelope) (event.OrderPlacedData, error) {
 type decision struct {
 	reserved bool
 	reason   string // why it was rejected
-	// alreadyReserved: the reservations table already holds this order, reserved under
-	// another message id. Nothing was changed and nothing is announced.
-	alreadyReserved bool
+	// alreadyAnswered: this order was answered before under another message id (the
+	// order_answers table holds it). Nothing was changed and nothing is announced.
+	alreadyAnswered bool
 }
 
 func (d decision) outcome() string {
 	switch {
-	case d.alreadyReserved:
-		return "already-reserved"
+	case d.alreadyAnswered:
+		return "already-answered"
 	case d.reserved:
 		return "reserved"
 	}
@@ -100,9 +100,10 @@ func (d decision) outcome() string {
 type keying int
 
 const (
-	// byReservationKey: the reservations table's primary key (order id, book id) refuses
-	// a second reservation of the same order, and the order has exactly one outcome event
-	// (sequence 1). The inbox strategy uses it behind the inbox row.
+	// byReservationKey: the order_answers table's primary key refuses a second answer to
+	// the same order, the reservations table's (order id, book id) a second reservation,
+	// and the order has exactly one outcome event (sequence 1). The inbox strategy uses
+	// these natural keys behind the inbox row.
 	byReservationKey keying = iota + 1
 	// notAtAll: write the difference and announce it, every time. The wrong strategies
 	// use it. With byReservationKey even they would be safe for this one message type
@@ -130,6 +131,15 @@ func reserve(ctx context.Context, tx pgx.Tx, o event.OrderPlacedData, key keying
 		return decision{}, fmt.Errorf("lock books: %w", err)
 	}
 	d := decide(lines, books)
+	if key == byReservationKey {
+		n, err := q.RecordAnswer(ctx, store.RecordAnswerParams{OrderID: o.OrderID, Outcome: d.outcome()})
+		if err != nil {
+			return d, fmt.Errorf("record answer: %w", err)
+		}
+		if n == 0 {
+			return decision{alreadyAnswered: true}, nil
+		}
+	}
 
 	sequence := int64(1)
 	if key == notAtAll {
@@ -147,7 +157,7 @@ func reserve(ctx context.Context, tx pgx.Tx, o event.OrderPlacedData, key keying
 				return d, fmt.Errorf("insert reservations: %w", err)
 			}
 			if n == 0 {
-				return decision{alreadyReserved: true}, nil
+				return decision{alreadyAnswered: true}, nil
 			}
 			if n != int64(len(lines)) {
 				// The lines of an order are inserted together, so either all are there or none.

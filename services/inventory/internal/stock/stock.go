@@ -117,8 +117,8 @@ func NewService(pool *pgxpool.Pool, tel *telemetry.Telemetry, opts Options) (*Se
 		return nil, err
 	}
 	orders, err := tel.Meter("stock").Int64Counter("bookstore.inventory.orders",
-		metric.WithDescription("Orders answered, by outcome: reserved, rejected, or already-reserved "+
-			"(the same order under a second message id, stopped by the reservations table)."))
+		metric.WithDescription("Orders answered, by outcome: reserved, rejected, or already-answered "+
+			"(the same order under a second message id, stopped by the order_answers table)."))
 	if err != nil {
 		return nil, fmt.Errorf("stock metrics: %w", err)
 	}

@@ -332,13 +332,19 @@ func TestOppositeLineOrdersDoNotDeadlock(t *testing.T) {
 }
 
 // The same order under a second message id (a producer that re-sent it with a new id):
-// the inbox cannot know, the reservations table's key can. Nothing is reserved twice
-// and no second outcome is announced.
+// the inbox cannot know, the order_answers table's key can. Nothing is reserved twice
+// and no second outcome is announced, for a reserved order and a rejected one alike.
 func TestSameOrderUnderANewMessageIDIsNotReservedTwice(t *testing.T) {
+	for name, qty := range map[string]int{"reserved": 2, "rejected": 11} {
+		t.Run(name, func(t *testing.T) { sameOrderTwice(t, qty) })
+	}
+}
+
+func sameOrderTwice(t *testing.T, qty int) {
 	t.Parallel()
 	pool := database(t, 4)
 	svc := service(t, pool, stock.Inbox, stock.Hooks{})
-	first := orderPlaced(t, event.Line{BookID: dune, Quantity: 2})
+	first := orderPlaced(t, event.Line{BookID: dune, Quantity: qty})
 	second := first
 	second.ID = uuid.Must(uuid.NewV7()).String()
 	for _, msg := range []event.Envelope{first, second} {
@@ -346,8 +352,8 @@ func TestSameOrderUnderANewMessageIDIsNotReservedTwice(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := reserved(t, pool, dune); n != 2 {
-		t.Errorf("Dune reserved = %d, want 2", n)
+	if want := map[bool]int{true: 2, false: 0}[qty <= 10]; reserved(t, pool, dune) != want {
+		t.Errorf("Dune reserved = %d, want %d", reserved(t, pool, dune), want)
 	}
 	if evs := outcomes(t, pool, first.Subject); len(evs) != 1 {
 		t.Errorf("outcome events = %d, want 1", len(evs))

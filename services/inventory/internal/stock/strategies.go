@@ -44,8 +44,8 @@ func (s *Service) reserveWithInbox(ctx context.Context, env event.Envelope, o ev
 		return consumer.Duplicate, nil
 	}
 	s.count(ctx, d.outcome())
-	if d.alreadyReserved {
-		s.log.WarnContext(ctx, "order already reserved under another message id; nothing done",
+	if d.alreadyAnswered {
+		s.log.WarnContext(ctx, "order already answered under another message id; nothing done",
 			"order_id", o.OrderID, "message_id", env.ID)
 		return consumer.Duplicate, nil
 	}

@@ -168,6 +168,26 @@ func (q *Queries) LockBooks(ctx context.Context, ids []uuid.UUID) ([]LockBooksRo
 	return items, nil
 }
 
+const recordAnswer = `-- name: RecordAnswer :execrows
+INSERT INTO order_answers (order_id, outcome)
+VALUES ($1, $2)
+ON CONFLICT (order_id) DO NOTHING
+`
+
+type RecordAnswerParams struct {
+	OrderID uuid.UUID
+	Outcome string
+}
+
+// 0 rows: this order was answered before, under another message id.
+func (q *Queries) RecordAnswer(ctx context.Context, arg RecordAnswerParams) (int64, error) {
+	result, err := q.db.Exec(ctx, recordAnswer, arg.OrderID, arg.Outcome)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const upsertBook = `-- name: UpsertBook :one
 INSERT INTO books (id, title, on_hand)
 VALUES ($1, $2, $3)

@@ -26,6 +26,12 @@ type Inbox struct {
 	ProcessedAt time.Time
 }
 
+type OrderAnswer struct {
+	OrderID    uuid.UUID
+	Outcome    string
+	AnsweredAt time.Time
+}
+
 type Outbox struct {
 	ID            uuid.UUID
 	AggregateType string
