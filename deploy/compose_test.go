@@ -76,7 +76,7 @@ func TestComposeEveryContainer(t *testing.T) {
 	t.Parallel()
 	p := loadCompose(t, []string{chaosProfile}, composeFile)
 	if len(p.DisabledServices) > 0 {
-		t.Errorf("services disabled even with --profile %s: %v", chaosProfile, slices.Collect(maps(p.DisabledServices)))
+		t.Errorf("services disabled even with --profile %s: %v", chaosProfile, slices.Collect(keys(p.DisabledServices)))
 	}
 	for name, s := range p.Services {
 		// Every container runs for as long as the system does: each needs a healthcheck,
@@ -134,7 +134,8 @@ func TestComposeEveryContainer(t *testing.T) {
 	}
 }
 
-func maps[K comparable, V any](m map[K]V) func(func(K) bool) {
+// keys iterates over the keys of m.
+func keys[K comparable, V any](m map[K]V) func(func(K) bool) {
 	return func(yield func(K) bool) {
 		for k := range m {
 			if !yield(k) {
@@ -473,7 +474,7 @@ func TestPostgresInitScript(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	prefix := strings.ToLower(testenv.Name("t_init")) + "_"
-	renamed := regexp.MustCompile(`\b(`+strings.Join(slices.Collect(maps(roles)), "|")+`)\b`).
+	renamed := regexp.MustCompile(`\b(`+strings.Join(slices.Collect(keys(roles)), "|")+`)\b`).
 		ReplaceAllStringFunc(stripSQLComments(script), func(name string) string { return prefix + name })
 	t.Cleanup(func() {
 		for role := range roles {

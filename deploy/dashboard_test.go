@@ -319,7 +319,7 @@ func missing(selectors []selector, scrapes map[string]exported) []string {
 		if _, external := externalMetrics[s.metric]; external {
 			continue
 		}
-		where := slices.Sorted(maps(scrapes))
+		where := slices.Sorted(keys(scrapes))
 		if _, ok := scrapes[s.job]; s.job != "" && ok {
 			where = []string{s.job}
 		}
@@ -410,6 +410,10 @@ type system struct {
 func startSystem(t *testing.T, binaries map[string]string, services []string, amqpURL string) system {
 	t.Helper()
 	sys := system{urls: map[string]string{}, logDir: t.TempDir()}
+	// Each service logs in to RabbitMQ as its docker compose user would: the permissions
+	// of definitions.json, tried by the real binaries doing their real work.
+	defs := readDefinitions(t)
+	compose := loadCompose(t, nil, composeFile)
 	order := []string{"emailprovider", "notification", "inventory", "ordering"}
 	for _, name := range order {
 		if !slices.Contains(services, name) {
@@ -419,8 +423,12 @@ func startSystem(t *testing.T, binaries map[string]string, services []string, am
 		vars := serviceVariables(t, binaries[name])
 		adminURL, dbURL := testenv.Database(t, name)
 		addr := freeAddr(t)
+		serviceAMQPURL := amqpURL
+		if _, reads := vars["AMQP_URL"]; reads {
+			serviceAMQPURL = serviceUserURL(t, defs, compose, amqpURL, name)
+		}
 		env := map[string]string{
-			"DATABASE_URL": dbURL, "DATABASE_ADMIN_URL": adminURL, "AMQP_URL": amqpURL,
+			"DATABASE_URL": dbURL, "DATABASE_ADMIN_URL": adminURL, "AMQP_URL": serviceAMQPURL,
 			"HTTP_ADDR": addr, "LOG_LEVEL": "debug",
 			"EMAILPROVIDER_ADMIN": "1",
 			"PROVIDER_TIMEOUT":    "500ms", // notification gives up on a stalled send sooner
@@ -563,6 +571,17 @@ func drive(t *testing.T, sys system, amqpURL string) {
 		key := uuid.NewString()
 		httpDo(t, http.MethodPost, provider+"/v1/emails", key, email, http.StatusAccepted)
 		httpDo(t, http.MethodPost, provider+"/v1/emails", key, email, http.StatusAccepted)
+	}
+
+	// Both producers published with their own restricted users: ordering the order
+	// placed above, inventory its outcome (of that order or the published one).
+	for _, producer := range []string{"ordering", "inventory"} {
+		if base, ok := sys.urls[producer]; ok {
+			waitFor(t, 60*time.Second, producer+" publishing with its definitions.json user", func() bool {
+				v, ok := metricValue(base, "bookstore_outbox_published_total")
+				return ok && v > 0
+			})
+		}
 	}
 
 	// A publish the broker cannot route: once ordering's outbox is drained, the binding

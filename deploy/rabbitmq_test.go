@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compose-spec/compose-go/v2/types"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/bookstore-go/bookstore/services/platform/broker"
@@ -369,45 +370,14 @@ func TestDefinitionsPermissions(t *testing.T) {
 		"inventory": {"inventory.stock-reserved.v1", "inventory.stock-rejected.v1"},
 	}
 	allKeys := []string{"ordering.order-placed.v1", "inventory.stock-reserved.v1", "inventory.stock-rejected.v1"}
-	users := definitionUsers(t)
-
 	for service, queue := range ownQueue {
 		t.Run(service, func(t *testing.T) {
-			u, ok := users[service]
-			if !ok {
-				t.Fatalf("no user %s in %s", service, definitionsFile)
-			}
-			composeURL, err := url.Parse(env(compose.Services[service], "AMQP_URL"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			password, _ := composeURL.User.Password()
-
-			name := testenv.Name("t_" + service)
-			management(t, http.MethodPut, "/api/users/"+name, map[string]any{
-				"password_hash": u.PasswordHash, "hashing_algorithm": u.HashingAlgorithm, "tags": "",
-			})
-			t.Cleanup(func() { management(t, http.MethodDelete, "/api/users/"+name, nil) })
-			for _, p := range d.Permissions {
-				if p.User == service {
-					management(t, http.MethodPut, "/api/permissions/"+url.PathEscape(vhost)+"/"+name,
-						map[string]string{"configure": p.Configure, "write": p.Write, "read": p.Read})
-				}
-			}
-			for _, p := range d.TopicPermissions {
-				if p.User == service {
-					management(t, http.MethodPut, "/api/topic-permissions/"+url.PathEscape(vhost)+"/"+name,
-						map[string]string{"exchange": p.Exchange, "write": p.Write, "read": p.Read})
-				}
-			}
-
-			login, _ := url.Parse(amqpURL)
-			login.User = url.UserPassword(name, password)
-			if err := declareTopology(t, login.String()); err != nil {
+			login := serviceUserURL(t, d, compose, amqpURL, service)
+			if err := declareTopology(t, login); err != nil {
 				t.Fatalf("log in with compose's password and declare the topology: %v", err)
 			}
 			for owner, q := range ownQueue {
-				err := tryConsume(login.String(), q)
+				err := tryConsume(login, q)
 				if q == queue && err != nil {
 					t.Errorf("consume its own queue %s: %v", q, err)
 				}
@@ -416,7 +386,7 @@ func TestDefinitionsPermissions(t *testing.T) {
 				}
 			}
 			for _, key := range allKeys {
-				err := tryPublish(login.String(), key)
+				err := tryPublish(login, key)
 				if slices.Contains(publishes[service], key) && err != nil {
 					t.Errorf("publish its own %s: %v", key, err)
 				}
@@ -426,6 +396,50 @@ func TestDefinitionsPermissions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// serviceUserURL creates a temporary user on the local broker with the password hash,
+// permissions and topic permissions the definitions file gives service, scoped to the
+// vhost of amqpURL, and returns amqpURL logged in as that user with the password from
+// the service's AMQP_URL in docker-compose.yml.
+func serviceUserURL(t testing.TB, d definitions, compose *types.Project, amqpURL, service string) string {
+	t.Helper()
+	vhost := vhostOf(t, amqpURL)
+	var user *defUser
+	for _, u := range d.Users {
+		if u.Name == service {
+			user = &u
+		}
+	}
+	if user == nil {
+		t.Fatalf("no user %s in %s", service, definitionsFile)
+	}
+	composeURL, err := url.Parse(env(compose.Services[service], "AMQP_URL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	password, _ := composeURL.User.Password()
+
+	name := testenv.Name("t_" + service)
+	management(t, http.MethodPut, "/api/users/"+name, map[string]any{
+		"password_hash": user.PasswordHash, "hashing_algorithm": user.HashingAlgorithm, "tags": "",
+	})
+	t.Cleanup(func() { management(t, http.MethodDelete, "/api/users/"+name, nil) })
+	for _, p := range d.Permissions {
+		if p.User == service {
+			management(t, http.MethodPut, "/api/permissions/"+url.PathEscape(vhost)+"/"+name,
+				map[string]string{"configure": p.Configure, "write": p.Write, "read": p.Read})
+		}
+	}
+	for _, p := range d.TopicPermissions {
+		if p.User == service {
+			management(t, http.MethodPut, "/api/topic-permissions/"+url.PathEscape(vhost)+"/"+name,
+				map[string]string{"exchange": p.Exchange, "write": p.Write, "read": p.Read})
+		}
+	}
+	login, _ := url.Parse(amqpURL)
+	login.User = url.UserPassword(name, password)
+	return login.String()
 }
 
 func isAccessRefused(err error) bool {
