@@ -45,7 +45,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	vars = append(vars,
 		config.Var{Name: "EMAILPROVIDER_URL", Default: "http://localhost:8084", Help: "base URL of the email provider", Dest: &providerURL},
 		config.Var{Name: "PROVIDER_TIMEOUT", Default: "2s", Help: "timeout of each provider call; a send that times out is reconciled, not resent blindly", Dest: &providerTimeout},
-		config.Var{Name: "NOTIFICATION_MAX_ATTEMPTS", Default: "8", Help: "provider attempts per email before its record fails and its message is dead-lettered", Dest: &maxAttempts},
+		config.Var{Name: "NOTIFICATION_MAX_ATTEMPTS", Default: "30", Help: "provider attempts per email before its record fails and its message is dead-lettered", Dest: &maxAttempts},
 		config.Var{Name: "RECONCILE_AFTER", Default: "30s", Help: "the sweeper reconciles records left unfinished and untouched this long", Dest: &reconcileAfter},
 		config.Var{Name: "SWEEP_INTERVAL", Default: "5s", Help: "how often the sweeper looks for such records", Dest: &sweepInterval},
 		config.Var{Name: "CONSUMER_CONCURRENCY", Default: "4", Help: "stock events handled at once", Dest: &consumers},
@@ -118,6 +118,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Queue:       broker.QueueNotificationStockEvent,
 		Types:       notifications.StockEventTypes,
 		Concurrency: concurrency,
+		// A provider outage is ridden out by requeueing with backoff; up to 30 s between
+		// tries, 30 attempts last about eight minutes before an email is given up.
+		RetryMax: 30 * time.Second,
 	}, svc.HandleStockEvent)
 	if err != nil {
 		return err
