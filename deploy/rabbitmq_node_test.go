@@ -1,0 +1,193 @@
+package deploy
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/bookstore-go/bookstore/services/platform/broker"
+	"github.com/bookstore-go/bookstore/services/platform/testenv"
+)
+
+// TestRabbitMQBootsWithTheComposeConfig boots a private RabbitMQ node of this machine's
+// version (3.10, as in docker compose) with the very rabbitmq.conf, enabled_plugins and
+// definitions.json that compose mounts, on free loopback ports, and checks what the
+// container would do: the config parses (an unknown key stops RabbitMQ from booting), the
+// definitions load, the users log in with compose's passwords, and the Prometheus plugin
+// exports the per-queue metrics the dashboard graphs.
+func TestRabbitMQBootsWithTheComposeConfig(t *testing.T) {
+	t.Parallel()
+	scripts, _ := filepath.Glob("/usr/lib/rabbitmq/lib/rabbitmq_server-*/sbin/rabbitmq-server")
+	if len(scripts) == 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("RabbitMQ server scripts not found (apt-get install rabbitmq-server)")
+		}
+		t.Skip("RabbitMQ server scripts not found")
+	}
+	root := repoRoot(t)
+	dir := t.TempDir()
+	conf, err := os.ReadFile(filepath.Join(root, "deploy/rabbitmq/rabbitmq.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs := filepath.Join(root, definitionsFile)
+	if !strings.Contains(string(conf), "load_definitions = /etc/rabbitmq/definitions.json\n") {
+		t.Fatal("rabbitmq.conf does not load /etc/rabbitmq/definitions.json, where compose mounts the file")
+	}
+	ports := map[string]string{}
+	for _, name := range []string{"amqp", "management", "prometheus", "dist"} {
+		_, port, _ := net.SplitHostPort(freeAddr(t))
+		ports[name] = port
+	}
+	// The file as compose mounts it, pointed at this checkout's definitions and moved off
+	// the ports of the machine's own broker.
+	testConf := strings.Replace(string(conf), "/etc/rabbitmq/definitions.json", defs, 1) + `
+listeners.tcp.default = 127.0.0.1:` + ports["amqp"] + `
+management.tcp.ip = 127.0.0.1
+management.tcp.port = ` + ports["management"] + `
+prometheus.tcp.ip = 127.0.0.1
+prometheus.tcp.port = ` + ports["prometheus"] + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "rabbitmq.conf"), []byte(testConf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rabbitmq-env.conf"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	node := strings.ReplaceAll(testenv.Name("tdeploy"), "_", "") + "@localhost"
+	cmd := exec.Command(scripts[len(scripts)-1])
+	cmd.Env = append(os.Environ(),
+		"HOME="+dir, // its own Erlang cookie
+		"RABBITMQ_NODENAME="+node,
+		"RABBITMQ_CONF_ENV_FILE="+filepath.Join(dir, "rabbitmq-env.conf"),
+		"RABBITMQ_CONFIG_FILE="+filepath.Join(dir, "rabbitmq.conf"),
+		"RABBITMQ_ENABLED_PLUGINS_FILE="+filepath.Join(root, "deploy/rabbitmq/enabled_plugins"),
+		"RABBITMQ_DIST_PORT="+ports["dist"],
+		"RABBITMQ_MNESIA_BASE="+filepath.Join(dir, "mnesia"),
+		"RABBITMQ_LOG_BASE="+filepath.Join(dir, "log"),
+		"RABBITMQ_PLUGINS_EXPAND_DIR="+filepath.Join(dir, "plugins"),
+	)
+	logFile, err := os.Create(filepath.Join(dir, "server.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the node and its helpers, stopped together
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		logFile.Close()
+	})
+	logs := func() string { b, _ := os.ReadFile(logFile.Name()); return string(b) }
+
+	// Ready when the exporter lists every queue of the contracts and every DLQ.
+	metricsURL := "http://127.0.0.1:" + ports["prometheus"] + "/metrics"
+	wantQueues := map[string]bool{}
+	for _, q := range broker.Queues {
+		wantQueues[q.Name], wantQueues[q.DLQ()] = true, true
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	var seen map[string]map[string]bool // metric -> queues
+	for {
+		select {
+		case <-done:
+			t.Fatalf("RabbitMQ stopped during boot:\n%s", logs())
+		default:
+		}
+		seen = queueMetrics(metricsURL)
+		complete := true
+		for metric := range externalMetrics {
+			for q := range wantQueues {
+				complete = complete && seen[metric][q]
+			}
+		}
+		if complete {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 90s the exporter on %s lacks %v for queues %v (saw %v):\n%s", metricsURL, slices.Sorted(keys(externalMetrics)), slices.Sorted(keys(wantQueues)), seen, logs())
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+
+	// The administrator of the management UI, and every service user with its compose
+	// password, as the containers log in.
+	req, _ := http.NewRequest(http.MethodGet, "http://127.0.0.1:"+ports["management"]+"/api/whoami", nil)
+	req.SetBasicAuth("admin", "admin")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("management login as admin/admin: %v %v", err, resp)
+	} else {
+		resp.Body.Close()
+	}
+	compose := loadCompose(t, nil, composeFile)
+	for _, c := range contractServices {
+		v := env(compose.Services[c.Name], "AMQP_URL")
+		if v == "" {
+			continue // emailprovider does not use the broker
+		}
+		u, _ := url.Parse(v)
+		u.Host = "127.0.0.1:" + ports["amqp"]
+		conn, err := amqp.Dial(u.String())
+		if err != nil {
+			t.Errorf("%s logs in with its compose AMQP_URL: %v", c.Name, err)
+			continue
+		}
+		_ = conn.Close()
+	}
+}
+
+// queueMetrics scrapes RabbitMQ's exporter and returns, per metric, the queues it has a
+// series for.
+func queueMetrics(url string) map[string]map[string]bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	tp := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := tp.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil
+	}
+	out := map[string]map[string]bool{}
+	for name, f := range families {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "queue" {
+					if out[name] == nil {
+						out[name] = map[string]bool{}
+					}
+					out[name][l.GetValue()] = true
+				}
+			}
+		}
+	}
+	return out
+}
