@@ -69,8 +69,10 @@ prometheus.tcp.port = ` + ports["prometheus"] + "\n"
 
 	node := strings.ReplaceAll(testenv.Name("tdeploy"), "_", "") + "@localhost"
 	cmd := exec.Command(scripts[len(scripts)-1])
+	cmd.Dir = dir // a node that fails to boot leaves erl_crash.dump here, not in the checkout
 	cmd.Env = append(os.Environ(),
 		"HOME="+dir, // its own Erlang cookie
+		"ERL_CRASH_DUMP="+filepath.Join(dir, "erl_crash.dump"),
 		"RABBITMQ_NODENAME="+node,
 		"RABBITMQ_CONF_ENV_FILE="+filepath.Join(dir, "rabbitmq-env.conf"),
 		"RABBITMQ_CONFIG_FILE="+filepath.Join(dir, "rabbitmq.conf"),
