@@ -25,6 +25,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/failpoint"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
+	"github.com/bookstore-go/bookstore/services/platform/inbox"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 	"github.com/bookstore-go/bookstore/sql"
@@ -89,6 +90,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 
 	// Migrations run before anything consumes: no event meets an old schema.
 	pool, err := pgdb.Open(ctx, cfg.DatabaseAdminURL, cfg.DatabaseURL,
+		pgdb.Migrations{FS: sql.Platform, VersionTable: "goose_platform_version"},
 		pgdb.Migrations{FS: sql.Notification, VersionTable: "goose_notification_version"})
 	if err != nil {
 		return err
@@ -135,6 +137,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return stockEvents.Run(ctx) })
 	g.Go(func() error { svc.RunSweeper(ctx); return nil })
+	g.Go(func() error { inbox.RunCleanup(ctx, pool, inbox.Retention, time.Hour, log); return nil })
 	g.Go(func() error { return httpapi.Serve(ctx, cfg.HTTPAddr, api.NewServer(svc, tel, ready...), log, nil) })
 	log.InfoContext(ctx, "notification started", "http_addr", cfg.HTTPAddr, "emailprovider_url", providerURL,
 		"provider_timeout", timeout.String(), "max_attempts", attempts, "reconcile_after", staleAfter.String())

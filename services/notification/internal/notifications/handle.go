@@ -20,6 +20,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/failpoint"
+	"github.com/bookstore-go/bookstore/services/platform/inbox"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 )
 
@@ -89,7 +90,7 @@ func (s *Service) HandleStockEvent(ctx context.Context, env event.Envelope) (con
 	if err != nil {
 		return 0, err
 	}
-	rec, claimed, err := s.createAndClaim(ctx, e, env.UUID())
+	rec, claimed, err := s.createAndClaim(ctx, e, env)
 	if err != nil {
 		return 0, err
 	}
@@ -120,12 +121,19 @@ func (s *Service) HandleStockEvent(ctx context.Context, env event.Envelope) (con
 // and claims it. When it commits, the key is on disk before any request leaves, so no
 // crash afterwards can lead to an email sent under a key nobody remembers. It returns the
 // record and whether this caller now holds the claim.
-func (s *Service) createAndClaim(ctx context.Context, e email, eventID uuid.UUID) (rec store.Notification, claimed bool, err error) {
+func (s *Service) createAndClaim(ctx context.Context, e email, env event.Envelope) (rec store.Notification, claimed bool, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// The inbox row is only here to recognise a message id reused with different
+		// content, which the contracts dead-letter: the record below, not the inbox,
+		// decides whether to send, so a redelivery of the same message (the inbox says
+		// "seen") must still go on to reconcile a record a crash left unfinished.
+		if _, err := inbox.Claim(ctx, tx, ConsumerName, env); err != nil {
+			return err
+		}
 		q := store.New(tx)
 		err := q.CreateNotification(ctx, store.CreateNotificationParams{
 			OrderID: e.orderID, Kind: string(e.kind), IdempotencyKey: IdempotencyKey(e.orderID, e.kind),
-			Recipient: e.message.To, Subject: e.message.Subject, Body: e.message.Text, EventID: eventID,
+			Recipient: e.message.To, Subject: e.message.Subject, Body: e.message.Text, EventID: env.UUID(),
 		})
 		if err != nil {
 			return fmt.Errorf("create notification: %w", err)
