@@ -31,11 +31,12 @@ type Config struct {
 	KeepDatabases     bool          // leave the databases and vhost for inspection
 }
 
-// DefaultConfig is `make chaos`: 5,000 orders at 25 per second, 100 faults of every kind.
+// DefaultConfig is `make chaos`: 5,000 orders at 20 per second, 100 faults of every kind,
+// about four minutes of load.
 var DefaultConfig = Config{
 	Orders:            5000,
-	Rate:              25,
-	MaxInFlight:       200,
+	Rate:              20,
+	MaxInFlight:       1000,
 	Seed:              1,
 	FaultsPerKind:     100,
 	InventoryStrategy: "inbox",

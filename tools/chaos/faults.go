@@ -113,7 +113,7 @@ func Schedule(cfg Config, processes, links []string) []Fault {
 				// Cycle through the names so every failpoint is opened about equally often.
 				name := failpoint.Names[i%len(failpoint.Names)]
 				f.Target, f.Detail = pick(fps[name]), fmt.Sprintf("%s=p(%g)*crash", name, failpointProbability)
-				f.Duration = 5 * time.Second // disarmed after this if it has not fired
+				f.Duration = 8 * time.Second // disarmed after this if it has not fired
 			case FaultResetPeer, FaultTimeout, FaultLinkDown:
 				f.Target, f.Duration = pick(links), between(500*time.Millisecond, 3*time.Second)
 			case FaultLatency:
@@ -276,7 +276,7 @@ func (in *Injector) kill(ctx context.Context, f *Fault) {
 	p := in.sys.Process(f.Target)
 	// A process that is down already (killed a moment ago, restarting) is tried again
 	// shortly: the fault is a kill of a live process.
-	for range 20 {
+	for range 100 {
 		if p.Kill(f.Duration) {
 			in.record(f, true, "")
 			return

@@ -45,7 +45,7 @@ pre{background:#f7f7f7;padding:1em;overflow-x:auto;font-size:12px}code{font-size
 	}
 	b.WriteString(`</table>`)
 
-	b.WriteString(`<h2>Throughput, latency and faults</h2><p>Shaded: at least one fault active. The dashed line is the end of the load; what follows is the system catching up.</p>`)
+	b.WriteString(`<h2>Throughput, latency and faults</h2><p>Shaded bands, top to bottom: process crash windows (a kill until the restart, a failpoint armed until it fired), network fault windows, provider fault windows; the darker, the more at once. The dashed line is the end of the load; what follows is the system catching up.</p>`)
 	for _, p := range plots {
 		fmt.Fprintf(&b, `<figure>%s<figcaption>%s (<a href="%s">%s</a>)</figcaption></figure>`, p.SVG, esc(p.Title), p.File, p.File)
 	}

@@ -35,10 +35,11 @@ type Load struct {
 }
 
 // Retry policy of one operation: a per-attempt timeout and a bounded number of attempts
-// with capped exponential backoff, about 40 seconds in all: longer than any single fault.
+// with capped exponential backoff, about a minute in all: longer than any single fault,
+// and than most pile-ups of them.
 const (
 	attemptTimeout = 3 * time.Second
-	maxAttempts    = 10
+	maxAttempts    = 15
 	backoffBase    = 100 * time.Millisecond
 	backoffMax     = 3 * time.Second
 )

@@ -189,12 +189,13 @@ func (m *Messages) alteredProcessedEvent(ctx context.Context, queue string) (id,
 		candidates, err = collectStrings(ctx, m.sys.dbs["ordering"], `
 			SELECT o.envelope::text FROM outbox o JOIN orders ord ON ord.id::text = o.aggregate_id
 			WHERE o.state = 'published' AND ord.status <> 'pending'
-			ORDER BY o.published_at DESC LIMIT 20`)
+			ORDER BY random() LIMIT 20`)
 	default:
 		var stock []string
+		// Not the newest: under load the consumers run seconds behind the relay.
 		stock, err = collectStrings(ctx, m.sys.dbs["inventory"], `
-			SELECT envelope::text FROM outbox WHERE state = 'published' AND published_at < now() - interval '2 seconds'
-			ORDER BY published_at DESC LIMIT 20`)
+			SELECT envelope::text FROM outbox WHERE state = 'published' AND published_at < now() - interval '5 seconds'
+			ORDER BY random() LIMIT 30`)
 		for _, s := range stock {
 			if m.settled(ctx, queue, s) {
 				candidates = append(candidates, s)

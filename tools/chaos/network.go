@@ -29,13 +29,14 @@ type link struct {
 	disabled int // nested link-down faults
 }
 
-// StartNetwork runs the Toxiproxy API server in this process, logging warnings to log.
+// StartNetwork runs the Toxiproxy API server in this process, logging errors to log.
 func StartNetwork(log *os.File) (*Network, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
-	logger := zerolog.New(log).Level(zerolog.WarnLevel).With().Timestamp().Logger()
+	// Errors only: at warn, Toxiproxy logs every connection a fault closes.
+	logger := zerolog.New(log).Level(zerolog.ErrorLevel).With().Timestamp().Logger()
 	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), logger)
 	go func() {
 		if err := server.Listen(addr); err != nil {

@@ -22,7 +22,10 @@ type series1 struct {
 	ys          []float64 // NaN: no value in this bucket
 }
 
-type window struct{ from, to float64 } // seconds from the load's start
+type window struct {
+	from, to float64 // seconds from the load's start
+	category string
+}
 
 // Chart geometry, in SVG user units.
 const (
@@ -79,28 +82,40 @@ func renderPlots(r *Result) []Plot {
 	}
 }
 
-// faultWindows merges every fault's [start, end] into the union of intervals during
-// which at least one fault was active: the shading behind the line charts.
+// faultWindows are the windows of the faults that last (not the instantaneous
+// duplicates and poison), coloured by what they disturb: processes, the network or the
+// email provider.
 func faultWindows(r *Result) []window {
 	var ws []window
 	for _, f := range r.Faults {
-		if f.Start.IsZero() || f.End.IsZero() {
+		if f.Start.IsZero() || f.End.IsZero() || !f.Fired {
+			continue
+		}
+		cat, ok := faultCategory[f.Kind]
+		if !ok {
 			continue
 		}
 		from, to := f.Start.Sub(r.LoadStart).Seconds(), f.End.Sub(r.LoadStart).Seconds()
-		ws = append(ws, window{from, max(to, from+0.2)})
+		ws = append(ws, window{from, max(to, from+0.3), cat})
 	}
 	slices.SortFunc(ws, func(a, b window) int { return cmp.Compare(a.from, b.from) })
-	var out []window
-	for _, w := range ws {
-		if n := len(out); n > 0 && w.from <= out[n-1].to {
-			out[n-1].to = max(out[n-1].to, w.to)
-			continue
-		}
-		out = append(out, w)
-	}
-	return out
+	return ws
 }
+
+// Categories of lasting faults, for shading: a process down or restarting, a link
+// faulty, the provider faulty.
+var (
+	faultCategory = map[string]string{
+		FaultKill: "process", FaultFailpoint: "process", FaultBrokerRestart: "process",
+		FaultResetPeer: "network", FaultTimeout: "network", FaultLatency: "network", FaultLinkDown: "network",
+		FaultProviderFail: "provider", FaultProviderAmbiguous: "provider",
+	}
+	categoryColors = []struct{ name, color, label string }{
+		{"process", "#d62728", "process crash windows"},
+		{"network", "#ff7f0e", "network fault windows"},
+		{"provider", "#1f77b4", "provider fault windows"},
+	}
+)
 
 func lineChart(title, unit string, xs []float64, xmax, loadEnd float64, logY bool, lines []series1, shades []window) string {
 	ymin, ymax := 0.0, 1.0
@@ -144,8 +159,16 @@ func lineChart(title, unit string, xs []float64, xmax, loadEnd float64, logY boo
 	}
 	var b strings.Builder
 	svgOpen(&b, title)
+	// Each category shades its own third of the height, every window faintly, so that
+	// where many overlap the band is dark: density, not just presence.
+	band := float64(plotH) / float64(len(categoryColors))
 	for _, w := range shades {
-		fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="#f4cccc" opacity="0.45"/>`, x(w.from), marginT, max(0.5, x(min(w.to, xmax))-x(w.from)), plotH)
+		for i, c := range categoryColors {
+			if c.name == w.category {
+				fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s" opacity="0.07"/>`,
+					x(w.from), marginT+float64(i)*band, max(0.5, x(min(w.to, xmax))-x(w.from)), band, c.color)
+			}
+		}
 	}
 	if loadEnd > 0 && loadEnd < xmax {
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#555" stroke-dasharray="4 3"/>`, x(loadEnd), marginT, x(loadEnd), marginT+plotH)
@@ -181,8 +204,11 @@ func lineChart(title, unit string, xs []float64, xmax, loadEnd float64, logY boo
 		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"/><text x="%d" y="%d" font-size="11">%s</text>`,
 			chartW-marginR+12, ly-4, chartW-marginR+30, ly-4, l.color, chartW-marginR+34, ly, html.EscapeString(l.name))
 	}
-	ly := marginT + 14 + len(lines)*16
-	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="18" height="9" fill="#f4cccc"/><text x="%d" y="%d" font-size="11">a fault active</text>`, chartW-marginR+12, ly-9, chartW-marginR+34, ly)
+	for i, c := range categoryColors {
+		ly := marginT + 14 + (len(lines)+i)*16
+		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="18" height="9" fill="%s" opacity="0.35"/><text x="%d" y="%d" font-size="11">%s</text>`,
+			chartW-marginR+12, ly-9, c.color, chartW-marginR+34, ly, c.label)
+	}
 	b.WriteString("</svg>\n")
 	return b.String()
 }

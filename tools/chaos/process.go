@@ -97,6 +97,7 @@ func (p *Process) supervise(ctx context.Context, started chan<- error) {
 
 		err = cmd.Wait()
 		p.mu.Lock()
+		fmt.Fprintf(p.log, "=== chaos %s: exited: %v (expected=%v)\n", time.Now().Format(time.RFC3339Nano), err, p.expectExit)
 		close(done)
 		expected := p.expectExit
 		p.expectExit = false
@@ -116,7 +117,6 @@ func (p *Process) supervise(ctx context.Context, started chan<- error) {
 		}
 		stopping := p.stopping
 		p.mu.Unlock()
-		fmt.Fprintf(p.log, "=== chaos %s: exited: %v (expected=%v)\n", time.Now().Format(time.RFC3339Nano), err, expected)
 		if fired != "" && p.onFailpoint != nil {
 			p.onFailpoint(p, fired)
 		}
@@ -186,6 +186,7 @@ func (p *Process) Failpoints() string {
 func (p *Process) Stop(grace time.Duration) {
 	p.mu.Lock()
 	p.stopping = true
+	p.expectExit = true
 	cmd, done := p.cmd, p.done
 	p.mu.Unlock()
 	if cmd == nil || done == nil {

@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -23,7 +26,34 @@ import (
 // run of three services would prove nothing about the fourth.
 func buildServices(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
+	builtOnce.Do(func() { builtDir, builtErr = build() })
+	if builtErr != nil {
+		t.Fatal(builtErr)
+	}
+	return builtDir
+}
+
+// The binaries are built once for every test of the package, into a directory TestMain
+// removes.
+var (
+	builtOnce sync.Once
+	builtDir  string
+	builtErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtDir != "" {
+		_ = os.RemoveAll(builtDir)
+	}
+	os.Exit(code)
+}
+
+func build() (string, error) {
+	dir, err := os.MkdirTemp("", "chaos-bin-")
+	if err != nil {
+		return "", err
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(Services))
 	out := make([][]byte, len(Services))
@@ -38,15 +68,13 @@ func buildServices(t *testing.T) string {
 		}()
 	}
 	wg.Wait()
+	var failed []error
 	for i, err := range errs {
 		if err != nil {
-			t.Errorf("build %s: %v\n%s", Services[i], err, out[i])
+			failed = append(failed, fmt.Errorf("build %s: %w\n%s", Services[i], err, out[i]))
 		}
 	}
-	if t.Failed() {
-		t.FailNow()
-	}
-	return dir
+	return dir, errors.Join(failed...)
 }
 
 // smokeConfig is a small run on its own vhost and databases (named after the vhost), so
