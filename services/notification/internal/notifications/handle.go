@@ -323,5 +323,13 @@ func newMetrics(m metric.Meter) (metrics, error) {
 	if err := errors.Join(errs...); err != nil {
 		return out, fmt.Errorf("notification metrics: %w", err)
 	}
+	// A counter appears on /metrics only once it has counted. The ones that should stay at
+	// zero are exported at zero from the start, so a dashboard shows "none" instead of
+	// "no data", and an alert on them has a series to watch.
+	ctx := context.Background()
+	out.replayed.Add(ctx, 0)
+	for _, kind := range []Kind{OrderConfirmed, OrderRejected} {
+		out.failed.Add(ctx, 0, metric.WithAttributes(attribute.String("kind", string(kind))))
+	}
 	return out, nil
 }
