@@ -258,7 +258,15 @@ func (in *Injector) apply(ctx context.Context, f *Fault) {
 		n, err := in.inject.Duplicate(ctx, f.Target, 3, 2)
 		in.record(f, n > 0, cmp.Or(errText(err), fmt.Sprintf("%d copies published", n)))
 	case FaultPoison:
-		p, err := in.inject.Poison(ctx, f.Target, f.Detail)
+		// An id-reused poison needs an event its consumer has finished; early in the run
+		// or deep in a backlog there may be none yet, so it looks again for a while.
+		var p Poison
+		var err error
+		for range 10 {
+			if p, err = in.inject.Poison(ctx, f.Target, f.Detail); err == nil || !sleepCtx(ctx, time.Second) {
+				break
+			}
+		}
 		if err != nil {
 			in.record(f, false, err.Error())
 			return
@@ -302,17 +310,25 @@ func (in *Injector) failpoint(ctx context.Context, f *Fault) {
 	case <-in.fired[p.Name]:
 	default:
 	}
+	// A window can pass without the failpoint firing (the process was cut off by a link
+	// fault, or had nothing to do); it stays armed for a few more before giving up.
 	p.Restart(f.Detail, 5*time.Second)
-	select {
-	case <-in.fired[p.Name]:
-		// The supervisor restarts it without the failpoint: the window is closed.
-		in.record(f, true, "crashed at "+strings.SplitN(f.Detail, "=", 2)[0])
-	case <-time.After(f.Duration):
-		if p.Failpoints() == f.Detail {
-			p.Restart("", 5*time.Second)
+	for window := 1; window <= 3; window++ {
+		select {
+		case <-in.fired[p.Name]:
+			// The supervisor restarts it without the failpoint: the window is closed.
+			in.record(f, true, fmt.Sprintf("crashed at %s (window %d)", strings.SplitN(f.Detail, "=", 2)[0], window))
+			return
+		case <-time.After(f.Duration):
 		}
-		in.record(f, false, "did not fire within the window; disarmed")
+		if ctx.Err() != nil {
+			break
+		}
 	}
+	if p.Failpoints() == f.Detail {
+		p.Restart("", 5*time.Second)
+	}
+	in.record(f, false, "did not fire within its windows; disarmed")
 }
 
 func (in *Injector) toxic(f *Fault, typ string, attrs toxiclient.Attributes) {

@@ -172,7 +172,7 @@ func lineChart(title, unit string, xs []float64, xmax, loadEnd float64, logY boo
 	}
 	if loadEnd > 0 && loadEnd < xmax {
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#555" stroke-dasharray="4 3"/>`, x(loadEnd), marginT, x(loadEnd), marginT+plotH)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" font-size="10" fill="#555">load ends</text>`, x(loadEnd)+3, marginT+10)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" font-size="10" fill="#555" text-anchor="end">load ends</text>`, x(loadEnd)-3, marginT-3)
 	}
 	for _, t := range ticks {
 		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#e5e5e5"/>`, marginL, y(t), marginL+plotW, y(t))
