@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -422,7 +421,7 @@ func startSystem(t *testing.T, binaries map[string]string, services []string, am
 		}
 		vars := serviceVariables(t, binaries[name])
 		adminURL, dbURL := testenv.Database(t, name)
-		addr := freeAddr(t)
+		addr := testenv.FreeAddr(t)
 		serviceAMQPURL := amqpURL
 		if _, reads := vars["AMQP_URL"]; reads {
 			serviceAMQPURL = serviceUserURL(t, defs, compose, amqpURL, name)
@@ -473,16 +472,6 @@ func startSystem(t *testing.T, binaries map[string]string, services []string, am
 	return sys
 }
 
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 func waitReady(url string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	var last error
@@ -525,19 +514,7 @@ func drive(t *testing.T, sys system, amqpURL string) {
 
 	// Events published as a producer would, each twice with the same id: one processed,
 	// one duplicate, for every consumer. Then poison for each queue.
-	conn, err := amqp.Dial(amqpURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
-	if err := broker.DeclareTopology(ch); err != nil {
-		t.Fatal(err)
-	}
+	ch := testenv.Channel(t, amqpURL)
 	reserved := stockReserved(t, order)
 	other := uuid.New()
 	placed, err := event.New("bookstore/ordering", event.OrderPlaced, other.String(), 1,

@@ -49,7 +49,7 @@ func TestRabbitMQBootsWithTheComposeConfig(t *testing.T) {
 	}
 	ports := map[string]string{}
 	for _, name := range []string{"amqp", "management", "prometheus", "dist"} {
-		_, port, _ := net.SplitHostPort(freeAddr(t))
+		_, port, _ := net.SplitHostPort(testenv.FreeAddr(t))
 		ports[name] = port
 	}
 	// The file as compose mounts it, pointed at this checkout's definitions and moved off

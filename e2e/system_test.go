@@ -5,17 +5,12 @@ package e2e
 
 import (
 	"bytes"
-
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,31 +19,7 @@ import (
 
 var services = []string{"emailprovider", "inventory", "ordering", "notification"}
 
-var binDir string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "bookstore-e2e")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-var build = sync.OnceValue(func() error {
-	for _, s := range services {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, s), "./services/"+s+"/cmd/"+s)
-		cmd.Dir = ".."
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("build %s: %v\n%s", s, err, out)
-		}
-	}
-	return nil
-})
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // system is one running Bookstore: four processes, four databases, one vhost.
 type system struct {
@@ -56,91 +27,31 @@ type system struct {
 	URL     map[string]string // service -> base URL
 	DB      map[string]string // service -> DATABASE_URL
 	AMQPURL string
-	procs   map[string]*proc
-}
-
-type proc struct {
-	cmd  *exec.Cmd
-	log  *bytes.Buffer
-	done chan struct{}
+	procs   map[string]*testenv.Process
 }
 
 // startSystem starts the four services; extra adds environment variables per service.
-func startSystem(t *testing.T, extra map[string][]string) *system {
+func startSystem(t *testing.T, extra map[string]map[string]string) *system {
 	t.Helper()
-	if err := build(); err != nil {
-		t.Fatal(err)
-	}
-	s := &system{t: t, URL: map[string]string{}, DB: map[string]string{}, AMQPURL: testenv.VHost(t), procs: map[string]*proc{}}
+	s := &system{t: t, URL: map[string]string{}, DB: map[string]string{}, AMQPURL: testenv.VHost(t), procs: map[string]*testenv.Process{}}
 	for _, name := range services {
-		addr := testenv.FreeAddr(t)
+		bin := testenv.Build(t, "github.com/bookstore-go/bookstore/services/"+name+"/cmd/"+name)
 		admin, db := testenv.Database(t, name)
-		s.URL[name], s.DB[name] = "http://"+addr, db
-		env := []string{
-			"DATABASE_URL=" + db, "DATABASE_ADMIN_URL=" + admin, "AMQP_URL=" + s.AMQPURL,
-			"HTTP_ADDR=" + addr, "LOG_LEVEL=info", "OTEL_BSP_SCHEDULE_DELAY=100",
+		env := map[string]string{
+			"DATABASE_URL": db, "DATABASE_ADMIN_URL": admin, "AMQP_URL": s.AMQPURL,
+			"LOG_LEVEL": "info", "OTEL_BSP_SCHEDULE_DELAY": "100",
 		}
 		if name == "notification" {
-			env = append(env, "EMAILPROVIDER_URL="+s.URL["emailprovider"])
+			env["EMAILPROVIDER_URL"] = s.URL["emailprovider"]
 		}
-		env = append(env, extra[name]...)
-		p := &proc{cmd: exec.Command(filepath.Join(binDir, name)), log: &bytes.Buffer{}, done: make(chan struct{})}
-		p.cmd.Env = append(os.Environ(), env...)
-		p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-		if err := p.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		go func() { _ = p.cmd.Wait(); close(p.done) }()
-		s.procs[name] = p
-		t.Cleanup(func() {
-			_ = p.cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-p.done:
-			case <-time.After(15 * time.Second):
-				_ = p.cmd.Process.Kill()
-				<-p.done
-			}
-			if t.Failed() {
-				t.Logf("--- %s log (tail) ---\n%s", name, tail(p.log.String(), 3000))
-			}
-		})
-		s.waitReady(name)
+		maps.Copy(env, extra[name])
+		s.procs[name] = testenv.StartProcess(t, bin, nil, env)
+		s.URL[name], s.DB[name] = s.procs[name].Base, db
 	}
 	return s
 }
 
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
-}
-
-func (s *system) waitReady(name string) {
-	s.t.Helper()
-	testenv.Eventually(s.t, 60*time.Second, name+" ready", func() bool {
-		select {
-		case <-s.procs[name].done:
-			s.t.Fatalf("%s exited:\n%s", name, s.procs[name].log)
-		default:
-		}
-		resp, err := http.Get(s.URL[name] + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-}
-
-// stop ends one service with SIGTERM and waits for it to exit.
-func (s *system) stop(name string) {
-	p := s.procs[name]
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	<-p.done
-}
-
-func (s *system) logs(name string) string { return s.procs[name].log.String() }
+func (s *system) logs(name string) string { return s.procs[name].Log() }
 
 // call sends a JSON request and decodes a JSON answer into out (if not nil).
 func (s *system) call(method, url string, body any, out any, header ...string) int {

@@ -86,8 +86,8 @@ func TestOneTraceFromOrderToEmail(t *testing.T) {
 	c := &collector{}
 	srv := httptest.NewServer(c)
 	defer srv.Close()
-	otlp := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + srv.URL}
-	s := startSystem(t, map[string][]string{"ordering": otlp, "inventory": otlp, "notification": otlp, "emailprovider": otlp})
+	otlp := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": srv.URL}
+	s := startSystem(t, map[string]map[string]string{"ordering": otlp, "inventory": otlp, "notification": otlp, "emailprovider": otlp})
 	s.setStock(bookID(1), "Dune", 10)
 
 	req, _ := http.NewRequest(http.MethodPost, s.URL["ordering"]+"/orders",

@@ -2,6 +2,11 @@
 // the real servers of the machine, so tests run in parallel without seeing each other's
 // rows or queues, and nothing is mocked.
 //
+// It also starts the service under test the two ways the tests need: in-process through
+// its run function (StartInProcess), or as a real OS process that a failpoint can kill
+// with SIGKILL and the test can restart (Build, StartProcess); and it reads what the
+// service leaves behind: its /metrics (Metric) and its queues (Drain, QueueDepth).
+//
 // When a server is down a test is skipped on a developer's machine and fails in CI
 // (CI=true): a green CI run must mean the tests talked to real services.
 package testenv

@@ -28,47 +28,20 @@ type provider struct {
 	databaseURL string
 }
 
+// start runs the provider through run() on a database of its own until the test ends;
+// extra adds name, value pairs to its environment.
 func start(t *testing.T, extra ...string) provider {
 	t.Helper()
 	admin, db := testenv.Database(t, "emailprovider")
-	addr := testenv.FreeAddr(t)
 	vars := map[string]string{
 		"DATABASE_URL":       db,
 		"DATABASE_ADMIN_URL": admin,
-		"HTTP_ADDR":          addr,
 		"LOG_LEVEL":          "warn",
 	}
 	for i := 0; i+1 < len(extra); i += 2 {
 		vars[extra[i]] = extra[i+1]
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, nil, func(k string) string { return vars[k] }, io.Discard) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run returned: %v", err)
-		}
-	})
-	base := "http://" + addr
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		select {
-		case err := <-done:
-			t.Fatalf("provider exited before it was ready: %v", err)
-		default:
-		}
-		if resp, err := http.Get(base + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return provider{base: base, databaseURL: db}
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("provider at %s never became ready", base)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return provider{base: testenv.StartInProcess(t, run, vars), databaseURL: db}
 }
 
 type response struct {

@@ -27,7 +27,7 @@ func crashAndRestart(t *testing.T, c crashCase) {
 	p := startProcess(t, e, "INVENTORY_STRATEGY", c.strategy, "BOOKSTORE_FAILPOINTS", c.failpoint+"=crash", "RELAY_ID", "relay-a")
 	msg := orderPlaced(t, event.Line{BookID: dune, Quantity: 2})
 	publishEvent(t, e.amqpURL, msg)
-	p.waitKilled(t)
+	p.WaitKilled(t)
 
 	db := pool(t, e.databaseURL)
 	if n := reserved(t, db, dune); n != c.reservedAfterCrash {
@@ -47,7 +47,7 @@ func crashAndRestart(t *testing.T, c crashCase) {
 	if n := reserved(t, db, dune); n != c.reservedAtEnd {
 		t.Errorf("Dune reserved = %d, want %d", n, c.reservedAtEnd)
 	}
-	outcomes := distinctIDs(drain(t, e.amqpURL, outcomesQueue, time.Second))
+	outcomes := distinctIDs(testenv.Drain(t, e.amqpURL, outcomesQueue, time.Second))
 	if len(outcomes) != c.outcomesAtEnd {
 		t.Errorf("distinct outcome events published = %d, want %d", len(outcomes), c.outcomesAtEnd)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +33,7 @@ func TestEveryStrategyAnnouncesTheOutcome(t *testing.T) {
 
 			got := map[string]event.Envelope{}
 			testenv.Eventually(t, 20*time.Second, "two outcome events", func() bool {
-				for _, m := range drain(t, e.amqpURL, outcomesQueue, 50*time.Millisecond) {
+				for _, m := range testenv.Drain(t, e.amqpURL, outcomesQueue, 50*time.Millisecond) {
 					if m.AppId != "inventory" || m.Type == "" || m.ContentType != event.ContentType || m.DeliveryMode != 2 {
 						t.Errorf("properties: app_id %q type %q content_type %q delivery_mode %d", m.AppId, m.Type, m.ContentType, m.DeliveryMode)
 					}
@@ -75,7 +74,7 @@ func TestRedeliveryUnderEachStrategy(t *testing.T) {
 				if strategy == "naive" {
 					return reserved(t, db, dune) == 4
 				}
-				return metric(t, base, `bookstore_consumer_duplicates_total{consumer="inventory"}`) == 1
+				return testenv.Metric(t, base, "bookstore_consumer_duplicates_total", `consumer="inventory"`) == 1
 			})
 			if n := reserved(t, db, dune); n != want {
 				t.Errorf("Dune reserved = %d after two deliveries of an order of 2, want %d", n, want)
@@ -131,7 +130,7 @@ func TestPoisonMessagesAreDeadLetteredAndTheRestProcessed(t *testing.T) {
 	publishEvent(t, e.amqpURL, valid)
 
 	testenv.Eventually(t, 20*time.Second, "the valid order behind the poison reserved", func() bool { return reserved(t, db, dune) == 3 })
-	dead := distinctIDs(drain(t, e.amqpURL, broker.Queue{Name: broker.QueueInventoryOrderPlaced}.DLQ(), time.Second))
+	dead := distinctIDs(testenv.Drain(t, e.amqpURL, broker.Queue{Name: broker.QueueInventoryOrderPlaced}.DLQ(), time.Second))
 	if len(dead) != len(poison) {
 		t.Errorf("DLQ holds %d messages, want the %d poison ones", len(dead), len(poison))
 	}
@@ -153,20 +152,4 @@ func TestPoisonMessagesAreDeadLetteredAndTheRestProcessed(t *testing.T) {
 	if !strings.Contains(string(metrics), "bookstore_inventory_orders_total{") {
 		t.Error("/metrics lacks bookstore_inventory_orders_total")
 	}
-}
-
-// metric reads one sample from /metrics; 0 when it is absent.
-func metric(t *testing.T, base, series string) float64 {
-	t.Helper()
-	_, body := request(t, http.MethodGet, base+"/metrics", "")
-	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, series+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("%s: %v", line, err)
-			}
-			return f
-		}
-	}
-	return 0
 }

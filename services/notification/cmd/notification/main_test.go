@@ -1,20 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,38 +24,7 @@ import (
 // processes, each with its own database, against one fresh RabbitMQ vhost per test, and
 // play inventory by publishing stock events into it.
 
-// binDir holds the binaries built for this test run; TestMain removes it.
-var binDir string
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
-
-// binaries builds both commands once per test run.
-var binaries = sync.OnceValues(func() (map[string]string, error) {
-	dir, err := os.MkdirTemp("", "notification-bin")
-	if err != nil {
-		return nil, err
-	}
-	binDir = dir
-	out := map[string]string{}
-	for name, pkg := range map[string]string{
-		"notification":  ".",
-		"emailprovider": "github.com/bookstore-go/bookstore/services/emailprovider/cmd/emailprovider",
-	} {
-		out[name] = filepath.Join(dir, name)
-		cmd := exec.Command("go", "build", "-o", out[name], pkg)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
-		}
-	}
-	return out, nil
-})
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // world is one test's databases, vhost and addresses. The provider's address is fixed
 // for the test, so it can be started late or restarted where notification expects it.
@@ -81,89 +43,21 @@ func newWorld(t *testing.T) *world {
 	return w
 }
 
-// process is a service running as a real OS process.
-type process struct {
-	name string
-	cmd  *exec.Cmd
-	base string
-	done chan error
-	log  *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func startProcess(t *testing.T, name, addr string, env map[string]string) *process {
+func (w *world) startProvider(t *testing.T, extra ...string) *testenv.Process {
 	t.Helper()
-	bins, err := binaries()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bins[name])
-	cmd.Env = append(os.Environ(), "HTTP_ADDR="+addr, "LOG_LEVEL=info")
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	p := &process{name: name, cmd: cmd, base: "http://" + addr, done: make(chan error, 1), log: &syncBuffer{}}
-	cmd.Stdout, cmd.Stderr = p.log, p.log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		err := <-p.done
-		p.done <- err
-		if t.Failed() {
-			t.Logf("%s log:\n%s", name, p.log)
-		}
-	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case err := <-p.done:
-			p.done <- err
-			t.Fatalf("%s exited before it was ready: %v\n%s", name, err, p.log)
-		default:
-		}
-		if resp, err := http.Get(p.base + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never became ready\n%s", name, p.log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func (w *world) startProvider(t *testing.T, extra ...string) *process {
-	t.Helper()
-	return startProcess(t, "emailprovider", w.providerAddr, withExtra(map[string]string{
+	bin := testenv.Build(t, "github.com/bookstore-go/bookstore/services/emailprovider/cmd/emailprovider")
+	return testenv.StartProcess(t, bin, nil, withExtra(map[string]string{
+		"HTTP_ADDR":          w.providerAddr,
+		"LOG_LEVEL":          "info", // its request log shows the trace it was called in
 		"DATABASE_URL":       w.provider,
 		"DATABASE_ADMIN_URL": w.providerAdmin,
 	}, extra))
 }
 
-func (w *world) startNotification(t *testing.T, extra ...string) *process {
+func (w *world) startNotification(t *testing.T, extra ...string) *testenv.Process {
 	t.Helper()
-	return startProcess(t, "notification", testenv.FreeAddr(t), withExtra(map[string]string{
+	return testenv.StartProcess(t, testenv.Build(t, "."), nil, withExtra(map[string]string{
+		"LOG_LEVEL":          "info",
 		"DATABASE_URL":       w.notification,
 		"DATABASE_ADMIN_URL": w.notificationAdmin,
 		"AMQP_URL":           w.amqpURL,
@@ -177,35 +71,6 @@ func withExtra(m map[string]string, extra []string) map[string]string {
 		m[extra[i]] = extra[i+1]
 	}
 	return m
-}
-
-// waitKilled waits for the process to die of SIGKILL, as the crash failpoint does.
-func (p *process) waitKilled(t *testing.T) {
-	t.Helper()
-	select {
-	case err := <-p.done:
-		p.done <- err
-		if !strings.Contains(fmt.Sprint(err), "signal: killed") {
-			t.Fatalf("%s ended with %v, want killed by SIGKILL\n%s", p.name, err, p.log)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("%s did not crash\n%s", p.name, p.log)
-	}
-}
-
-// stop ends the process with SIGTERM and waits: a graceful shutdown.
-func (p *process) stop(t *testing.T) {
-	t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-p.done:
-		p.done <- err
-		if err != nil {
-			t.Fatalf("%s did not stop cleanly: %v\n%s", p.name, err, p.log)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%s did not stop\n%s", p.name, p.log)
-	}
 }
 
 // stockEvent builds the event inventory would publish for an order's outcome.
@@ -279,17 +144,17 @@ func getJSON(t *testing.T, u string, v any) int {
 	return resp.StatusCode
 }
 
-func records(t *testing.T, n *process, orderID uuid.UUID) []record {
+func records(t *testing.T, n *testenv.Process, orderID uuid.UUID) []record {
 	t.Helper()
 	var out []record
-	if status := getJSON(t, n.base+"/notifications?order_id="+orderID.String(), &out); status != http.StatusOK {
+	if status := getJSON(t, n.Base+"/notifications?order_id="+orderID.String(), &out); status != http.StatusOK {
 		t.Fatalf("GET /notifications: %d", status)
 	}
 	return out
 }
 
 // waitStatus waits until the order's only record has the status and returns it.
-func waitStatus(t *testing.T, n *process, orderID uuid.UUID, status string, timeout time.Duration) record {
+func waitStatus(t *testing.T, n *testenv.Process, orderID uuid.UUID, status string, timeout time.Duration) record {
 	t.Helper()
 	var last []record
 	testenv.Eventually(t, timeout, fmt.Sprintf("order %s's record to be %s (last seen %+v)", orderID, status, &last), func() bool {
@@ -306,10 +171,10 @@ type email struct {
 	Deliveries     int    `json:"deliveries"`
 }
 
-func emails(t *testing.T, p *process, to string) []email {
+func emails(t *testing.T, p *testenv.Process, to string) []email {
 	t.Helper()
 	var out []email
-	if status := getJSON(t, p.base+"/v1/emails?to="+url.QueryEscape(to), &out); status != http.StatusOK {
+	if status := getJSON(t, p.Base+"/v1/emails?to="+url.QueryEscape(to), &out); status != http.StatusOK {
 		t.Fatalf("GET /v1/emails: %d", status)
 	}
 	return out
@@ -317,7 +182,7 @@ func emails(t *testing.T, p *process, to string) []email {
 
 // wantOneEmail asserts the provider holds exactly one email for the address, under the
 // order's key for kind, delivered exactly once.
-func wantOneEmail(t *testing.T, p *process, to string, orderID uuid.UUID, kind string) {
+func wantOneEmail(t *testing.T, p *testenv.Process, to string, orderID uuid.UUID, kind string) {
 	t.Helper()
 	list := emails(t, p, to)
 	want := "order/" + orderID.String() + "/" + kind
@@ -326,39 +191,9 @@ func wantOneEmail(t *testing.T, p *process, to string, orderID uuid.UUID, kind s
 	}
 }
 
-// metric sums the values of every series of a Prometheus metric whose labels contain all
-// of the given label pairs (e.g. `outcome="found"`).
-func metric(t *testing.T, p *process, name string, labels ...string) float64 {
+func setFaults(t *testing.T, p *testenv.Process, body string) {
 	t.Helper()
-	resp, err := http.Get(p.base + "/metrics")
-	if err != nil {
-		t.Fatalf("metrics: %v", err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	sum := 0.0
-	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		matches := true
-		for _, l := range labels {
-			matches = matches && strings.Contains(line, l)
-		}
-		if !matches {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
-		if err == nil {
-			sum += v
-		}
-	}
-	return sum
-}
-
-func setFaults(t *testing.T, p *process, body string) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPut, p.base+"/admin/faults", strings.NewReader(body))
+	req, _ := http.NewRequest(http.MethodPut, p.Base+"/admin/faults", strings.NewReader(body))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("PUT /admin/faults: %v", err)
@@ -394,11 +229,11 @@ func TestOneEmailPerOrderOutcome(t *testing.T) {
 	}
 	// Every message was acked: two processed, two duplicates.
 	testenv.Eventually(t, 60*time.Second, "all four messages to be handled", func() bool {
-		return metric(t, n, "bookstore_consumer_processed_total") == 2 && metric(t, n, "bookstore_consumer_duplicates_total") == 2
+		return testenv.Metric(t, n.Base, "bookstore_consumer_processed_total") == 2 && testenv.Metric(t, n.Base, "bookstore_consumer_duplicates_total") == 2
 	})
 	wantOneEmail(t, p, "ada@example.com", confirmed, "order-confirmed")
 	wantOneEmail(t, p, "bob@example.com", rejected, "order-rejected")
-	if got := metric(t, p, "bookstore_emailprovider_sent_total"); got != 2 {
+	if got := testenv.Metric(t, p.Base, "bookstore_emailprovider_sent_total"); got != 2 {
 		t.Fatalf("provider sent %v emails, want 2", got)
 	}
 	if depth := testenv.QueueDepth(t, w.amqpURL, broker.QueueNotificationStockEvent+".dlq"); depth != 0 {
@@ -407,15 +242,15 @@ func TestOneEmailPerOrderOutcome(t *testing.T) {
 
 	// One trace from the event to the provider: the provider's request log carries the
 	// trace id the event was published with.
-	if !strings.Contains(p.log.String(), `"trace_id":"`+traceID+`"`) {
-		t.Fatalf("the provider never saw trace %s:\n%s", traceID, p.log)
+	if !strings.Contains(p.Log(), `"trace_id":"`+traceID+`"`) {
+		t.Fatalf("the provider never saw trace %s:\n%s", traceID, p.Log())
 	}
 
 	// The API: 400 for a missing or malformed order_id, [] for an order with no email.
-	if status := getJSON(t, n.base+"/notifications", nil); status != http.StatusBadRequest {
+	if status := getJSON(t, n.Base+"/notifications", nil); status != http.StatusBadRequest {
 		t.Fatalf("GET /notifications without order_id: %d", status)
 	}
-	if status := getJSON(t, n.base+"/notifications?order_id=42", nil); status != http.StatusBadRequest {
+	if status := getJSON(t, n.Base+"/notifications?order_id=42", nil); status != http.StatusBadRequest {
 		t.Fatalf("GET /notifications?order_id=42: %d", status)
 	}
 	if got := records(t, n, uuid.New()); len(got) != 0 {
@@ -434,7 +269,7 @@ func TestCrashAfterSendSendsOnce(t *testing.T) {
 
 	orderID := uuid.New()
 	publish(t, w.amqpURL, "", stockEvent(t, event.StockReserved, orderID, "crash@example.com"))
-	n.waitKilled(t)
+	n.WaitKilled(t)
 
 	// The window, seen from outside: sent, but the record says processing.
 	wantOneEmail(t, p, "crash@example.com", orderID, "order-confirmed")
@@ -450,10 +285,10 @@ func TestCrashAfterSendSendsOnce(t *testing.T) {
 		t.Fatalf("record %+v, want completed by a later attempt than the crashed one", rec)
 	}
 	wantOneEmail(t, p, "crash@example.com", orderID, "order-confirmed")
-	if got := metric(t, restarted, "bookstore_notification_reconciled_total", `outcome="found"`); got != 1 {
+	if got := testenv.Metric(t, restarted.Base, "bookstore_notification_reconciled_total", `outcome="found"`); got != 1 {
 		t.Fatalf("reconciled found = %v, want 1", got)
 	}
-	if got := metric(t, p, "bookstore_emailprovider_sent_total"); got != 1 {
+	if got := testenv.Metric(t, p.Base, "bookstore_emailprovider_sent_total"); got != 1 {
 		t.Fatalf("the provider sent %v emails, want 1 (before the crash, none after)", got)
 	}
 }
@@ -478,10 +313,10 @@ func TestAmbiguousProviderTimeoutIsReconciled(t *testing.T) {
 		t.Fatalf("record %+v: completed without a second attempt, so the first did not time out", rec)
 	}
 	wantOneEmail(t, p, "amb@example.com", orderID, "order-confirmed")
-	if got := metric(t, n, "bookstore_notification_reconciled_total", `outcome="found"`); got != 1 {
+	if got := testenv.Metric(t, n.Base, "bookstore_notification_reconciled_total", `outcome="found"`); got != 1 {
 		t.Fatalf("reconciled found = %v, want 1", got)
 	}
-	if got := metric(t, p, "bookstore_emailprovider_sent_total"); got != 1 {
+	if got := testenv.Metric(t, p.Base, "bookstore_emailprovider_sent_total"); got != 1 {
 		t.Fatalf("provider sent %v, want 1", got)
 	}
 }
@@ -522,7 +357,7 @@ func TestProviderOutageRetriesUntilBack(t *testing.T) {
 		waitStatus(t, n, id, "completed", 60*time.Second)
 	}
 
-	p.stop(t)
+	p.Stop(t)
 	after := publishOrders(3)
 	waitRetrying(after)
 	p = w.startProvider(t)
@@ -539,7 +374,7 @@ func TestProviderOutageRetriesUntilBack(t *testing.T) {
 			t.Fatalf("email %s delivered %d times", e.IdempotencyKey, e.Deliveries)
 		}
 	}
-	if got := metric(t, n, "bookstore_notification_failed_total"); got != 0 {
+	if got := testenv.Metric(t, n.Base, "bookstore_notification_failed_total"); got != 0 {
 		t.Fatalf("%v records failed", got)
 	}
 	if depth := testenv.QueueDepth(t, w.amqpURL, broker.QueueNotificationStockEvent+".dlq"); depth != 0 {
@@ -563,10 +398,10 @@ func TestOutOfAttemptsFailsToDLQ(t *testing.T) {
 	testenv.Eventually(t, 60*time.Second, "the message to reach the DLQ", func() bool {
 		return testenv.QueueDepth(t, w.amqpURL, broker.QueueNotificationStockEvent+".dlq") == 1
 	})
-	if got := metric(t, n, "bookstore_notification_failed_total", `kind="order-rejected"`); got != 1 {
+	if got := testenv.Metric(t, n.Base, "bookstore_notification_failed_total", `kind="order-rejected"`); got != 1 {
 		t.Fatalf("failed metric = %v, want 1", got)
 	}
-	if got := metric(t, n, "bookstore_consumer_poison_total", `reason="notification-failed"`); got != 1 {
+	if got := testenv.Metric(t, n.Base, "bookstore_consumer_poison_total", `reason="notification-failed"`); got != 1 {
 		t.Fatalf("poison metric = %v, want 1", got)
 	}
 }
@@ -582,7 +417,7 @@ func TestSweeperFinishesAbandonedRecords(t *testing.T) {
 
 	crashed := uuid.New()
 	publish(t, w.amqpURL, "", stockEvent(t, event.StockReserved, crashed, "sweep@example.com"))
-	n.waitKilled(t)
+	n.WaitKilled(t)
 	// The broker puts the unacked message back; take it away for good.
 	testenv.Eventually(t, 60*time.Second, "the unacked message to return to the queue", func() bool {
 		return testenv.QueueDepth(t, w.amqpURL, broker.QueueNotificationStockEvent) == 1
@@ -608,13 +443,13 @@ func TestSweeperFinishesAbandonedRecords(t *testing.T) {
 	if len(list) != 2 || list[0].Deliveries != 1 || list[1].Deliveries != 1 {
 		t.Fatalf("provider holds %+v, want two emails delivered once each", list)
 	}
-	if got := metric(t, restarted, "bookstore_notification_reconciled_total", `trigger="sweeper"`, `outcome="found"`); got < 1 {
+	if got := testenv.Metric(t, restarted.Base, "bookstore_notification_reconciled_total", `trigger="sweeper"`, `outcome="found"`); got < 1 {
 		t.Fatalf("sweeper reconciled found = %v, want at least 1", got)
 	}
-	if got := metric(t, restarted, "bookstore_notification_reconciled_total", `trigger="sweeper"`, `outcome="not-found"`); got < 1 {
+	if got := testenv.Metric(t, restarted.Base, "bookstore_notification_reconciled_total", `trigger="sweeper"`, `outcome="not-found"`); got < 1 {
 		t.Fatalf("sweeper reconciled not-found = %v, want at least 1", got)
 	}
-	if got := metric(t, restarted, "bookstore_consumer_processed_total"); got != 0 {
+	if got := testenv.Metric(t, restarted.Base, "bookstore_consumer_processed_total"); got != 0 {
 		t.Fatalf("the consumer processed %v messages; the sweeper alone should have finished", got)
 	}
 }
@@ -640,8 +475,8 @@ func TestTwoInstancesSendOncePerOrder(t *testing.T) {
 	publish(t, w.amqpURL, "", envs...)
 	testenv.Eventually(t, 90*time.Second, "all 60 messages to be handled", func() bool {
 		handled := 0.0
-		for _, n := range []*process{a, b} {
-			handled += metric(t, n, "bookstore_consumer_processed_total") + metric(t, n, "bookstore_consumer_duplicates_total")
+		for _, n := range []*testenv.Process{a, b} {
+			handled += testenv.Metric(t, n.Base, "bookstore_consumer_processed_total") + testenv.Metric(t, n.Base, "bookstore_consumer_duplicates_total")
 		}
 		return handled == 3*orders
 	})
@@ -657,7 +492,7 @@ func TestTwoInstancesSendOncePerOrder(t *testing.T) {
 			t.Fatalf("email %s delivered %d times", e.IdempotencyKey, e.Deliveries)
 		}
 	}
-	if got := metric(t, p, "bookstore_emailprovider_sent_total"); got != orders {
+	if got := testenv.Metric(t, p.Base, "bookstore_emailprovider_sent_total"); got != orders {
 		t.Fatalf("provider sent %v, want %d", got, orders)
 	}
 }
@@ -687,17 +522,7 @@ func connect(t *testing.T, databaseURL string) *pgx.Conn {
 
 func purge(t *testing.T, amqpURL, queue string) {
 	t.Helper()
-	conn, err := amqp.Dial(amqpURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
-	if n, err := ch.QueuePurge(queue, false); err != nil || n != 1 {
+	if n, err := testenv.Channel(t, amqpURL).QueuePurge(queue, false); err != nil || n != 1 {
 		t.Fatalf("purge %s: %d messages, %v", queue, n, err)
 	}
 }

@@ -3,11 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"strings"
 	"testing"
 	"time"
 
@@ -28,15 +25,13 @@ import (
 func TestCrashBeforeCommitLeavesNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	p := startProcess(t, e, nil, "BOOKSTORE_FAILPOINTS", "ordering/before-commit=crash")
+	p := startProcess(t, e, "BOOKSTORE_FAILPOINTS", "ordering/before-commit=crash")
 
-	req, _ := http.NewRequest(http.MethodPost, p.base+"/orders", nil)
-	req.Body = http.NoBody
-	_, err := http.Post(p.base+"/orders", "application/json", stringsReader(orderBody("ada@example.com", 2)))
+	_, err := http.Post(p.Base+"/orders", "application/json", stringsReader(orderBody("ada@example.com", 2)))
 	if err == nil {
 		t.Fatal("POST /orders answered; the process should have died before answering")
 	}
-	p.waitKilled(t)
+	p.WaitKilled(t)
 
 	db := pool(t, e.databaseURL)
 	for _, table := range []string{"orders", "order_lines", "outbox", "idempotency_keys"} {
@@ -46,12 +41,12 @@ func TestCrashBeforeCommitLeavesNothing(t *testing.T) {
 	}
 
 	// The client retries with its key against the restarted service: one order, one event.
-	p2 := startProcess(t, e, nil)
-	resp, body := postOrder(t, p2.base, "retry-me", orderBody("ada@example.com", 2))
+	p2 := startProcess(t, e)
+	resp, body := postOrder(t, p2.Base, "retry-me", orderBody("ada@example.com", 2))
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("retry: %d %s", resp.StatusCode, body)
 	}
-	msgs := drain(t, e.amqpURL, broker.QueueInventoryOrderPlaced, 2*time.Second)
+	msgs := testenv.Drain(t, e.amqpURL, broker.QueueInventoryOrderPlaced, 2*time.Second)
 	if len(msgs) != 1 {
 		t.Errorf("events = %d, want 1", len(msgs))
 	}
@@ -65,26 +60,26 @@ func TestCrashAfterPublishRepublishesWithTheSameID(t *testing.T) {
 	e := newEnv(t)
 	// A restarted relay under the same RELAY_ID takes its claims back at once; under
 	// another id it would wait for the lease to run out.
-	p := startProcess(t, e, nil, "BOOKSTORE_FAILPOINTS", "relay/after-publish=crash", "RELAY_ID", "relay-a")
+	p := startProcess(t, e, "BOOKSTORE_FAILPOINTS", "relay/after-publish=crash", "RELAY_ID", "relay-a")
 	// The response may or may not beat the relay's crash; the order is committed either way.
-	_, _ = http.Post(p.base+"/orders", "application/json", stringsReader(orderBody("ada@example.com", 2)))
-	p.waitKilled(t)
+	_, _ = http.Post(p.Base+"/orders", "application/json", stringsReader(orderBody("ada@example.com", 2)))
+	p.WaitKilled(t)
 
 	db := pool(t, e.databaseURL)
 	var id string
 	if err := db.QueryRow(context.Background(), "SELECT id::text FROM outbox WHERE state = 'pending'").Scan(&id); err != nil {
 		t.Fatalf("the outbox row should still be pending after the crash: %v", err)
 	}
-	first := drain(t, e.amqpURL, broker.QueueInventoryOrderPlaced, time.Second)
+	first := testenv.Drain(t, e.amqpURL, broker.QueueInventoryOrderPlaced, time.Second)
 	if len(first) != 1 || first[0].MessageId != id {
 		t.Fatalf("before restart: %d messages, want the one with id %s", len(first), id)
 	}
 
-	startProcess(t, e, nil, "RELAY_ID", "relay-a")
+	startProcess(t, e, "RELAY_ID", "relay-a")
 	testenv.Eventually(t, 20*time.Second, "outbox row published after restart", func() bool {
 		return count(t, db, "SELECT count(*) FROM outbox WHERE state = 'published'") == 1
 	})
-	second := drain(t, e.amqpURL, broker.QueueInventoryOrderPlaced, time.Second)
+	second := testenv.Drain(t, e.amqpURL, broker.QueueInventoryOrderPlaced, time.Second)
 	if len(second) != 1 || second[0].MessageId != id {
 		t.Fatalf("after restart: %d messages, want a second copy of id %s", len(second), id)
 	}
@@ -128,7 +123,7 @@ func TestBrokerOutageKeepsTakingOrdersAndDrainsAfter(t *testing.T) {
 		return count(t, db, "SELECT count(*) FROM outbox WHERE state = 'published'") == n
 	})
 	ids := map[string]bool{}
-	for _, m := range drain(t, e.amqpURL, broker.QueueInventoryOrderPlaced, time.Second) {
+	for _, m := range testenv.Drain(t, e.amqpURL, broker.QueueInventoryOrderPlaced, time.Second) {
 		ids[m.MessageId] = true
 	}
 	if len(ids) != n {
@@ -168,7 +163,7 @@ func TestPostgresOutageRecoversWithoutRestart(t *testing.T) {
 	})
 	var msgs int
 	testenv.Eventually(t, 20*time.Second, "the order placed after the outage is published", func() bool {
-		msgs += len(drain(t, e.amqpURL, broker.QueueInventoryOrderPlaced, 100*time.Millisecond))
+		msgs += len(testenv.Drain(t, e.amqpURL, broker.QueueInventoryOrderPlaced, 100*time.Millisecond))
 		return msgs == 1
 	})
 }
@@ -179,23 +174,23 @@ func TestPostgresOutageRecoversWithoutRestart(t *testing.T) {
 func TestCrashAfterStockOutcomeCommitIsADuplicateAfterRestart(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	p := startProcess(t, e, nil, "BOOKSTORE_FAILPOINTS", "ordering/after-commit=crash")
-	resp, body := postOrder(t, p.base, "", orderBody("ada@example.com", 2))
+	p := startProcess(t, e, "BOOKSTORE_FAILPOINTS", "ordering/after-commit=crash")
+	resp, body := postOrder(t, p.Base, "", orderBody("ada@example.com", 2))
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("POST: %d %s", resp.StatusCode, body)
 	}
 	var o struct{ ID uuid.UUID }
 	decodeJSON(t, body, &o)
 	publishStockReserved(t, e.amqpURL, o.ID)
-	p.waitKilled(t)
+	p.WaitKilled(t)
 
 	db := pool(t, e.databaseURL)
 	if n := count(t, db, "SELECT count(*) FROM orders WHERE status = 'confirmed' AND version = 2"); n != 1 {
 		t.Fatalf("the outcome was not committed before the crash")
 	}
-	p2 := startProcess(t, e, nil)
+	p2 := startProcess(t, e)
 	testenv.Eventually(t, 20*time.Second, "the redelivered outcome is acked as a duplicate", func() bool {
-		return metric(t, p2.base, `bookstore_consumer_duplicates_total{consumer="ordering"`) == 1
+		return testenv.Metric(t, p2.Base, "bookstore_consumer_duplicates_total", `consumer="ordering"`) == 1
 	})
 	if n := count(t, db, "SELECT count(*) FROM orders WHERE status = 'confirmed' AND version = 2"); n != 1 {
 		t.Errorf("order made more than one transition")
@@ -213,44 +208,10 @@ func publishStockReserved(t *testing.T, amqpURL string, orderID uuid.UUID) {
 		t.Fatal(err)
 	}
 	b, _ := json.Marshal(env)
-	conn, err := amqp.Dial(amqpURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := broker.DeclareTopology(ch); err != nil {
-		t.Fatal(err)
-	}
-	err = ch.PublishWithContext(context.Background(), broker.Exchange, event.StockReserved, true, false, amqp.Publishing{
+	err = testenv.Channel(t, amqpURL).PublishWithContext(context.Background(), broker.Exchange, event.StockReserved, true, false, amqp.Publishing{
 		MessageId: env.ID, Type: env.Type, ContentType: event.ContentType, DeliveryMode: amqp.Persistent, AppId: "inventory", Body: b,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-// metric reads one sample from a Prometheus text endpoint; the name may include the start
-// of a label set. Missing: 0.
-func metric(t *testing.T, base, name string) float64 {
-	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, name) {
-			var v float64
-			fields := strings.Fields(line)
-			if _, err := fmt.Sscan(fields[len(fields)-1], &v); err == nil {
-				return v
-			}
-		}
-	}
-	return 0
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
 
 func TestPlaceOrderPublishesOneEventWithTheContractsEnvelope(t *testing.T) {
@@ -44,7 +45,7 @@ func TestPlaceOrderPublishesOneEventWithTheContractsEnvelope(t *testing.T) {
 	}
 	get.Body.Close()
 
-	msgs := drain(t, e.amqpURL, broker.QueueInventoryOrderPlaced, 2*time.Second)
+	msgs := testenv.Drain(t, e.amqpURL, broker.QueueInventoryOrderPlaced, 2*time.Second)
 	if len(msgs) != 1 {
 		t.Fatalf("got %d messages, want 1", len(msgs))
 	}
@@ -170,7 +171,7 @@ func TestIdempotencyKeyConcurrentRequestsPlaceOneOrder(t *testing.T) {
 	if got := count(t, db, "SELECT count(*) FROM orders"); got != 1 {
 		t.Errorf("orders = %d, want 1", got)
 	}
-	msgs := drain(t, e.amqpURL, broker.QueueInventoryOrderPlaced, 2*time.Second)
+	msgs := testenv.Drain(t, e.amqpURL, broker.QueueInventoryOrderPlaced, 2*time.Second)
 	if len(msgs) != 1 {
 		t.Errorf("events published = %d, want 1", len(msgs))
 	}

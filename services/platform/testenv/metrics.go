@@ -1,0 +1,46 @@
+package testenv
+
+import (
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Metric reads base's /metrics (Prometheus text format) and returns the sum of every
+// series of the metric name whose labels include each of the given pairs, written as they
+// appear there (`consumer="ordering"`, `outcome="found"`); 0 when there is none. A counter
+// of the OpenTelemetry SDK appears only once it has counted, so absent and zero are the
+// same here.
+func Metric(t testing.TB, base, name string, labels ...string) float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatalf("metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("metrics: %v", err)
+	}
+	sum := 0.0
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		matches := true
+		for _, l := range labels {
+			matches = matches && strings.Contains(line, l)
+		}
+		if !matches {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+		if err != nil {
+			t.Fatalf("metrics: %s: %v", line, err)
+		}
+		sum += v
+	}
+	return sum
+}

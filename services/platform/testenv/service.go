@@ -1,0 +1,76 @@
+package testenv
+
+import (
+	"context"
+	"io"
+	"maps"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// ReadyTimeout bounds how long a service under test may take to answer /readyz with 200:
+// it creates its database, migrates it and declares its queues first, and the machine
+// runs other engineers' tests at the same time.
+const ReadyTimeout = 60 * time.Second
+
+// RunFunc is the run function of every service's main package: the whole service, which
+// ends when ctx does.
+type RunFunc func(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error
+
+// StartInProcess runs a service through its run function until the test ends, with env
+// as its whole environment, and returns its base URL once /readyz answers 200. HTTP_ADDR
+// is set to a free loopback port unless env names one. The test fails if run returns an
+// error, whether before the service was ready or at the end.
+func StartInProcess(t testing.TB, run RunFunc, env map[string]string) (baseURL string) {
+	t.Helper()
+	vars := maps.Clone(env)
+	if vars == nil {
+		vars = map[string]string{}
+	}
+	if vars["HTTP_ADDR"] == "" {
+		vars["HTTP_ADDR"] = FreeAddr(t)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	exited := make(chan struct{})
+	var runErr error
+	go func() {
+		defer close(exited)
+		runErr = run(ctx, nil, func(k string) string { return vars[k] }, io.Discard)
+	}()
+	// Registered before waiting, so a service that dies before it is ready still has its
+	// error reported.
+	t.Cleanup(func() {
+		cancel()
+		<-exited
+		if runErr != nil {
+			t.Errorf("run returned: %v", runErr)
+		}
+	})
+	baseURL = "http://" + vars["HTTP_ADDR"]
+	WaitReady(t, baseURL, exited)
+	return baseURL
+}
+
+// WaitReady polls base's /readyz until it answers 200, and fails the test if exited is
+// closed first (the service ended) or ReadyTimeout passes.
+func WaitReady(t testing.TB, base string, exited <-chan struct{}) {
+	t.Helper()
+	deadline := time.Now().Add(ReadyTimeout)
+	for time.Now().Before(deadline) {
+		select {
+		case <-exited:
+			t.Fatalf("service at %s exited before it was ready", base)
+		default:
+		}
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("service at %s never became ready", base)
+}
