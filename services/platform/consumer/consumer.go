@@ -26,6 +26,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/bookstore-go/bookstore/services/platform/backoff"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
@@ -99,7 +100,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 		failures++
 		c.log.WarnContext(ctx, "consumer lost its channel, reconnecting", "err", err, "attempt", failures)
-		if !sleep(ctx, backoff(c.cfg.RetryBase, c.cfg.RetryMax, failures)) {
+		if !backoff.Sleep(ctx, backoff.Delay(c.cfg.RetryBase, c.cfg.RetryMax, failures)) {
 			return nil
 		}
 		if err == nil {
@@ -195,9 +196,9 @@ func (c *Consumer) deliver(ctx context.Context, d amqp.Delivery) {
 		c.m.failures.Add(hctx, 1, c.attrSet)
 		// Hold the message for a backoff before requeueing: an outage of the database
 		// should not burn through the queue's delivery limit in a hot loop.
-		delay := backoff(c.cfg.RetryBase, c.cfg.RetryMax, int(deliveryCount(d))+1)
+		delay := backoff.Delay(c.cfg.RetryBase, c.cfg.RetryMax, int(deliveryCount(d))+1)
 		log.WarnContext(hctx, "handler failed, requeueing", "err", err, "delay", delay, "delivery_count", deliveryCount(d))
-		sleep(ctx, delay)
+		backoff.Sleep(ctx, delay)
 		if err := d.Nack(false, true); err != nil {
 			log.WarnContext(hctx, "nack failed; the broker will redeliver", "err", err)
 		}
@@ -259,25 +260,6 @@ func (h headerCarrier) Keys() []string {
 }
 
 func randomTag() string { return fmt.Sprintf("%08x", rand.Uint32()) }
-
-func backoff(base, maxDelay time.Duration, attempt int) time.Duration {
-	d := base << min(max(attempt-1, 0), 20)
-	if d <= 0 || d > maxDelay {
-		d = maxDelay
-	}
-	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
 
 type metrics struct {
 	processed, duplicates, poison, redeliveries, failures metric.Int64Counter

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/bookstore-go/bookstore/services/platform/backoff"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/failpoint"
@@ -124,7 +124,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		case err != nil:
 			failures++
 			r.log.WarnContext(ctx, "relay batch failed", "err", err, "consecutive_failures", failures)
-			if !sleep(ctx, backoff(r.cfg.BackoffBase, r.cfg.BackoffMax, failures)) {
+			if !backoff.Sleep(ctx, backoff.Delay(r.cfg.BackoffBase, r.cfg.BackoffMax, failures)) {
 				return nil
 			}
 			continue
@@ -157,7 +157,7 @@ func (r *Relay) listen(ctx context.Context, wake chan<- struct{}) {
 		}
 		failures++
 		r.log.DebugContext(ctx, "outbox listener reconnecting", "err", err)
-		if !sleep(ctx, backoff(r.cfg.BackoffBase, r.cfg.BackoffMax, failures)) {
+		if !backoff.Sleep(ctx, backoff.Delay(r.cfg.BackoffBase, r.cfg.BackoffMax, failures)) {
 			return
 		}
 	}
@@ -230,7 +230,7 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 		state, err := r.q.RecordPublishFailure(ctx, store.RecordPublishFailureParams{
 			ID:             row.ID,
 			LastError:      ptr(errs[i].Error()),
-			BackoffSeconds: backoff(r.cfg.BackoffBase, r.cfg.BackoffMax, int(row.Attempts)+1).Seconds(),
+			BackoffSeconds: backoff.Delay(r.cfg.BackoffBase, r.cfg.BackoffMax, int(row.Attempts)+1).Seconds(),
 			MaxAttempts:    int32(r.cfg.MaxAttempts),
 		})
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
@@ -311,27 +311,6 @@ func (r *Relay) Cleanup(ctx context.Context) (int64, error) {
 
 // cleanupLockKey is the advisory lock key of outbox clean-up ("outbox" in ASCII).
 const cleanupLockKey = 0x6f7574626f78
-
-// backoff is exponential with full jitter in [d/2, d): retries of many rows that failed
-// together spread out instead of hitting the broker again in one burst.
-func backoff(base, maxDelay time.Duration, attempt int) time.Duration {
-	d := base << min(attempt-1, 20)
-	if d <= 0 || d > maxDelay {
-		d = maxDelay
-	}
-	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
 
 func ptr[T any](v T) *T { return &v }
 

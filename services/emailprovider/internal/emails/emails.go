@@ -29,6 +29,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/bookstore-go/bookstore/services/emailprovider/internal/store"
+	"github.com/bookstore-go/bookstore/services/platform/backoff"
 )
 
 // StatusSent is the only status an email the provider knows has: it was sent.
@@ -185,8 +186,8 @@ func (s *Service) Send(ctx context.Context, key string, req Request) (Sent, erro
 
 		// A slow send is slow while it holds the key: a retry arriving meanwhile is told
 		// the first is still in flight, as a real provider would.
-		if err := sleep(ctx, roll.latency); err != nil {
-			return err
+		if !backoff.Sleep(ctx, roll.latency) {
+			return ctx.Err()
 		}
 		id, err := uuid.NewV7()
 		if err != nil {
@@ -242,8 +243,8 @@ func (s *Service) relayEmail(ctx context.Context, key string, req Request) {
 
 // Get answers the reconciliation query: the email sent under key, or ErrNotFound.
 func (s *Service) Get(ctx context.Context, key string) (Delivered, error) {
-	if err := sleep(ctx, s.faults.roll().latency); err != nil {
-		return Delivered{}, err
+	if !backoff.Sleep(ctx, s.faults.roll().latency) {
+		return Delivered{}, ctx.Err()
 	}
 	row, err := store.New(s.pool).GetEmailByKey(ctx, key)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -257,8 +258,8 @@ func (s *Service) Get(ctx context.Context, key string) (Delivered, error) {
 
 // ListByRecipient returns the emails sent to an address, oldest first.
 func (s *Service) ListByRecipient(ctx context.Context, to string) ([]Delivered, error) {
-	if err := sleep(ctx, s.faults.roll().latency); err != nil {
-		return nil, err
+	if !backoff.Sleep(ctx, s.faults.roll().latency) {
+		return nil, ctx.Err()
 	}
 	rows, err := store.New(s.pool).ListEmailsByRecipient(ctx, to)
 	if err != nil {
@@ -292,20 +293,6 @@ func hashRequest(req Request) ([]byte, error) {
 	}
 	sum := sha256.Sum256(b)
 	return sum[:], nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 type metrics struct {
