@@ -1,5 +1,6 @@
 // Package httpapi holds the HTTP conventions every Bookstore API shares: RFC 9457 problem
-// details, strict JSON decoding, health and readiness endpoints, and request telemetry.
+// details, strict JSON decoding, the Idempotency-Key header and UUID parameters, health
+// and readiness endpoints, and request telemetry.
 //
 // It closes the "bad input silently accepted" failure: a body that is too large, has an
 // unknown field or breaks a rule is refused with a problem that names the field, before

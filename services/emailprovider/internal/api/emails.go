@@ -18,7 +18,12 @@ import (
 // with another body; 409 while the key's first request is still being sent.
 func sendEmail(svc *emails.Service, tel *telemetry.Telemetry) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		key, problem := idempotencyKey(r)
+		// The key is required: without one, a retry after a lost answer would send the
+		// email again.
+		key, problem := httpapi.IdempotencyKey(r)
+		if problem == nil && key == "" {
+			problem = httpapi.Required(httpapi.IdempotencyKeyHeader, "the header is required; send one key per email and reuse it on every retry")
+		}
 		if problem != nil {
 			httpapi.WriteProblem(w, problem)
 			return
@@ -36,13 +41,10 @@ func sendEmail(svc *emails.Service, tel *telemetry.Telemetry) http.HandlerFunc {
 		sent, err := svc.Send(r.Context(), key, req)
 		switch {
 		case errors.Is(err, emails.ErrKeyInFlight):
-			httpapi.WriteProblem(w, httpapi.NewProblem(http.StatusConflict, "idempotency-key-in-flight",
-				"Request in flight", err.Error()+"; retry after it completes"))
+			httpapi.WriteProblem(w, httpapi.IdempotencyKeyInFlight(err))
 			return
 		case errors.Is(err, emails.ErrKeyMismatch):
-			p := httpapi.NewProblem(http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency-Key reused", err.Error())
-			p.Errors = []httpapi.FieldError{{Field: "Idempotency-Key", Detail: "was used with a different body"}}
-			httpapi.WriteProblem(w, p)
+			httpapi.WriteProblem(w, httpapi.IdempotencyKeyReused(err))
 			return
 		case errors.Is(err, emails.ErrUnavailable):
 			w.Header().Set("Retry-After", "1")
@@ -64,30 +66,6 @@ func sendEmail(svc *emails.Service, tel *telemetry.Telemetry) http.HandlerFunc {
 		w.WriteHeader(http.StatusAccepted)
 		_, _ = w.Write(sent.Body)
 	}
-}
-
-// idempotencyKey reads the required Idempotency-Key header: 1 to 255 printable ASCII
-// characters.
-func idempotencyKey(r *http.Request) (string, *httpapi.Problem) {
-	values := r.Header.Values("Idempotency-Key")
-	if len(values) == 0 {
-		p := httpapi.NewProblem(http.StatusBadRequest, "malformed", "Malformed request",
-			"Idempotency-Key: the header is required; send one key per email and reuse it on every retry")
-		p.Errors = []httpapi.FieldError{{Field: "Idempotency-Key", Detail: "is required"}}
-		return "", p
-	}
-	key := values[0]
-	bad := len(values) > 1 || len(key) < 1 || len(key) > 255
-	for i := 0; i < len(key) && !bad; i++ {
-		bad = key[i] < 0x20 || key[i] > 0x7e
-	}
-	if bad {
-		p := httpapi.NewProblem(http.StatusBadRequest, "malformed", "Malformed request",
-			"Idempotency-Key: must be one header of 1 to 255 printable ASCII characters")
-		p.Errors = []httpapi.FieldError{{Field: "Idempotency-Key", Detail: "must be 1 to 255 printable ASCII characters"}}
-		return "", p
-	}
-	return key, nil
 }
 
 // getEmail is GET /v1/emails/{idempotency_key}: the reconciliation query. 200 with the
@@ -124,11 +102,9 @@ func getEmail(svc *emails.Service, tel *telemetry.Telemetry) http.HandlerFunc {
 // its deliveries.
 func listEmails(svc *emails.Service, tel *telemetry.Telemetry) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		to := r.URL.Query().Get("to")
-		if to == "" {
-			p := httpapi.NewProblem(http.StatusBadRequest, "malformed", "Malformed request", "to: the query parameter is required")
-			p.Errors = []httpapi.FieldError{{Field: "to", Detail: "is required"}}
-			httpapi.WriteProblem(w, p)
+		to, problem := httpapi.RequiredQuery(r, "to")
+		if problem != nil {
+			httpapi.WriteProblem(w, problem)
 			return
 		}
 		list, err := svc.ListByRecipient(r.Context(), to)

@@ -4,9 +4,6 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/go-chi/chi/v5"
-	"github.com/google/uuid"
-
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
@@ -28,8 +25,9 @@ func listBooks(svc *stock.Service, tel *telemetry.Telemetry) http.HandlerFunc {
 // getBook is GET /books/{id}.
 func getBook(svc *stock.Service, tel *telemetry.Telemetry) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		id, ok := bookID(w, r)
-		if !ok {
+		id, problem := httpapi.PathUUID(r, "id")
+		if problem != nil {
+			httpapi.WriteProblem(w, problem)
 			return
 		}
 		book, err := svc.GetBook(r.Context(), id)
@@ -50,8 +48,9 @@ func getBook(svc *stock.Service, tel *telemetry.Telemetry) http.HandlerFunc {
 // new, 200 when it was replaced, 422 when on_hand would fall below what is reserved.
 func putBook(svc *stock.Service, tel *telemetry.Telemetry) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		id, ok := bookID(w, r)
-		if !ok {
+		id, problem := httpapi.PathUUID(r, "id")
+		if problem != nil {
+			httpapi.WriteProblem(w, problem)
 			return
 		}
 		var req stock.PutBookRequest
@@ -78,15 +77,4 @@ func putBook(svc *stock.Service, tel *telemetry.Telemetry) http.HandlerFunc {
 			httpapi.WriteJSON(w, http.StatusOK, book)
 		}
 	}
-}
-
-// bookID reads the {id} path parameter, answering 400 when it is not a UUID.
-func bookID(w http.ResponseWriter, r *http.Request) (uuid.UUID, bool) {
-	raw := chi.URLParam(r, "id")
-	id, err := uuid.Parse(raw)
-	if err != nil {
-		httpapi.WriteProblem(w, httpapi.PathUUIDProblem("id", raw))
-		return uuid.Nil, false
-	}
-	return id, true
 }

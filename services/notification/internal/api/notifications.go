@@ -3,8 +3,6 @@ package api
 import (
 	"net/http"
 
-	"github.com/google/uuid"
-
 	"github.com/bookstore-go/bookstore/services/notification/internal/notifications"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
@@ -14,16 +12,9 @@ import (
 // there are none yet; 400 when order_id is missing or not a UUID.
 func listNotifications(svc *notifications.Service, tel *telemetry.Telemetry) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		raw := r.URL.Query().Get("order_id")
-		if raw == "" {
-			p := httpapi.NewProblem(http.StatusBadRequest, "malformed", "Malformed request", "order_id: the query parameter is required")
-			p.Errors = []httpapi.FieldError{{Field: "order_id", Detail: "is required"}}
-			httpapi.WriteProblem(w, p)
-			return
-		}
-		orderID, err := uuid.Parse(raw)
-		if err != nil {
-			httpapi.WriteProblem(w, httpapi.PathUUIDProblem("order_id", raw))
+		orderID, problem := httpapi.QueryUUID(r, "order_id")
+		if problem != nil {
+			httpapi.WriteProblem(w, problem)
 			return
 		}
 		list, err := svc.ForOrder(r.Context(), orderID)

@@ -4,9 +4,6 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/go-chi/chi/v5"
-	"github.com/google/uuid"
-
 	"github.com/bookstore-go/bookstore/services/ordering/internal/orders"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
@@ -16,7 +13,7 @@ import (
 // replay the first answer for a repeated Idempotency-Key.
 func placeOrder(svc *orders.Service, tel *telemetry.Telemetry) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		key, problem := idempotencyKey(r)
+		key, problem := httpapi.IdempotencyKey(r)
 		if problem != nil {
 			httpapi.WriteProblem(w, problem)
 			return
@@ -34,13 +31,10 @@ func placeOrder(svc *orders.Service, tel *telemetry.Telemetry) http.HandlerFunc 
 		placed, err := svc.PlaceOrder(r.Context(), key, req)
 		switch {
 		case errors.Is(err, orders.ErrKeyInFlight):
-			httpapi.WriteProblem(w, httpapi.NewProblem(http.StatusConflict, "idempotency-key-in-flight",
-				"Request in flight", err.Error()+"; retry after it completes"))
+			httpapi.WriteProblem(w, httpapi.IdempotencyKeyInFlight(err))
 			return
 		case errors.Is(err, orders.ErrKeyMismatch):
-			p := httpapi.NewProblem(http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency-Key reused", err.Error())
-			p.Errors = []httpapi.FieldError{{Field: "Idempotency-Key", Detail: "was used with a different body"}}
-			httpapi.WriteProblem(w, p)
+			httpapi.WriteProblem(w, httpapi.IdempotencyKeyReused(err))
 			return
 		case err != nil:
 			tel.Logger.ErrorContext(r.Context(), "place order failed", "err", err)
@@ -60,34 +54,12 @@ func placeOrder(svc *orders.Service, tel *telemetry.Telemetry) http.HandlerFunc 
 	}
 }
 
-// idempotencyKey reads the optional Idempotency-Key header: 1 to 255 printable ASCII
-// characters.
-func idempotencyKey(r *http.Request) (string, *httpapi.Problem) {
-	values := r.Header.Values("Idempotency-Key")
-	if len(values) == 0 {
-		return "", nil
-	}
-	key := values[0]
-	bad := len(values) > 1 || len(key) < 1 || len(key) > 255
-	for i := 0; i < len(key) && !bad; i++ {
-		bad = key[i] < 0x20 || key[i] > 0x7e
-	}
-	if bad {
-		p := httpapi.NewProblem(http.StatusBadRequest, "malformed", "Malformed request",
-			"Idempotency-Key: must be one header of 1 to 255 printable ASCII characters")
-		p.Errors = []httpapi.FieldError{{Field: "Idempotency-Key", Detail: "must be 1 to 255 printable ASCII characters"}}
-		return "", p
-	}
-	return key, nil
-}
-
 // getOrder is GET /orders/{id}.
 func getOrder(svc *orders.Service, tel *telemetry.Telemetry) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		raw := chi.URLParam(r, "id")
-		id, err := uuid.Parse(raw)
-		if err != nil {
-			httpapi.WriteProblem(w, httpapi.PathUUIDProblem("id", raw))
+		id, problem := httpapi.PathUUID(r, "id")
+		if problem != nil {
+			httpapi.WriteProblem(w, problem)
 			return
 		}
 		order, err := svc.GetOrder(r.Context(), id)
