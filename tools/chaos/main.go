@@ -6,6 +6,7 @@
 //
 //	chaos [flags]           one run of the default design (outbox + inbox); exit 1 on a violation
 //	chaos compare [flags]   the same seed and faults against the default and the wrong designs
+//	chaos report DIR        render DIR/report.json again as report.html and the plots
 //	chaos --help            every flag
 //
 // It closes the gap between "the design survives crashes" and "we watched it survive
@@ -40,6 +41,9 @@ func main() {
 var errViolations = errors.New("invariants violated")
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 2 && args[0] == "report" {
+		return rerender(args[1])
+	}
 	compare := len(args) > 0 && args[0] == "compare"
 	if compare {
 		args = args[1:]

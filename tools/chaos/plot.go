@@ -29,8 +29,8 @@ type window struct {
 
 // Chart geometry, in SVG user units.
 const (
-	chartW, chartH            = 960, 300
-	marginL, marginR, marginT = 64, 170, 28
+	chartW, chartH            = 980, 300
+	marginL, marginR, marginT = 110, 190, 28
 	marginB                   = 40
 	plotW, plotH              = chartW - marginL - marginR, chartH - marginT - marginB
 )
@@ -179,7 +179,8 @@ func lineChart(title, unit string, xs []float64, xmax, loadEnd float64, logY boo
 		fmt.Fprintf(&b, `<text x="%d" y="%.1f" font-size="10" text-anchor="end">%s</text>`, marginL-4, y(t)+3, fmtTick(t))
 	}
 	xAxis(&b, xmax)
-	fmt.Fprintf(&b, `<text x="12" y="%d" font-size="11" transform="rotate(-90 12 %d)" text-anchor="middle">%s</text>`, marginT+plotH/2, marginT+plotH/2, html.EscapeString(unit))
+	fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" transform="rotate(-90 %d %d)" text-anchor="middle">%s</text>`,
+		marginL-44, marginT+plotH/2, marginL-44, marginT+plotH/2, html.EscapeString(unit))
 	for i, l := range lines {
 		var pts []string
 		flush := func() {

@@ -283,3 +283,26 @@ func writeReports(r *Result, snap Snapshot) error {
 	}
 	return os.WriteFile(filepath.Join(r.ReportDir, "report.html"), []byte(renderHTML(r, plots, sum.String())), 0o644)
 }
+
+// rerender reads a run's report.json and writes its summary, plots and report.html again:
+// for a report written by an older harness, or after a change to the plots.
+func rerender(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err != nil {
+		return err
+	}
+	var r Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(dir, "report.json"), err)
+	}
+	r.ReportDir = dir
+	var sum strings.Builder
+	printSummary(&sum, &r)
+	plots := renderPlots(&r)
+	for _, p := range plots {
+		if err := os.WriteFile(filepath.Join(dir, p.File), []byte(p.SVG), 0o644); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(filepath.Join(dir, "report.html"), []byte(renderHTML(&r, plots, sum.String())), 0o644)
+}
