@@ -36,6 +36,25 @@ func Decode(r *http.Request, v any) ([]byte, *Problem) {
 	return body, nil
 }
 
+// Validator is a request body that checks its own rules: it maps the path of each field
+// that breaks one to what is wrong with it, and returns nothing when all hold.
+type Validator interface {
+	Valid() map[string]string
+}
+
+// DecodeValid decodes the body into v as Decode does and then checks v's rules, so a
+// handler starts its transaction only with a request that is whole and valid. The problem
+// is Decode's (400, 413) or the 422 of Invalid naming every field that breaks a rule.
+func DecodeValid(r *http.Request, v Validator) *Problem {
+	if _, p := Decode(r, v); p != nil {
+		return p
+	}
+	if fields := v.Valid(); len(fields) > 0 {
+		return Invalid(fields)
+	}
+	return nil
+}
+
 func decodeProblem(err error) *Problem {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError

@@ -29,12 +29,8 @@ func sendEmail(svc *emails.Service, tel *telemetry.Telemetry) http.HandlerFunc {
 			return
 		}
 		var req emails.Request
-		if _, problem := httpapi.Decode(r, &req); problem != nil {
+		if problem := httpapi.DecodeValid(r, &req); problem != nil {
 			httpapi.WriteProblem(w, problem)
-			return
-		}
-		if fields := req.Valid(); len(fields) > 0 {
-			httpapi.WriteProblem(w, httpapi.Invalid(fields))
 			return
 		}
 

@@ -25,12 +25,8 @@ func putFaults(faults *emails.Faults, enabled bool, tel *telemetry.Telemetry) ht
 			return
 		}
 		var s emails.FaultSettings
-		if _, problem := httpapi.Decode(r, &s); problem != nil {
+		if problem := httpapi.DecodeValid(r, &s); problem != nil {
 			httpapi.WriteProblem(w, problem)
-			return
-		}
-		if fields := s.Valid(); len(fields) > 0 {
-			httpapi.WriteProblem(w, httpapi.Invalid(fields))
 			return
 		}
 		faults.Set(s)

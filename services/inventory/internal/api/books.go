@@ -54,12 +54,8 @@ func putBook(svc *stock.Service, tel *telemetry.Telemetry) http.HandlerFunc {
 			return
 		}
 		var req stock.PutBookRequest
-		if _, problem := httpapi.Decode(r, &req); problem != nil {
+		if problem := httpapi.DecodeValid(r, &req); problem != nil {
 			httpapi.WriteProblem(w, problem)
-			return
-		}
-		if fields := req.Valid(); len(fields) > 0 {
-			httpapi.WriteProblem(w, httpapi.Invalid(fields))
 			return
 		}
 		book, created, err := svc.PutBook(r.Context(), id, req)
