@@ -46,17 +46,7 @@ func newHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	h := &harness{pool: pool, amqpURL: testenv.VHost(t)}
-	conn, err := amqp.Dial(h.amqpURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	if h.ch, err = conn.Channel(); err != nil {
-		t.Fatal(err)
-	}
-	if err := broker.DeclareTopology(h.ch); err != nil {
-		t.Fatal(err)
-	}
+	h.ch = testenv.Channel(t, h.amqpURL)
 	return h
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/outbox"
+	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
 
 // BenchmarkRelayAgainstBarePublish measures, in one run on the same broker, how fast the
@@ -27,18 +28,7 @@ func BenchmarkRelayAgainstBarePublish(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	raw, err := amqp.Dial(amqpURL)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer raw.Close()
-	ch, err := raw.Channel()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := broker.DeclareTopology(ch); err != nil {
-		b.Fatal(err)
-	}
+	ch := testenv.Channel(b, amqpURL)
 	if err := ch.Confirm(false); err != nil {
 		b.Fatal(err)
 	}

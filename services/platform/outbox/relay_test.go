@@ -11,7 +11,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
@@ -74,18 +73,7 @@ type received struct {
 
 func consumeAll(t testing.TB, ctx context.Context, amqpURL, queue string) *received {
 	t.Helper()
-	conn, err := amqp.Dial(amqpURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := broker.DeclareTopology(ch); err != nil {
-		t.Fatal(err)
-	}
+	ch := testenv.Channel(t, amqpURL)
 	if err := ch.Qos(500, 0, false); err != nil {
 		t.Fatal(err)
 	}
