@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -96,6 +97,29 @@ func DropDatabase(t testing.TB, name string) {
 	if _, err := conn.Exec(ctx, "DROP ROLE IF EXISTS "+id); err != nil {
 		t.Logf("drop role %s: %v", name, err)
 	}
+}
+
+// Pool connects to the database at databaseURL, for a test to look at the rows a service
+// left behind; the pool closes when the test ends.
+func Pool(t testing.TB, databaseURL string) *pgxpool.Pool {
+	t.Helper()
+	p, err := pgxpool.New(context.Background(), databaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// Count runs a query that selects one integer (a count(*), a column of one row) and
+// returns it, failing the test if the query fails.
+func Count(t testing.TB, db *pgxpool.Pool, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
 }
 
 // VHost creates a fresh RabbitMQ virtual host for one test and returns its AMQP URL. The

@@ -11,6 +11,7 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
+	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
 
 // The HTTP API of the contracts, against one service started in-process.
@@ -88,7 +89,7 @@ func TestBooksAPI(t *testing.T) {
 	})
 
 	t.Run("PUT below reserved is 422 naming on_hand", func(t *testing.T) {
-		db := pool(t, e.databaseURL)
+		db := testenv.Pool(t, e.databaseURL)
 		hyperion := "018f2b1e-0000-7000-8000-000000000005"
 		if _, err := db.Exec(context.Background(), "UPDATE books SET reserved = 3 WHERE id = $1", hyperion); err != nil {
 			t.Fatal(err)
@@ -98,7 +99,7 @@ func TestBooksAPI(t *testing.T) {
 		if len(p.Errors) != 1 || p.Errors[0].Field != "on_hand" || !strings.Contains(p.Detail, "3 copies reserved") {
 			t.Errorf("problem = %+v, want on_hand named with the reserved count", p)
 		}
-		if n := count(t, db, "SELECT on_hand FROM books WHERE id = $1", hyperion); n != 3 {
+		if n := testenv.Count(t, db, "SELECT on_hand FROM books WHERE id = $1", hyperion); n != 3 {
 			t.Errorf("on_hand = %d after a refused PUT, want 3 (unchanged)", n)
 		}
 		resp, body = request(t, http.MethodPut, base+"/books/"+hyperion, `{"title": "Hyperion", "on_hand": 3}`)

@@ -29,20 +29,20 @@ func crashAndRestart(t *testing.T, c crashCase) {
 	publishEvent(t, e.amqpURL, msg)
 	p.WaitKilled(t)
 
-	db := pool(t, e.databaseURL)
+	db := testenv.Pool(t, e.databaseURL)
 	if n := reserved(t, db, dune); n != c.reservedAfterCrash {
 		t.Errorf("after the crash: Dune reserved = %d, want %d", n, c.reservedAfterCrash)
 	}
-	if n := count(t, db, "SELECT count(*) FROM inbox"); n != c.inboxAfterCrash {
+	if n := testenv.Count(t, db, "SELECT count(*) FROM inbox"); n != c.inboxAfterCrash {
 		t.Errorf("after the crash: %d inbox rows, want %d", n, c.inboxAfterCrash)
 	}
 
 	// The same relay id takes its own claims back at once after the restart.
 	startProcess(t, e, "INVENTORY_STRATEGY", c.strategy, "RELAY_ID", "relay-a")
 	testenv.Eventually(t, 30*time.Second, "the redelivered order handled and its outcome published", func() bool {
-		return count(t, db, "SELECT count(*) FROM inbox") == 1 &&
-			count(t, db, "SELECT count(*) FROM outbox WHERE state = 'published'") == c.outcomesAtEnd &&
-			count(t, db, "SELECT count(*) FROM outbox WHERE state <> 'published'") == 0
+		return testenv.Count(t, db, "SELECT count(*) FROM inbox") == 1 &&
+			testenv.Count(t, db, "SELECT count(*) FROM outbox WHERE state = 'published'") == c.outcomesAtEnd &&
+			testenv.Count(t, db, "SELECT count(*) FROM outbox WHERE state <> 'published'") == 0
 	})
 	if n := reserved(t, db, dune); n != c.reservedAtEnd {
 		t.Errorf("Dune reserved = %d, want %d", n, c.reservedAtEnd)

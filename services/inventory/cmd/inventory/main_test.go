@@ -137,28 +137,9 @@ func distinctIDs(msgs []amqp.Delivery) map[string]amqp.Delivery {
 	return out
 }
 
-func pool(t *testing.T, databaseURL string) *pgxpool.Pool {
-	t.Helper()
-	p, err := pgxpool.New(context.Background(), databaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	return p
-}
-
-func count(t *testing.T, db *pgxpool.Pool, sql string, args ...any) int {
-	t.Helper()
-	var n int
-	if err := db.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return n
-}
-
 func reserved(t *testing.T, db *pgxpool.Pool, book uuid.UUID) int {
 	t.Helper()
-	return count(t, db, "SELECT reserved FROM books WHERE id = $1", book)
+	return testenv.Count(t, db, "SELECT reserved FROM books WHERE id = $1", book)
 }
 
 func request(t *testing.T, method, url, body string) (*http.Response, []byte) {

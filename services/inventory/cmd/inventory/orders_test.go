@@ -48,7 +48,7 @@ func TestEveryStrategyAnnouncesTheOutcome(t *testing.T) {
 			if got[reserve.Subject].Type != event.StockReserved || got[reject.Subject].Type != event.StockRejected {
 				t.Errorf("outcomes: %s for the order of 2, %s for the order of 11", got[reserve.Subject].Type, got[reject.Subject].Type)
 			}
-			if n := reserved(t, pool(t, e.databaseURL), dune); n != 2 {
+			if n := reserved(t, testenv.Pool(t, e.databaseURL), dune); n != 2 {
 				t.Errorf("Dune reserved = %d, want 2", n)
 			}
 		})
@@ -65,7 +65,7 @@ func TestRedeliveryUnderEachStrategy(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			base := startInProcess(t, e, "INVENTORY_STRATEGY", strategy)
-			db := pool(t, e.databaseURL)
+			db := testenv.Pool(t, e.databaseURL)
 			msg := orderPlaced(t, event.Line{BookID: dune, Quantity: 2})
 			publishEvent(t, e.amqpURL, msg)
 			testenv.Eventually(t, 20*time.Second, "first copy reserved", func() bool { return reserved(t, db, dune) == 2 })
@@ -89,7 +89,7 @@ func TestPoisonMessagesAreDeadLetteredAndTheRestProcessed(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	base := startInProcess(t, e)
-	db := pool(t, e.databaseURL)
+	db := testenv.Pool(t, e.databaseURL)
 
 	// A message id reused with different content needs the original processed first.
 	original := orderPlaced(t, event.Line{BookID: dune, Quantity: 1})

@@ -76,15 +76,6 @@ func reserved(t testing.TB, pool *pgxpool.Pool, book uuid.UUID) int {
 	return n
 }
 
-func count(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) int {
-	t.Helper()
-	var n int
-	if err := pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return n
-}
-
 // outcomes returns the outcome events in the outbox for an order, oldest first.
 func outcomes(t testing.TB, pool *pgxpool.Pool, orderID string) []event.Envelope {
 	t.Helper()
@@ -153,7 +144,7 @@ func TestFiftyCopiesAtOnceReserveOnce(t *testing.T) {
 	if n := reserved(t, pool, neuromancer); n != 1 {
 		t.Errorf("Neuromancer reserved = %d, want 1", n)
 	}
-	if n := count(t, pool, "SELECT count(*) FROM reservations"); n != 2 {
+	if n := testenv.Count(t, pool, "SELECT count(*) FROM reservations"); n != 2 {
 		t.Errorf("reservation rows = %d, want 2 (one per line)", n)
 	}
 	if evs := outcomes(t, pool, msg.Subject); len(evs) != 1 || evs[0].Type != event.StockReserved {
@@ -218,7 +209,7 @@ func TestOneShortLineRejectsTheWholeOrder(t *testing.T) {
 	if d, h := reserved(t, pool, dune), reserved(t, pool, hyperion); d != 0 || h != 0 {
 		t.Errorf("reserved Dune %d, Hyperion %d: want 0 and 0", d, h)
 	}
-	if n := count(t, pool, "SELECT count(*) FROM reservations"); n != 0 {
+	if n := testenv.Count(t, pool, "SELECT count(*) FROM reservations"); n != 0 {
 		t.Errorf("reservation rows = %d, want 0", n)
 	}
 	evs := outcomes(t, pool, msg.Subject)
@@ -287,10 +278,10 @@ func TestRacingOrdersNeverOversell(t *testing.T) {
 	if n := reserved(t, pool, hyperion); n != 3 {
 		t.Errorf("Hyperion reserved = %d, want 3 (all its copies, no more)", n)
 	}
-	if n := count(t, pool, "SELECT count(*) FROM outbox WHERE event_type = $1", event.StockReserved); n != 3 {
+	if n := testenv.Count(t, pool, "SELECT count(*) FROM outbox WHERE event_type = $1", event.StockReserved); n != 3 {
 		t.Errorf("reserved events = %d, want 3", n)
 	}
-	if n := count(t, pool, "SELECT count(*) FROM outbox WHERE event_type = $1", event.StockRejected); n != orders-3 {
+	if n := testenv.Count(t, pool, "SELECT count(*) FROM outbox WHERE event_type = $1", event.StockRejected); n != orders-3 {
 		t.Errorf("rejected events = %d, want %d", n, orders-3)
 	}
 }
@@ -358,7 +349,7 @@ func sameOrderTwice(t *testing.T, qty int) {
 	if evs := outcomes(t, pool, first.Subject); len(evs) != 1 {
 		t.Errorf("outcome events = %d, want 1", len(evs))
 	}
-	if n := count(t, pool, "SELECT count(*) FROM inbox"); n != 2 {
+	if n := testenv.Count(t, pool, "SELECT count(*) FROM inbox"); n != 2 {
 		t.Errorf("inbox rows = %d, want 2: both message ids are recorded as handled", n)
 	}
 }
@@ -393,7 +384,7 @@ func TestInvalidOrdersArePoison(t *testing.T) {
 			t.Errorf("%s: err = %v, want poison %s", name, err, event.ReasonInvalidData)
 		}
 	}
-	if n := count(t, pool, "SELECT count(*) FROM inbox") + count(t, pool, "SELECT count(*) FROM outbox") + reserved(t, pool, dune); n != 0 {
+	if n := testenv.Count(t, pool, "SELECT count(*) FROM inbox") + testenv.Count(t, pool, "SELECT count(*) FROM outbox") + reserved(t, pool, dune); n != 0 {
 		t.Errorf("poison changed the database (inbox + outbox rows + Dune reserved = %d)", n)
 	}
 	// The same id again with different content is poison of its own kind.

@@ -33,9 +33,9 @@ func TestCrashBeforeCommitLeavesNothing(t *testing.T) {
 	}
 	p.WaitKilled(t)
 
-	db := pool(t, e.databaseURL)
+	db := testenv.Pool(t, e.databaseURL)
 	for _, table := range []string{"orders", "order_lines", "outbox", "idempotency_keys"} {
-		if n := count(t, db, "SELECT count(*) FROM "+table); n != 0 {
+		if n := testenv.Count(t, db, "SELECT count(*) FROM "+table); n != 0 {
 			t.Errorf("%s has %d rows after a crash before commit, want 0", table, n)
 		}
 	}
@@ -65,7 +65,7 @@ func TestCrashAfterPublishRepublishesWithTheSameID(t *testing.T) {
 	_, _ = http.Post(p.Base+"/orders", "application/json", stringsReader(orderBody("ada@example.com", 2)))
 	p.WaitKilled(t)
 
-	db := pool(t, e.databaseURL)
+	db := testenv.Pool(t, e.databaseURL)
 	var id string
 	if err := db.QueryRow(context.Background(), "SELECT id::text FROM outbox WHERE state = 'pending'").Scan(&id); err != nil {
 		t.Fatalf("the outbox row should still be pending after the crash: %v", err)
@@ -77,7 +77,7 @@ func TestCrashAfterPublishRepublishesWithTheSameID(t *testing.T) {
 
 	startProcess(t, e, "RELAY_ID", "relay-a")
 	testenv.Eventually(t, 20*time.Second, "outbox row published after restart", func() bool {
-		return count(t, db, "SELECT count(*) FROM outbox WHERE state = 'published'") == 1
+		return testenv.Count(t, db, "SELECT count(*) FROM outbox WHERE state = 'published'") == 1
 	})
 	second := testenv.Drain(t, e.amqpURL, broker.QueueInventoryOrderPlaced, time.Second)
 	if len(second) != 1 || second[0].MessageId != id {
@@ -110,9 +110,9 @@ func TestBrokerOutageKeepsTakingOrdersAndDrainsAfter(t *testing.T) {
 			t.Fatalf("order %d during the outage: %d %s", i, resp.StatusCode, body)
 		}
 	}
-	db := pool(t, e.databaseURL)
+	db := testenv.Pool(t, e.databaseURL)
 	testenv.Eventually(t, 20*time.Second, "every row records a failed attempt", func() bool {
-		return count(t, db, "SELECT count(*) FROM outbox WHERE state = 'pending' AND attempts > 0 AND last_error <> ''") == n
+		return testenv.Count(t, db, "SELECT count(*) FROM outbox WHERE state = 'pending' AND attempts > 0 AND last_error <> ''") == n
 	})
 	if resp, err := http.Get(base + "/readyz"); err != nil || resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("/readyz during the outage: %v %v, want 503", err, resp.Status)
@@ -120,7 +120,7 @@ func TestBrokerOutageKeepsTakingOrdersAndDrainsAfter(t *testing.T) {
 
 	proxy.Restore()
 	testenv.Eventually(t, 60*time.Second, "outbox drained after the broker came back", func() bool {
-		return count(t, db, "SELECT count(*) FROM outbox WHERE state = 'published'") == n
+		return testenv.Count(t, db, "SELECT count(*) FROM outbox WHERE state = 'published'") == n
 	})
 	ids := map[string]bool{}
 	for _, m := range testenv.Drain(t, e.amqpURL, broker.QueueInventoryOrderPlaced, time.Second) {
@@ -184,18 +184,18 @@ func TestCrashAfterStockOutcomeCommitIsADuplicateAfterRestart(t *testing.T) {
 	publishStockReserved(t, e.amqpURL, o.ID)
 	p.WaitKilled(t)
 
-	db := pool(t, e.databaseURL)
-	if n := count(t, db, "SELECT count(*) FROM orders WHERE status = 'confirmed' AND version = 2"); n != 1 {
+	db := testenv.Pool(t, e.databaseURL)
+	if n := testenv.Count(t, db, "SELECT count(*) FROM orders WHERE status = 'confirmed' AND version = 2"); n != 1 {
 		t.Fatalf("the outcome was not committed before the crash")
 	}
 	p2 := startProcess(t, e)
 	testenv.Eventually(t, 20*time.Second, "the redelivered outcome is acked as a duplicate", func() bool {
 		return testenv.Metric(t, p2.Base, "bookstore_consumer_duplicates_total", `consumer="ordering"`) == 1
 	})
-	if n := count(t, db, "SELECT count(*) FROM orders WHERE status = 'confirmed' AND version = 2"); n != 1 {
+	if n := testenv.Count(t, db, "SELECT count(*) FROM orders WHERE status = 'confirmed' AND version = 2"); n != 1 {
 		t.Errorf("order made more than one transition")
 	}
-	if n := count(t, db, "SELECT count(*) FROM inbox"); n != 1 {
+	if n := testenv.Count(t, db, "SELECT count(*) FROM inbox"); n != 1 {
 		t.Errorf("inbox rows = %d, want 1", n)
 	}
 }

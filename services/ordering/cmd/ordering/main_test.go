@@ -1,15 +1,12 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
@@ -78,25 +75,6 @@ func postOrder(t *testing.T, base, key, body string) (*http.Response, []byte) {
 
 func orderBody(email string, qty int) string {
 	return fmt.Sprintf(`{"customer_email": %q, "lines": [{"book_id": %q, "quantity": %d}]}`, email, dune, qty)
-}
-
-func pool(t *testing.T, databaseURL string) *pgxpool.Pool {
-	t.Helper()
-	p, err := pgxpool.New(context.Background(), databaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	return p
-}
-
-func count(t *testing.T, db *pgxpool.Pool, sql string, args ...any) int {
-	t.Helper()
-	var n int
-	if err := db.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return n
 }
 
 func decodeJSON(t *testing.T, b []byte, v any) {

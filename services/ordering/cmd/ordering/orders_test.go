@@ -129,11 +129,11 @@ func TestIdempotencyKeyReplayAndMismatch(t *testing.T) {
 		}
 	}
 
-	db := pool(t, e.databaseURL)
-	if n := count(t, db, "SELECT count(*) FROM orders"); n != 1 {
+	db := testenv.Pool(t, e.databaseURL)
+	if n := testenv.Count(t, db, "SELECT count(*) FROM orders"); n != 1 {
 		t.Errorf("orders = %d, want 1", n)
 	}
-	if n := count(t, db, "SELECT count(*) FROM outbox"); n != 1 {
+	if n := testenv.Count(t, db, "SELECT count(*) FROM outbox"); n != 1 {
 		t.Errorf("outbox rows = %d, want 1", n)
 	}
 }
@@ -167,8 +167,8 @@ func TestIdempotencyKeyConcurrentRequestsPlaceOneOrder(t *testing.T) {
 	if byStatus[http.StatusCreated] != 1 || byStatus[http.StatusCreated]+byStatus[http.StatusOK]+byStatus[http.StatusConflict] != n {
 		t.Errorf("want exactly one 201 and the rest 200 or 409, got %v", byStatus)
 	}
-	db := pool(t, e.databaseURL)
-	if got := count(t, db, "SELECT count(*) FROM orders"); got != 1 {
+	db := testenv.Pool(t, e.databaseURL)
+	if got := testenv.Count(t, db, "SELECT count(*) FROM orders"); got != 1 {
 		t.Errorf("orders = %d, want 1", got)
 	}
 	msgs := testenv.Drain(t, e.amqpURL, broker.QueueInventoryOrderPlaced, 2*time.Second)
@@ -245,7 +245,7 @@ func TestBadInputIsRefusedNamingTheField(t *testing.T) {
 	if resp, body := postOrder(t, base, "", `{"customer_email": "a@example.com", "lines": [`+lines(50)+`]}`); resp.StatusCode != http.StatusCreated {
 		t.Errorf("50 lines: %d %s", resp.StatusCode, body)
 	}
-	if n := count(t, pool(t, e.databaseURL), "SELECT count(*) FROM orders"); n != 1 {
+	if n := testenv.Count(t, testenv.Pool(t, e.databaseURL), "SELECT count(*) FROM orders"); n != 1 {
 		t.Errorf("orders = %d, want only the valid one", n)
 	}
 }
