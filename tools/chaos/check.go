@@ -317,10 +317,14 @@ func checkNothingStuck(s Snapshot) Verdict {
 // must be the one injected.
 func checkDeadLetters(s Snapshot) Verdict {
 	b := newVerdict(6, "dead-letter queues hold exactly the injected poison")
+	// Counted as multisets: a message injected twice must be dead-lettered twice.
 	type key struct{ queue, id string }
 	injected := map[key]Poison{}
+	want := map[key]int{}
 	for _, p := range s.InjectedPoison {
-		injected[key{p.Queue, p.MessageID}] = p
+		k := key{p.Queue, p.MessageID}
+		injected[k] = p
+		want[k]++
 	}
 	seen := map[key]int{}
 	for _, d := range s.DeadLetters {
@@ -332,14 +336,16 @@ func checkDeadLetters(s Snapshot) Verdict {
 			continue
 		}
 		seen[k]++
-		if seen[k] == 2 {
+		if seen[k] == want[k]+1 {
 			b.fail(PoisonTwice, d.Queue+" "+d.MessageID, "%s poison", p.Kind)
 		}
 	}
 	byKind := map[string]int{}
 	for _, p := range s.InjectedPoison {
 		byKind[p.Kind]++
-		if seen[key{p.Queue, p.MessageID}] == 0 {
+		k := key{p.Queue, p.MessageID}
+		if seen[k] < want[k] {
+			seen[k]++ // one missing copy reported once
 			b.fail(MissingPoison, p.Queue+" "+p.MessageID, "%s poison injected at %s is not in %s.dlq", p.Kind, p.At.Format("15:04:05.000"), p.Queue)
 		}
 	}

@@ -261,6 +261,17 @@ func TestInvariant6PoisonMissingOrTwiceOrAltered(t *testing.T) {
 	assertOnly(t, s, 6, map[string]int{MissingPoison: 1, PoisonTwice: 1, UnexpectedDead: 1})
 }
 
+func TestInvariant6PoisonInjectedTwiceIsExpectedTwice(t *testing.T) {
+	s := cleanSnapshot()
+	// The same message injected twice (the same id and body) must be dead-lettered twice.
+	s.InjectedPoison = append(s.InjectedPoison, s.InjectedPoison[0])
+	assertOnly(t, s, 6, map[string]int{MissingPoison: 1})
+	s.DeadLetters = append(s.DeadLetters, s.DeadLetters[0])
+	if v := Check(s)[5]; !v.Passed {
+		t.Errorf("two injected, two dead-lettered: %v", v.Counts)
+	}
+}
+
 func TestExamplesAreBounded(t *testing.T) {
 	s := cleanSnapshot()
 	for i := range 50 {

@@ -32,11 +32,12 @@ type Messages struct {
 	ch       *amqp.Channel
 	rng      *rand.Rand
 	injected []Poison
+	altered  map[string]bool // events already sent altered: each is altered once
 }
 
 // NewMessages returns a Messages for sys; it connects on first use.
 func NewMessages(sys *System, seed uint64) *Messages {
-	return &Messages{sys: sys, rng: rand.New(rand.NewPCG(seed, 0x6d7367))} // "msg"
+	return &Messages{sys: sys, rng: rand.New(rand.NewPCG(seed, 0x6d7367)), altered: map[string]bool{}} // "msg"
 }
 
 // channel returns the confirm-mode channel, reconnecting after a broker restart.
@@ -199,22 +200,32 @@ func (m *Messages) alteredProcessedEvent(ctx context.Context, queue string) (id,
 		for _, s := range stock {
 			if m.settled(ctx, queue, s) {
 				candidates = append(candidates, s)
-				break
+				if len(candidates) == 3 {
+					break
+				}
 			}
 		}
 	}
 	if err != nil {
 		return "", "", nil, err
 	}
-	if len(candidates) == 0 {
-		return "", "", nil, errors.New("no processed event to alter yet")
-	}
-	m.mu.Lock()
-	raw := candidates[m.rng.IntN(len(candidates))]
-	m.mu.Unlock()
 	var env map[string]any
-	if err := json.Unmarshal([]byte(raw), &env); err != nil {
-		return "", "", nil, err
+	m.mu.Lock()
+	m.rng.Shuffle(len(candidates), func(i, j int) { candidates[i], candidates[j] = candidates[j], candidates[i] })
+	for _, raw := range candidates {
+		var e map[string]any
+		if json.Unmarshal([]byte(raw), &e) != nil {
+			continue
+		}
+		if id, _ := e["id"].(string); !m.altered[queue+" "+id] {
+			m.altered[queue+" "+id] = true
+			env = e
+			break
+		}
+	}
+	m.mu.Unlock()
+	if env == nil {
+		return "", "", nil, errors.New("no processed event to alter yet")
 	}
 	data, _ := env["data"].(map[string]any)
 	lines, _ := data["lines"].([]any)
