@@ -12,8 +12,6 @@ import (
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
-
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
 
 // collector is a minimal OTLP/HTTP trace receiver: what Jaeger does in docker compose,
@@ -106,27 +104,45 @@ func TestOneTraceFromOrderToEmail(t *testing.T) {
 
 	want := map[string]bool{"ordering": true, "inventory": true, "notification": true, "emailprovider": true}
 	var spans []span
-	testenv.Eventually(t, 20*time.Second, "spans of all four services in the trace", func() bool {
+	// Spans are exported when they end, in batches: a parent (the consumer's delivery span)
+	// may arrive after its children. Wait until the trace is complete, not just begun.
+	var broken []span
+	complete := func() bool {
 		spans = c.trace(traceID)
 		seen := map[string]bool{}
+		ids := map[string]bool{"00f067aa0ba902b7": true} // the client's span is the root
 		for _, sp := range spans {
 			seen[sp.service] = true
+			ids[sp.spanID] = true
+		}
+		broken = nil
+		for _, sp := range spans {
+			if !ids[sp.parentID] {
+				broken = append(broken, sp)
+			}
 		}
 		for svc := range want {
 			if !seen[svc] {
 				return false
 			}
 		}
-		return true
-	})
-	ids := map[string]bool{"00f067aa0ba902b7": true} // the client's span is the root
-	for _, sp := range spans {
-		ids[sp.spanID] = true
+		return len(broken) == 0
 	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !complete() && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	seen := map[string]bool{}
 	for _, sp := range spans {
-		if !ids[sp.parentID] {
-			t.Errorf("span %s/%q has parent %s, which is not in the trace: the tree is broken", sp.service, sp.name, sp.parentID)
+		seen[sp.service] = true
+	}
+	for svc := range want {
+		if !seen[svc] {
+			t.Errorf("no span of %s in the trace", svc)
 		}
+	}
+	for _, sp := range broken {
+		t.Errorf("span %s/%q has parent %s, which is not in the trace: the tree is broken", sp.service, sp.name, sp.parentID)
 	}
 	for _, sp := range spans {
 		t.Logf("%-13s %-40s span %s parent %s", sp.service, sp.name, sp.spanID, sp.parentID)
