@@ -21,14 +21,13 @@ type Config struct {
 	BrokerRestart     bool          // also restart RabbitMQ itself (rabbitmqctl stop_app/start_app)
 	BinDir            string        // where the four service binaries are
 	ReportRoot        string        // reports are written to ReportRoot/<timestamp>[-design]
-	Prefix            string        // names of the run's databases, roles and RabbitMQ vhost
+	Prefix            string        // names of the run's databases, roles and RabbitMQ vhost, kept after the run for inspection
 	AdminURL          string        // superuser connection to Postgres
 	AMQPURL           string        // RabbitMQ, any vhost: the run uses its own
 	ManagementURL     string        // RabbitMQ management API, with credentials
 	QuietTimeout      time.Duration // how long to wait for the system to go quiet
 	Progress          bool          // print a live progress line
 	Design            string        // the design's name in reports (set by compare)
-	KeepDatabases     bool          // leave the databases and vhost for inspection
 }
 
 // DefaultConfig is `make chaos`: 5,000 orders at 20 per second, 100 faults of every kind,
@@ -49,7 +48,6 @@ var DefaultConfig = Config{
 	ManagementURL:     "http://guest:guest@localhost:15672",
 	QuietTimeout:      3 * time.Minute,
 	Progress:          true,
-	KeepDatabases:     true,
 }
 
 // LoadDuration is how long the load runs if the system keeps up with the rate.
