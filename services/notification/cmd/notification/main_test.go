@@ -406,6 +406,34 @@ func TestOutOfAttemptsFailsToDLQ(t *testing.T) {
 	}
 }
 
+// A message id that was processed once and comes back with different content is a
+// producer bug, not a duplicate: it is dead-lettered with its reason, and sends nothing.
+func TestIDReusedWithDifferentContentIsDeadLettered(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	p := w.startProvider(t)
+	n := w.startNotification(t)
+
+	orderID := uuid.New()
+	first := stockEvent(t, event.StockReserved, orderID, "ada@example.com")
+	publish(t, w.amqpURL, "", first)
+	waitStatus(t, n, orderID, "completed", 60*time.Second)
+
+	altered := first
+	altered.Data = json.RawMessage(strings.Replace(string(first.Data), `"quantity":2`, `"quantity":3`, 1))
+	if string(altered.Data) == string(first.Data) {
+		t.Fatalf("the test did not alter the data: %s", first.Data)
+	}
+	publish(t, w.amqpURL, "", altered)
+	testenv.Eventually(t, 60*time.Second, "the altered message to reach the DLQ", func() bool {
+		return testenv.QueueDepth(t, w.amqpURL, broker.QueueNotificationStockEvent+".dlq") == 1
+	})
+	if got := testenv.Metric(t, n.Base, "bookstore_consumer_poison_total", `reason="`+event.ReasonContentMismatch+`"`); got != 1 {
+		t.Fatalf("poison metric = %v, want 1", got)
+	}
+	wantOneEmail(t, p, "ada@example.com", orderID, "order-confirmed")
+}
+
 // Records whose message will never come back are finished by the sweeper: one left
 // 'processing' by a real crash after the send (its message then purged from the queue),
 // and one abandoned before its send reached the provider.
