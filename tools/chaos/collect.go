@@ -114,7 +114,7 @@ func queueDepths(ctx context.Context, sys *System) ([]Queue, error) {
 		var info struct {
 			Messages int `json:"messages"`
 		}
-		if err := management(ctx, sys.cfg, "GET", "/api/queues/"+url.PathEscape(sys.vhost)+"/"+url.PathEscape(q.Name), "", &info); err != nil {
+		if err := (broker.Management{URL: sys.cfg.ManagementURL}).Do(ctx, "GET", "/api/queues/"+url.PathEscape(sys.vhost)+"/"+url.PathEscape(q.Name), "", &info); err != nil {
 			return nil, fmt.Errorf("queue %s: %w", q.Name, err)
 		}
 		out = append(out, Queue{Name: q.Name, Messages: info.Messages})

@@ -1,21 +1,20 @@
 package main
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bookstore-go/bookstore/services/platform/broker"
 )
 
 // Services are the four binaries the run starts, in the order they start: the provider
@@ -79,16 +78,12 @@ func ResetStores(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("drop role %s: %w", id, err)
 		}
 	}
-	vhost := url.PathEscape(cfg.Prefix)
-	if err := management(ctx, cfg, http.MethodDelete, "/api/vhosts/"+vhost, "", nil); err != nil && !errors.Is(err, errNotFound) {
-		return fmt.Errorf("rabbitmq: delete vhost %s: %w (is the management plugin on? make services)", cfg.Prefix, err)
+	m := broker.Management{URL: cfg.ManagementURL}
+	if err := m.DeleteVHost(ctx, cfg.Prefix); err != nil {
+		return fmt.Errorf("rabbitmq: %w (is the management plugin on? make services)", err)
 	}
-	if err := management(ctx, cfg, http.MethodPut, "/api/vhosts/"+vhost, "{}", nil); err != nil {
-		return fmt.Errorf("rabbitmq: create vhost %s: %w", cfg.Prefix, err)
-	}
-	user := managementUser(cfg)
-	if err := management(ctx, cfg, http.MethodPut, "/api/permissions/"+vhost+"/"+url.PathEscape(user), `{"configure":".*","write":".*","read":".*"}`, nil); err != nil {
-		return fmt.Errorf("rabbitmq: vhost permissions: %w", err)
+	if err := m.CreateVHost(ctx, cfg.Prefix, cmp.Or(m.User(), "guest")); err != nil {
+		return fmt.Errorf("rabbitmq: %w", err)
 	}
 	return nil
 }
@@ -107,53 +102,8 @@ func DropStores(ctx context.Context, cfg Config) error {
 		}
 	}
 	errs = append(errs, err)
-	if err := management(ctx, cfg, http.MethodDelete, "/api/vhosts/"+url.PathEscape(cfg.Prefix), "", nil); err != nil && !errors.Is(err, errNotFound) {
-		errs = append(errs, err)
-	}
+	errs = append(errs, broker.Management{URL: cfg.ManagementURL}.DeleteVHost(ctx, cfg.Prefix))
 	return errors.Join(errs...)
-}
-
-var errNotFound = errors.New("not found")
-
-// management calls the RabbitMQ management API and decodes a JSON answer into out.
-func management(ctx context.Context, cfg Config, method, path, body string, out any) error {
-	u, err := url.Parse(cfg.ManagementURL)
-	if err != nil {
-		return err
-	}
-	user := u.User.Username()
-	pw, _ := u.User.Password()
-	u.User = nil
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(u.String(), "/")+path, strings.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.SetBasicAuth(user, pw)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := (&http.Client{Timeout: 15 * time.Second}).Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusNotFound {
-		return errNotFound
-	}
-	if resp.StatusCode >= 300 {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("%s %s: %s %s", method, path, resp.Status, b)
-	}
-	if out != nil {
-		return json.NewDecoder(resp.Body).Decode(out)
-	}
-	return nil
-}
-
-func managementUser(cfg Config) string {
-	u, err := url.Parse(cfg.ManagementURL)
-	if err != nil || u.User == nil {
-		return "guest"
-	}
-	return u.User.Username()
 }
 
 // StartSystem starts the Toxiproxy links and every process, and waits until each

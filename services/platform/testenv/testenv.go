@@ -15,18 +15,17 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/bookstore-go/bookstore/services/platform/broker"
 )
 
 // Defaults for the local servers; override with the environment variables of the same name.
@@ -128,15 +127,13 @@ func Count(t testing.TB, db *pgxpool.Pool, sql string, args ...any) int {
 func VHost(t testing.TB) string {
 	t.Helper()
 	name := Name("t")
-	if err := management(http.MethodPut, "/api/vhosts/"+name, "{}"); err != nil {
+	m := broker.Management{URL: ManagementURL}
+	if err := m.CreateVHost(context.Background(), name, "guest"); err != nil {
 		unavailable(t, "RabbitMQ management API (rabbitmq-plugins enable rabbitmq_management)", err)
 	}
-	if err := management(http.MethodPut, "/api/permissions/"+name+"/guest", `{"configure":".*","write":".*","read":".*"}`); err != nil {
-		t.Fatalf("vhost permissions: %v", err)
-	}
 	t.Cleanup(func() {
-		if err := management(http.MethodDelete, "/api/vhosts/"+name, ""); err != nil {
-			t.Logf("delete vhost %s: %v", name, err)
+		if err := m.DeleteVHost(context.Background(), name); err != nil {
+			t.Logf("%v", err)
 		}
 	})
 	u, _ := url.Parse(AMQPBase)
@@ -148,31 +145,6 @@ func VHost(t testing.TB) string {
 	}
 	_ = conn.Close()
 	return amqpURL
-}
-
-func management(method, path, body string) error {
-	u, err := url.Parse(ManagementURL)
-	if err != nil {
-		return err
-	}
-	pw, _ := u.User.Password()
-	user := u.User.Username()
-	u.User = nil
-	req, err := http.NewRequest(method, u.String()+path, strings.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.SetBasicAuth(user, pw)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
-	}
-	return nil
 }
 
 // QueueDepth returns the number of ready messages in a queue of the vhost at amqpURL.

@@ -5,14 +5,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
+	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 )
@@ -56,19 +55,15 @@ func NewSandbox(ctx context.Context, servers Servers, tel *telemetry.Telemetry) 
 	}
 	cleanups = append(cleanups, pool.Close)
 
-	mgmt := management{base: servers.ManagementURL}
+	mgmt := broker.Management{URL: servers.ManagementURL}
 	amqpURL, err := url.Parse(servers.AMQPURL)
 	if err != nil {
 		return nil, nil, fmt.Errorf("sandbox: AMQP_URL: %w", err)
 	}
-	if err := mgmt.do(ctx, http.MethodPut, "/api/vhosts/"+name, "{}"); err != nil {
-		return nil, nil, fmt.Errorf("sandbox vhost: %w", err)
+	if err := mgmt.CreateVHost(ctx, name, amqpURL.User.Username()); err != nil {
+		return nil, nil, fmt.Errorf("sandbox: %w", err)
 	}
-	cleanups = append(cleanups, func() { _ = mgmt.do(context.Background(), http.MethodDelete, "/api/vhosts/"+name, "") })
-	user := amqpURL.User.Username()
-	if err := mgmt.do(ctx, http.MethodPut, "/api/permissions/"+name+"/"+url.PathEscape(user), `{"configure":".*","write":".*","read":".*"}`); err != nil {
-		return nil, nil, fmt.Errorf("sandbox vhost permissions: %w", err)
-	}
+	cleanups = append(cleanups, func() { _ = mgmt.DeleteVHost(context.Background(), name) })
 	amqpURL.Path = "/" + name
 	return &Lab{Pool: pool, AMQPURL: amqpURL.String(), Tel: tel}, close, nil
 }
@@ -92,32 +87,4 @@ func dropDatabase(adminURL, name string) {
 	id := pgx.Identifier{name}.Sanitize()
 	_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+id+" WITH (FORCE)")
 	_, _ = conn.Exec(ctx, "DROP ROLE IF EXISTS "+id)
-}
-
-// management calls RabbitMQ's HTTP management API.
-type management struct{ base string }
-
-func (m management) do(ctx context.Context, method, path, body string) error {
-	u, err := url.Parse(m.base)
-	if err != nil {
-		return err
-	}
-	user := u.User.Username()
-	pw, _ := u.User.Password()
-	u.User = nil
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(u.String(), "/")+path, strings.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.SetBasicAuth(user, pw)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
-	}
-	return nil
 }
