@@ -11,6 +11,7 @@ import (
 	"io"
 	"strconv"
 	"text/tabwriter"
+	"time"
 )
 
 // ErrHelp is returned by Parse after printing the help text for -h or --help.
@@ -96,4 +97,13 @@ func Positive(name, value string) (int, error) {
 		return 0, fmt.Errorf("%s=%q: want a positive integer", name, value)
 	}
 	return n, nil
+}
+
+// PositiveDuration parses a positive duration variable such as "30s".
+func PositiveDuration(name, value string) (time.Duration, error) {
+	d, err := time.ParseDuration(value)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s=%q: want a positive duration such as 30s", name, value)
+	}
+	return d, nil
 }

@@ -57,7 +57,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 		return err
 	}
-	timeout, err := positiveDuration("PROVIDER_TIMEOUT", providerTimeout)
+	timeout, err := config.PositiveDuration("PROVIDER_TIMEOUT", providerTimeout)
 	if err != nil {
 		return err
 	}
@@ -65,11 +65,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	staleAfter, err := positiveDuration("RECONCILE_AFTER", reconcileAfter)
+	staleAfter, err := config.PositiveDuration("RECONCILE_AFTER", reconcileAfter)
 	if err != nil {
 		return err
 	}
-	interval, err := positiveDuration("SWEEP_INTERVAL", sweepInterval)
+	interval, err := config.PositiveDuration("SWEEP_INTERVAL", sweepInterval)
 	if err != nil {
 		return err
 	}
@@ -142,12 +142,4 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	log.InfoContext(ctx, "notification started", "http_addr", cfg.HTTPAddr, "emailprovider_url", providerURL,
 		"provider_timeout", timeout.String(), "max_attempts", attempts, "reconcile_after", staleAfter.String())
 	return g.Wait()
-}
-
-func positiveDuration(name, value string) (time.Duration, error) {
-	d, err := time.ParseDuration(value)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%s=%q: want a positive duration such as 2s", name, value)
-	}
-	return d, nil
 }

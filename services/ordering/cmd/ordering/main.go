@@ -71,9 +71,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	lease, err := time.ParseDuration(relayLease)
-	if err != nil || lease <= 0 {
-		return fmt.Errorf("RELAY_LEASE=%q: want a positive duration such as 30s", relayLease)
+	lease, err := config.PositiveDuration("RELAY_LEASE", relayLease)
+	if err != nil {
+		return err
 	}
 	concurrency, err := config.Positive("CONSUMER_CONCURRENCY", consumers)
 	if err != nil {
