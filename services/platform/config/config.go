@@ -17,12 +17,42 @@ import (
 // ErrHelp is returned by Parse after printing the help text for -h or --help.
 var ErrHelp = errors.New("help requested")
 
-// Var is one environment variable.
+// Var is one environment variable: its name, default and meaning, and how its value is
+// parsed into the variable it is bound to. Make one with String, Int or Duration.
 type Var struct {
 	Name    string
 	Default string
 	Help    string
-	Dest    *string
+	set     func(string) error
+}
+
+// String binds a text variable.
+func String(name, def, help string, dest *string) Var {
+	return Var{name, def, help, func(s string) error { *dest = s; return nil }}
+}
+
+// Int binds a positive integer variable.
+func Int(name, def, help string, dest *int) Var {
+	return Var{name, def, help, func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			return errors.New("want a positive integer")
+		}
+		*dest = n
+		return nil
+	}}
+}
+
+// Duration binds a positive duration variable such as "30s".
+func Duration(name, def, help string, dest *time.Duration) Var {
+	return Var{name, def, help, func(s string) error {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return errors.New("want a positive duration such as 30s")
+		}
+		*dest = d
+		return nil
+	}}
 }
 
 // Common is what every service reads.
@@ -41,13 +71,13 @@ type Common struct {
 func Standard(service string, port int) (*Common, []Var) {
 	c := &Common{}
 	return c, []Var{
-		{"DATABASE_URL", "postgres://" + service + "@localhost:5432/" + service + "?sslmode=disable", "the service's own database and role; created if missing", &c.DatabaseURL},
-		{"DATABASE_ADMIN_URL", "postgres://postgres@localhost:5432/postgres?sslmode=disable", "superuser connection that creates the role and database; empty: assume they exist", &c.DatabaseAdminURL},
-		{"AMQP_URL", "amqp://guest:guest@localhost:5672/", "RabbitMQ", &c.AMQPURL},
-		{"HTTP_ADDR", ":" + strconv.Itoa(port), "HTTP listen address", &c.HTTPAddr},
-		{"OTEL_EXPORTER_OTLP_ENDPOINT", "", "OTLP/HTTP endpoint for traces (e.g. http://localhost:4318); empty: traces stay in the process", &c.OTLPEndpoint},
-		{"LOG_LEVEL", "info", "debug, info, warn or error", &c.LogLevel},
-		{"BOOKSTORE_FAILPOINTS", "", `failpoints, e.g. "relay/after-publish=p(0.05)*crash"`, &c.Failpoints},
+		String("DATABASE_URL", "postgres://"+service+"@localhost:5432/"+service+"?sslmode=disable", "the service's own database and role; created if missing", &c.DatabaseURL),
+		String("DATABASE_ADMIN_URL", "postgres://postgres@localhost:5432/postgres?sslmode=disable", "superuser connection that creates the role and database; empty: assume they exist", &c.DatabaseAdminURL),
+		String("AMQP_URL", "amqp://guest:guest@localhost:5672/", "RabbitMQ", &c.AMQPURL),
+		String("HTTP_ADDR", ":"+strconv.Itoa(port), "HTTP listen address", &c.HTTPAddr),
+		String("OTEL_EXPORTER_OTLP_ENDPOINT", "", "OTLP/HTTP endpoint for traces (e.g. http://localhost:4318); empty: traces stay in the process", &c.OTLPEndpoint),
+		String("LOG_LEVEL", "info", "debug, info, warn or error", &c.LogLevel),
+		String("BOOKSTORE_FAILPOINTS", "", `failpoints, e.g. "relay/after-publish=p(0.05)*crash"`, &c.Failpoints),
 	}
 }
 
@@ -63,13 +93,19 @@ func Parse(service string, args []string, getenv func(string) string, stdout io.
 		}
 		return fmt.Errorf("%s: %w", service, err)
 	}
+	// Every variable is parsed before any is used, so a bad value stops the service at
+	// start with the variable's name, not later in the middle of its work.
+	var errs []error
 	for _, v := range vars {
-		*v.Dest = v.Default
+		value := v.Default
 		if s := getenv(v.Name); s != "" {
-			*v.Dest = s
+			value = s
+		}
+		if err := v.set(value); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %w", v.Name, value, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func printHelp(service string, w io.Writer, vars []Var) {
@@ -88,22 +124,4 @@ func Rest(args []string) []string {
 	fs.SetOutput(io.Discard)
 	_ = fs.Parse(args)
 	return fs.Args()
-}
-
-// Positive parses a positive integer variable.
-func Positive(name, value string) (int, error) {
-	n, err := strconv.Atoi(value)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("%s=%q: want a positive integer", name, value)
-	}
-	return n, nil
-}
-
-// PositiveDuration parses a positive duration variable such as "30s".
-func PositiveDuration(name, value string) (time.Duration, error) {
-	d, err := time.ParseDuration(value)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%s=%q: want a positive duration such as 30s", name, value)
-	}
-	return d, nil
 }

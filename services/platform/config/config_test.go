@@ -37,20 +37,32 @@ func TestParseDefaultsOverridesAndHelp(t *testing.T) {
 }
 
 func TestPositiveNumbersAndDurations(t *testing.T) {
-	if n, err := Positive("N", "12"); err != nil || n != 12 {
-		t.Errorf("Positive(12) = %d, %v", n, err)
+	parse := func(v Var, value string) error {
+		return Parse("svc", nil, func(string) string { return value }, nil, []Var{v})
 	}
-	for _, bad := range []string{"0", "-1", "x", ""} {
-		if _, err := Positive("N", bad); err == nil || !strings.Contains(err.Error(), "N=") {
-			t.Errorf("Positive(%q) = %v, want an error naming N", bad, err)
+	var n int
+	if err := parse(Int("N", "1", "", &n), "12"); err != nil || n != 12 {
+		t.Errorf("Int(12) = %d, %v", n, err)
+	}
+	for _, bad := range []string{"0", "-1", "x"} {
+		if err := parse(Int("N", "1", "", &n), bad); err == nil || !strings.Contains(err.Error(), "N=") {
+			t.Errorf("Int(%q) = %v, want an error naming N", bad, err)
 		}
 	}
-	if d, err := PositiveDuration("D", "1m30s"); err != nil || d != 90*time.Second {
-		t.Errorf("PositiveDuration(1m30s) = %v, %v", d, err)
+	var d time.Duration
+	if err := parse(Duration("D", "1s", "", &d), "1m30s"); err != nil || d != 90*time.Second {
+		t.Errorf("Duration(1m30s) = %v, %v", d, err)
 	}
 	for _, bad := range []string{"0s", "-1s", "soon", "30"} {
-		if _, err := PositiveDuration("D", bad); err == nil || !strings.Contains(err.Error(), "D=") {
-			t.Errorf("PositiveDuration(%q) = %v, want an error naming D", bad, err)
+		if err := parse(Duration("D", "1s", "", &d), bad); err == nil || !strings.Contains(err.Error(), "D=") {
+			t.Errorf("Duration(%q) = %v, want an error naming D", bad, err)
 		}
+	}
+	// Unset, the default applies, and a bad default is reported like a bad value.
+	if err := parse(Int("N", "7", "", &n), ""); err != nil || n != 7 {
+		t.Errorf("default: %d, %v", n, err)
+	}
+	if err := parse(Int("N", "x", "", &n), ""); err == nil {
+		t.Error("a bad default was accepted")
 	}
 }

@@ -44,12 +44,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	var failRate, ambiguousRate, latency, admin, smtpAddr, smtpFrom string
 	vars = append(vars,
-		config.Var{Name: "EMAILPROVIDER_FAIL_RATE", Default: "0", Help: "share of sends answered 503 without sending (0 to 1)", Dest: &failRate},
-		config.Var{Name: "EMAILPROVIDER_AMBIGUOUS_RATE", Default: "0", Help: "share of sends that send, then stall past the caller's timeout (0 to 1)", Dest: &ambiguousRate},
-		config.Var{Name: "EMAILPROVIDER_LATENCY", Default: "0s", Help: "added to every request, e.g. 200ms; a send spends it holding its key", Dest: &latency},
-		config.Var{Name: "EMAILPROVIDER_ADMIN", Default: "0", Help: "1: allow PUT /admin/faults to change the faults at run time", Dest: &admin},
-		config.Var{Name: "SMTP_ADDR", Default: "", Help: "host:port of an SMTP server (Mailpit) to relay sent emails to; empty: record only", Dest: &smtpAddr},
-		config.Var{Name: "SMTP_FROM", Default: "bookstore@example.com", Help: "sender address of relayed emails", Dest: &smtpFrom},
+		config.String("EMAILPROVIDER_FAIL_RATE", "0", "share of sends answered 503 without sending (0 to 1)", &failRate),
+		config.String("EMAILPROVIDER_AMBIGUOUS_RATE", "0", "share of sends that send, then stall past the caller's timeout (0 to 1)", &ambiguousRate),
+		config.String("EMAILPROVIDER_LATENCY", "0s", "added to every request, e.g. 200ms; a send spends it holding its key", &latency),
+		config.String("EMAILPROVIDER_ADMIN", "0", "1: allow PUT /admin/faults to change the faults at run time", &admin),
+		config.String("SMTP_ADDR", "", "host:port of an SMTP server (Mailpit) to relay sent emails to; empty: record only", &smtpAddr),
+		config.String("SMTP_FROM", "bookstore@example.com", "sender address of relayed emails", &smtpFrom),
 	)
 	if err := config.Parse("emailprovider", args, getenv, stdout, vars); err != nil {
 		if errors.Is(err, config.ErrHelp) {

@@ -41,11 +41,12 @@ func main() {
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	cfg, vars := config.Standard("inventory", 8082)
-	var strategyName, relayID, consumers string
+	var strategyName, relayID string
+	var concurrency int
 	vars = append(vars,
-		config.Var{Name: "INVENTORY_STRATEGY", Default: "inbox", Help: "inbox, or the wrong ways for demonstrations: check-then-process (double-reserves after a crash between work and record) or naive (double-reserves on every redelivery)", Dest: &strategyName},
-		config.Var{Name: "RELAY_ID", Default: "", Help: "this relay's name in outbox claims; empty: random", Dest: &relayID},
-		config.Var{Name: "CONSUMER_CONCURRENCY", Default: "4", Help: "orders handled at once", Dest: &consumers},
+		config.String("INVENTORY_STRATEGY", "inbox", "inbox, or the wrong ways for demonstrations: check-then-process (double-reserves after a crash between work and record) or naive (double-reserves on every redelivery)", &strategyName),
+		config.String("RELAY_ID", "", "this relay's name in outbox claims; empty: random", &relayID),
+		config.Int("CONSUMER_CONCURRENCY", "4", "orders handled at once", &concurrency),
 	)
 	if err := config.Parse("inventory", args, getenv, stdout, vars); err != nil {
 		if errors.Is(err, config.ErrHelp) {
@@ -57,10 +58,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return fmt.Errorf("unknown command %q (inventory takes none)", rest[0])
 	}
 	strategy, err := stock.ParseStrategy(strategyName)
-	if err != nil {
-		return err
-	}
-	concurrency, err := config.Positive("CONSUMER_CONCURRENCY", consumers)
 	if err != nil {
 		return err
 	}

@@ -42,39 +42,21 @@ func main() {
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	cfg, vars := config.Standard("notification", 8083)
-	var providerURL, providerTimeout, maxAttempts, reconcileAfter, sweepInterval, consumers string
+	var providerURL string
+	var attempts, concurrency int
+	var timeout, staleAfter, interval time.Duration
 	vars = append(vars,
-		config.Var{Name: "EMAILPROVIDER_URL", Default: "http://localhost:8084", Help: "base URL of the email provider", Dest: &providerURL},
-		config.Var{Name: "PROVIDER_TIMEOUT", Default: "2s", Help: "timeout of each provider call; a send that times out is reconciled, not resent blindly", Dest: &providerTimeout},
-		config.Var{Name: "NOTIFICATION_MAX_ATTEMPTS", Default: "30", Help: "provider attempts per email before its record fails and its message is dead-lettered", Dest: &maxAttempts},
-		config.Var{Name: "RECONCILE_AFTER", Default: "30s", Help: "the sweeper reconciles records left unfinished and untouched this long", Dest: &reconcileAfter},
-		config.Var{Name: "SWEEP_INTERVAL", Default: "5s", Help: "how often the sweeper looks for such records", Dest: &sweepInterval},
-		config.Var{Name: "CONSUMER_CONCURRENCY", Default: "4", Help: "stock events handled at once", Dest: &consumers},
+		config.String("EMAILPROVIDER_URL", "http://localhost:8084", "base URL of the email provider", &providerURL),
+		config.Duration("PROVIDER_TIMEOUT", "2s", "timeout of each provider call; a send that times out is reconciled, not resent blindly", &timeout),
+		config.Int("NOTIFICATION_MAX_ATTEMPTS", "30", "provider attempts per email before its record fails and its message is dead-lettered", &attempts),
+		config.Duration("RECONCILE_AFTER", "30s", "the sweeper reconciles records left unfinished and untouched this long", &staleAfter),
+		config.Duration("SWEEP_INTERVAL", "5s", "how often the sweeper looks for such records", &interval),
+		config.Int("CONSUMER_CONCURRENCY", "4", "stock events handled at once", &concurrency),
 	)
 	if err := config.Parse("notification", args, getenv, stdout, vars); err != nil {
 		if errors.Is(err, config.ErrHelp) {
 			return nil
 		}
-		return err
-	}
-	timeout, err := config.PositiveDuration("PROVIDER_TIMEOUT", providerTimeout)
-	if err != nil {
-		return err
-	}
-	attempts, err := config.Positive("NOTIFICATION_MAX_ATTEMPTS", maxAttempts)
-	if err != nil {
-		return err
-	}
-	staleAfter, err := config.PositiveDuration("RECONCILE_AFTER", reconcileAfter)
-	if err != nil {
-		return err
-	}
-	interval, err := config.PositiveDuration("SWEEP_INTERVAL", sweepInterval)
-	if err != nil {
-		return err
-	}
-	concurrency, err := config.Positive("CONSUMER_CONCURRENCY", consumers)
-	if err != nil {
 		return err
 	}
 	if err := failpoint.Configure(cfg.Failpoints); err != nil {

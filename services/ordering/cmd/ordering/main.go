@@ -43,13 +43,15 @@ func main() {
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	cfg, vars := config.Standard("ordering", 8081)
-	var publisher, relayID, relayBatch, relayLease, consumers string
+	var publisher, relayID string
+	var batch, concurrency int
+	var lease time.Duration
 	vars = append(vars,
-		config.Var{Name: "ORDERING_PUBLISHER", Default: "outbox", Help: "outbox, or direct: commit then publish, no outbox (the wrong way, for demonstrations)", Dest: &publisher},
-		config.Var{Name: "RELAY_ID", Default: "", Help: "this relay's name in outbox claims; empty: random", Dest: &relayID},
-		config.Var{Name: "RELAY_LEASE", Default: "30s", Help: "how long a claim keeps other relays off a row; a dead relay's rows wait this long", Dest: &relayLease},
-		config.Var{Name: "RELAY_BATCH_SIZE", Default: "256", Help: "outbox rows claimed and published at once", Dest: &relayBatch},
-		config.Var{Name: "CONSUMER_CONCURRENCY", Default: "4", Help: "stock events handled at once", Dest: &consumers},
+		config.String("ORDERING_PUBLISHER", "outbox", "outbox, or direct: commit then publish, no outbox (the wrong way, for demonstrations)", &publisher),
+		config.String("RELAY_ID", "", "this relay's name in outbox claims; empty: random", &relayID),
+		config.Duration("RELAY_LEASE", "30s", "how long a claim keeps other relays off a row; a dead relay's rows wait this long", &lease),
+		config.Int("RELAY_BATCH_SIZE", "256", "outbox rows claimed and published at once", &batch),
+		config.Int("CONSUMER_CONCURRENCY", "4", "stock events handled at once", &concurrency),
 	)
 	if err := config.Parse("ordering", args, getenv, stdout, vars); err != nil {
 		if errors.Is(err, config.ErrHelp) {
@@ -66,18 +68,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	if publisher != "outbox" && publisher != "direct" {
 		return fmt.Errorf("ORDERING_PUBLISHER=%q: want outbox or direct", publisher)
-	}
-	batch, err := config.Positive("RELAY_BATCH_SIZE", relayBatch)
-	if err != nil {
-		return err
-	}
-	lease, err := config.PositiveDuration("RELAY_LEASE", relayLease)
-	if err != nil {
-		return err
-	}
-	concurrency, err := config.Positive("CONSUMER_CONCURRENCY", consumers)
-	if err != nil {
-		return err
 	}
 	if err := failpoint.Configure(cfg.Failpoints); err != nil {
 		return err
