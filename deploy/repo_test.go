@@ -77,6 +77,10 @@ func TestContractsTable(t *testing.T) {
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
+		// CI lays shared/ beside the clone, so there the check must run.
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CONTRACTS.md not beside the repository: %v", err)
+		}
 		t.Skipf("CONTRACTS.md not beside the repository (%v); set BOOKSTORE_CONTRACTS to check against it", err)
 	}
 	// | ordering | 8081 | `ordering` | takes orders; ...
