@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"time"
+
+	"github.com/go-chi/chi/v5"
 )
 
 // Check is one dependency /readyz looks at.
@@ -36,4 +38,12 @@ func Readyz(checks ...Check) http.Handler {
 		}
 		WriteJSON(w, status, out)
 	})
+}
+
+// Probes mounts the endpoints every service serves beside its API: /healthz, /readyz
+// (answered by ready) and /metrics.
+func Probes(r chi.Router, metrics http.Handler, ready ...Check) {
+	r.Method(http.MethodGet, "/healthz", Healthz())
+	r.Method(http.MethodGet, "/readyz", Readyz(ready...))
+	r.Method(http.MethodGet, "/metrics", metrics)
 }

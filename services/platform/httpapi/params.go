@@ -88,7 +88,7 @@ func QueryUUID(r *http.Request, name string) (uuid.UUID, *Problem) {
 func parseUUID(name, raw string) (uuid.UUID, *Problem) {
 	id, err := uuid.Parse(raw)
 	if err != nil {
-		return uuid.Nil, PathUUIDProblem(name, raw)
+		return uuid.Nil, pathUUIDProblem(name, raw)
 	}
 	return id, nil
 }

@@ -85,8 +85,8 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// PathUUIDProblem is the 400 problem for a path parameter that is not a UUID.
-func PathUUIDProblem(name, value string) *Problem {
+// pathUUIDProblem is the 400 problem for a path parameter that is not a UUID.
+func pathUUIDProblem(name, value string) *Problem {
 	p := NewProblem(http.StatusBadRequest, "malformed", "Malformed request", fmt.Sprintf("%s: %q is not a UUID", name, value))
 	p.Errors = []FieldError{{Field: name, Detail: "not a UUID"}}
 	return p

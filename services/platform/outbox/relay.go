@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -198,7 +199,7 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	// Claimed rows are of distinct aggregates; ids are UUIDv7, so this is write order.
-	slices.SortFunc(rows, func(a, b store.ClaimOutboxRow) int { return cmp.Compare(a.ID.String(), b.ID.String()) })
+	slices.SortFunc(rows, func(a, b store.ClaimOutboxRow) int { return bytes.Compare(a.ID[:], b.ID[:]) })
 
 	msgs := make([]broker.Message, len(rows))
 	spans := make([]trace.Span, len(rows))

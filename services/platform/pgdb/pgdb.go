@@ -160,9 +160,3 @@ func Open(ctx context.Context, adminURL, databaseURL string, sets ...Migrations)
 	}
 	return pool, nil
 }
-
-// InTx runs fn inside a transaction and commits when fn returns nil. A panic or error
-// rolls back, so a half-done unit of work never becomes visible.
-func InTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, pool, fn)
-}

@@ -22,8 +22,6 @@ func NewServer(svc *emails.Service, faults *emails.Faults, adminEnabled bool, te
 	r.Get("/v1/emails/*", getEmail(svc, tel))
 	r.Get("/admin/faults", getFaults(faults))
 	r.Put("/admin/faults", putFaults(faults, adminEnabled, tel))
-	r.Method(http.MethodGet, "/healthz", httpapi.Healthz())
-	r.Method(http.MethodGet, "/readyz", httpapi.Readyz(ready...))
-	r.Method(http.MethodGet, "/metrics", tel.Metrics)
+	httpapi.Probes(r, tel.Metrics, ready...)
 	return httpapi.Instrument(tel, r)
 }

@@ -18,8 +18,6 @@ func NewServer(svc *stock.Service, tel *telemetry.Telemetry, ready ...httpapi.Ch
 	r.Get("/books", listBooks(svc, tel))
 	r.Get("/books/{id}", getBook(svc, tel))
 	r.Put("/books/{id}", putBook(svc, tel))
-	r.Method(http.MethodGet, "/healthz", httpapi.Healthz())
-	r.Method(http.MethodGet, "/readyz", httpapi.Readyz(ready...))
-	r.Method(http.MethodGet, "/metrics", tel.Metrics)
+	httpapi.Probes(r, tel.Metrics, ready...)
 	return httpapi.Instrument(tel, r)
 }

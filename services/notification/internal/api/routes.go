@@ -16,8 +16,6 @@ import (
 func NewServer(svc *notifications.Service, tel *telemetry.Telemetry, ready ...httpapi.Check) http.Handler {
 	r := chi.NewRouter()
 	r.Get("/notifications", listNotifications(svc, tel))
-	r.Method(http.MethodGet, "/healthz", httpapi.Healthz())
-	r.Method(http.MethodGet, "/readyz", httpapi.Readyz(ready...))
-	r.Method(http.MethodGet, "/metrics", tel.Metrics)
+	httpapi.Probes(r, tel.Metrics, ready...)
 	return httpapi.Instrument(tel, r)
 }

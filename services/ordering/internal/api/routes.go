@@ -17,9 +17,7 @@ func NewServer(svc *orders.Service, tel *telemetry.Telemetry, ready ...httpapi.C
 	r := chi.NewRouter()
 	r.Post("/orders", placeOrder(svc, tel))
 	r.Get("/orders/{id}", getOrder(svc, tel))
-	r.Method(http.MethodGet, "/healthz", httpapi.Healthz())
-	r.Method(http.MethodGet, "/readyz", httpapi.Readyz(ready...))
-	r.Method(http.MethodGet, "/metrics", tel.Metrics)
+	httpapi.Probes(r, tel.Metrics, ready...)
 	return httpapi.Instrument(tel, r)
 }
 
@@ -27,8 +25,6 @@ func NewServer(svc *orders.Service, tel *telemetry.Telemetry, ready ...httpapi.C
 // runs the relay alone.
 func NewProbes(tel *telemetry.Telemetry, ready ...httpapi.Check) http.Handler {
 	r := chi.NewRouter()
-	r.Method(http.MethodGet, "/healthz", httpapi.Healthz())
-	r.Method(http.MethodGet, "/readyz", httpapi.Readyz(ready...))
-	r.Method(http.MethodGet, "/metrics", tel.Metrics)
+	httpapi.Probes(r, tel.Metrics, ready...)
 	return httpapi.Instrument(tel, r)
 }
