@@ -96,7 +96,7 @@ func Main(m *testing.M) {
 // Process is a service running as a real OS process.
 type Process struct {
 	Name string // the binary's name, for messages
-	Base string // the service's base URL, http://127.0.0.1:port
+	Base string // the service's base URL, http://127.x.y.z:port
 
 	cmd    *exec.Cmd
 	log    *logBuffer

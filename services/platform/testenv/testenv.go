@@ -15,6 +15,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net"
 	"net/url"
 	"os"
@@ -184,9 +185,18 @@ func Eventually(t testing.TB, timeout time.Duration, msg string, cond func() boo
 
 // FreeAddr returns a loopback address with a port that was free a moment ago, for a
 // service under test to listen on.
+//
+// Between this call and the service's own listen, the port is free for anyone to take,
+// and a process being built and started leaves that gap open for seconds: two tests once
+// got the same port, and one test's requests reached the other's service. So each address
+// is on a host of its own in 127.0.0.0/8 (all of it is loopback on Linux), where no other
+// test asks for ports.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	host := fmt.Sprintf("127.%d.%d.%d", 1+b[0]%254, b[1], 1+b[2]%254)
+	ln, err := net.Listen("tcp", host+":0")
 	if err != nil {
 		t.Fatalf("free port: %v", err)
 	}
