@@ -27,9 +27,14 @@ func TestCrashBeforeCommitLeavesNothing(t *testing.T) {
 	e := newEnv(t)
 	p := startProcess(t, e, "BOOKSTORE_FAILPOINTS", "ordering/before-commit=crash")
 
-	_, err := http.Post(p.Base+"/orders", "application/json", stringsReader(orderBody("ada@example.com", 2)))
-	if err == nil {
-		t.Fatal("POST /orders answered; the process should have died before answering")
+	const key = "crash-then-retry"
+	body := orderBody("ada@example.com", 2)
+	req, _ := http.NewRequest(http.MethodPost, p.Base+"/orders", stringsReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("POST /orders answered %s; the process should have died before answering", resp.Status)
 	}
 	p.WaitKilled(t)
 
@@ -40,11 +45,22 @@ func TestCrashBeforeCommitLeavesNothing(t *testing.T) {
 		}
 	}
 
-	// The client retries with its key against the restarted service: one order, one event.
+	// The client retries with the same key against the restarted service: the key was
+	// never stored, so this places the order (201, not a replay of an order that does
+	// not exist), and exactly one order and one event come of the two requests.
 	p2 := startProcess(t, e)
-	resp, body := postOrder(t, p2.Base, "retry-me", orderBody("ada@example.com", 2))
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("retry: %d %s", resp.StatusCode, body)
+	resp, got := postOrder(t, p2.Base, key, body)
+	if resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("retry with the same key: %d (Idempotent-Replayed %q) %s, want 201 and a new order",
+			resp.StatusCode, resp.Header.Get("Idempotent-Replayed"), got)
+	}
+	var o struct{ ID uuid.UUID }
+	decodeJSON(t, got, &o)
+	if n := testenv.Count(t, db, "SELECT count(*) FROM idempotency_keys WHERE key = $1 AND order_id = $2", key, o.ID); n != 1 {
+		t.Errorf("the retry stored its key for order %s %d times, want 1", o.ID, n)
+	}
+	if n := testenv.Count(t, db, "SELECT count(*) FROM orders"); n != 1 {
+		t.Errorf("orders = %d after the crash and the retry, want 1", n)
 	}
 	msgs := testenv.Drain(t, e.amqpURL, broker.QueueInventoryOrderPlaced, 2*time.Second)
 	if len(msgs) != 1 {
