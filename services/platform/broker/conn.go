@@ -1,11 +1,14 @@
 // Package broker connects to RabbitMQ, declares the topology of the contracts and
 // publishes with confirms.
 //
-// It closes two failures. A broker that restarts or a link that drops must not need a
+// It closes three failures. A broker that restarts or a link that drops must not need a
 // service restart: Conn redials on demand, so every caller that asks for a channel after
-// an outage gets a working one. And a publish is not done when Publish returns, only when
+// an outage gets a working one. A publish is not done when Publish returns, only when
 // the broker confirms it: Publisher waits for the ack and treats a nack, a return
-// (unroutable) or a timeout as not published.
+// (unroutable) or a timeout as not published. And an outage is not a message's fault:
+// every failure of the connection itself (cannot dial, channel closed, confirm timeout,
+// connection blocked) wraps ErrUnavailable, so callers can tell it from a nack or a
+// return, which belong to one message, and spend no message's retry budget on it.
 package broker
 
 import (
@@ -19,19 +22,43 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
+// ErrUnavailable marks a failure of the broker or the link to it rather than of any one
+// message: the caller should back off and try the same work again later, without
+// counting it against the message.
+var ErrUnavailable = errors.New("broker unavailable")
+
+// Unavailable reports whether err is a failure of the broker rather than of a message.
+func Unavailable(err error) bool { return errors.Is(err, ErrUnavailable) }
+
+// DialTimeout bounds the TCP and AMQP handshake of one dial.
+const DialTimeout = 5 * time.Second
+
 // Conn is a RabbitMQ connection that redials when it finds itself closed.
+//
+// A service opens one Conn for publishing and another for consuming. RabbitMQ blocks a
+// publishing connection when it runs out of memory or disk (connection.blocked) and then
+// stops reading from it; a consumer sharing that connection could no longer ack, and the
+// messages it holds would wait with it. On their own connections the consumer keeps
+// draining while the publisher fails fast.
 type Conn struct {
 	url  string
 	name string
 
-	mu   sync.Mutex
-	conn *amqp.Connection
+	mu      sync.Mutex
+	conn    *amqp.Connection
+	blocked *blockState // of conn; replaced with it
+}
+
+type blockState struct {
+	mu     sync.Mutex
+	reason string // empty: not blocked
 }
 
 // NewConn returns a Conn for url; it dials on first use. name shows in the management UI.
 func NewConn(url, name string) *Conn { return &Conn{url: url, name: name} }
 
 // Channel returns a new channel, dialling first if the connection is missing or closed.
+// Its errors wrap ErrUnavailable.
 func (c *Conn) Channel(ctx context.Context) (*amqp.Channel, error) {
 	conn, err := c.connection(ctx)
 	if err != nil {
@@ -39,9 +66,23 @@ func (c *Conn) Channel(ctx context.Context) (*amqp.Channel, error) {
 	}
 	ch, err := conn.Channel()
 	if err != nil {
-		return nil, fmt.Errorf("broker channel: %w", err)
+		return nil, fmt.Errorf("%w: open channel: %w", ErrUnavailable, err)
 	}
 	return ch, nil
+}
+
+// Blocked returns the broker's reason when it has blocked this connection (a memory or
+// disk alarm), and "" otherwise.
+func (c *Conn) Blocked() string {
+	c.mu.Lock()
+	b := c.blocked
+	c.mu.Unlock()
+	if b == nil {
+		return ""
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.reason
 }
 
 func (c *Conn) connection(ctx context.Context) (*amqp.Connection, error) {
@@ -57,25 +98,42 @@ func (c *Conn) connection(ctx context.Context) (*amqp.Connection, error) {
 	}
 	conn, err := amqp.DialConfig(c.url, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("broker dial: %w", err)
+		return nil, fmt.Errorf("%w: dial: %w", ErrUnavailable, err)
 	}
-	c.conn = conn
+	b := &blockState{}
+	notes := conn.NotifyBlocked(make(chan amqp.Blocking, 4))
+	go func() {
+		// The library closes notes when the connection closes.
+		for n := range notes {
+			b.mu.Lock()
+			b.reason = ""
+			if n.Active {
+				b.reason = "connection blocked by the broker: " + n.Reason
+			}
+			b.mu.Unlock()
+		}
+	}()
+	c.conn, c.blocked = conn, b
 	return conn, nil
 }
 
-// dialer bounds the TCP and AMQP handshake by ctx and 5 seconds, so a black-holed broker
-// (a network partition, not a refused port) cannot hang the caller.
+// dialer bounds the TCP and AMQP handshake by ctx and DialTimeout, so a black-holed
+// broker (a network partition, not a refused port) cannot hang the caller.
 func dialer(ctx context.Context) func(network, addr string) (net.Conn, error) {
 	return func(network, addr string) (net.Conn, error) {
-		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		dctx, cancel := context.WithTimeout(ctx, DialTimeout)
 		defer cancel()
 		d := net.Dialer{KeepAlive: 15 * time.Second}
 		return d.DialContext(dctx, network, addr)
 	}
 }
 
-// Ping reports whether the broker is reachable, dialling if needed. Used by /readyz.
+// Ping reports whether the broker is reachable and has not blocked this connection,
+// dialling if needed. Used by /readyz.
 func (c *Conn) Ping(ctx context.Context) error {
+	if reason := c.Blocked(); reason != "" {
+		return fmt.Errorf("%w: %s", ErrUnavailable, reason)
+	}
 	ch, err := c.Channel(ctx)
 	if err != nil {
 		return err

@@ -38,32 +38,55 @@ type Publisher struct {
 }
 
 // NewPublisher returns a Publisher that waits at most confirmTimeout for a batch's acks.
+// Give it a Conn of its own: see Conn.
 func NewPublisher(conn *Conn, confirmTimeout time.Duration) *Publisher {
 	return &Publisher{conn: conn, confirmTimeout: confirmTimeout}
 }
 
+// MaxDuration is the longest one PublishBatch can take: a dial, then the confirm timeout.
+// A claim on the messages being published must outlast it.
+func (p *Publisher) MaxDuration() time.Duration { return DialTimeout + p.confirmTimeout }
+
+// Ready opens the publishing channel if there is none and reports whether the broker can
+// take messages now. A caller with messages waiting asks before taking them on, so an
+// outage leaves them untouched instead of failing each one. Its errors wrap
+// ErrUnavailable.
+func (p *Publisher) Ready(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, err := p.channel(ctx)
+	return err
+}
+
 // PublishBatch publishes msgs pipelined: every message is sent before the first ack is
 // awaited, so a batch costs about one round trip, not one per message. It returns one
-// error per message; nil means the broker confirmed it and it was routed to a queue.
-// Anything else (nack, return, timeout, lost channel) means it may or may not be in the
-// broker, and the caller must publish it again later: at least once, never zero.
+// error per message:
+//
+//   - nil: the broker confirmed the message and routed it to a queue;
+//   - ErrNacked or ErrUnroutable: the broker refused this message on a healthy channel, a
+//     failure that belongs to the message;
+//   - ErrUnavailable: the channel, the connection or the broker failed (closed, blocked,
+//     no confirm in time), a failure that belongs to no message.
+//
+// Whatever the error, the message may or may not be in the broker, and the caller must
+// publish it again later: at least once, never zero.
 func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message) []error {
 	errs := make([]error, len(msgs))
-	if len(msgs) > MaxBatch {
+	fail := func(err error) []error {
 		for i := range errs {
-			errs[i] = fmt.Errorf("publish: batch of %d exceeds %d", len(msgs), MaxBatch)
+			errs[i] = err
 		}
 		return errs
+	}
+	if len(msgs) > MaxBatch {
+		return fail(fmt.Errorf("publish: batch of %d exceeds %d", len(msgs), MaxBatch))
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 
 	ch, err := p.channel(ctx)
 	if err != nil {
-		for i := range errs {
-			errs[i] = err
-		}
-		return errs
+		return fail(err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.confirmTimeout)
 	defer cancel()
@@ -72,12 +95,15 @@ func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message) []error {
 	for i, m := range msgs {
 		m.Publishing.DeliveryMode = amqp.Persistent
 		confirms[i], errs[i] = ch.PublishWithDeferredConfirmWithContext(ctx, Exchange, m.RoutingKey, true, false, m.Publishing)
+		if errs[i] != nil {
+			errs[i] = fmt.Errorf("%w: publish: %w", ErrUnavailable, errs[i])
+		}
 	}
 	broken := false
 	for i, dc := range confirms {
 		if errs[i] != nil || dc == nil {
 			if errs[i] == nil {
-				errs[i] = errors.New("publish: channel not in confirm mode")
+				errs[i] = fmt.Errorf("%w: publish: channel not in confirm mode", ErrUnavailable)
 			}
 			broken = true
 			continue
@@ -85,7 +111,12 @@ func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message) []error {
 		acked, err := dc.WaitContext(ctx)
 		switch {
 		case err != nil:
-			errs[i] = fmt.Errorf("publish: waiting for confirm: %w", err)
+			errs[i] = fmt.Errorf("%w: publish: waiting for confirm: %w", ErrUnavailable, err)
+			broken = true
+		case !acked && ch.IsClosed():
+			// The library resolves every outstanding confirm as a nack when the channel
+			// closes; that is the channel's failure, not a refusal of this message.
+			errs[i] = fmt.Errorf("%w: publish: channel closed before the confirm", ErrUnavailable)
 			broken = true
 		case !acked:
 			errs[i] = ErrNacked
@@ -116,6 +147,11 @@ drain:
 }
 
 func (p *Publisher) channel(ctx context.Context) (*amqp.Channel, error) {
+	if reason := p.conn.Blocked(); reason != "" {
+		// A blocked connection takes publishes into its socket buffer and then stalls;
+		// failing fast keeps the caller's claims short and its loop responsive.
+		return nil, fmt.Errorf("%w: %s", ErrUnavailable, reason)
+	}
 	if p.ch != nil && !p.ch.IsClosed() {
 		return p.ch, nil
 	}
@@ -126,12 +162,12 @@ func (p *Publisher) channel(ctx context.Context) (*amqp.Channel, error) {
 	// Declared on every new channel: after a broker restart that lost the topology, the
 	// first publish would otherwise be returned as unroutable until someone redeclared.
 	if err := DeclareTopology(ch); err != nil {
-		_ = ch.Close()
-		return nil, err
+		closeAsync(ch)
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	if err := ch.Confirm(false); err != nil {
-		_ = ch.Close()
-		return nil, fmt.Errorf("publish: confirm mode: %w", err)
+		closeAsync(ch)
+		return nil, fmt.Errorf("%w: publish: confirm mode: %w", ErrUnavailable, err)
 	}
 	p.returns = ch.NotifyReturn(make(chan amqp.Return, MaxBatch))
 	p.ch = ch
@@ -140,10 +176,15 @@ func (p *Publisher) channel(ctx context.Context) (*amqp.Channel, error) {
 
 func (p *Publisher) reset() {
 	if p.ch != nil {
-		_ = p.ch.Close()
+		closeAsync(p.ch)
 	}
 	p.ch = nil
 }
+
+// closeAsync closes ch without waiting. Channel.Close waits for the broker's close-ok,
+// which never comes while the connection is blocked or stalled; waiting would hold the
+// publisher's lock, and every later publish with it, until the heartbeat gave up.
+func closeAsync(ch *amqp.Channel) { go func() { _ = ch.Close() }() }
 
 // Close closes the publishing channel.
 func (p *Publisher) Close() {

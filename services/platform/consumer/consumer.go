@@ -1,12 +1,18 @@
 // Package consumer runs a service's queue: it decodes each delivery, hands it to the
 // service's handler and acknowledges only after the handler's transaction committed.
 //
-// It closes three failures. Acking before the work is done loses the message when the
+// It closes four failures. Acking before the work is done loses the message when the
 // process dies mid-way; here the ack comes last, so a crash means a redelivery (which the
 // inbox turns into a no-op). Acking a message whose handler failed hides the failure
 // (eShopOnContainers did); here a failure is requeued after a backoff, bounded by the
-// queue's delivery limit. And a message that can never succeed must not circle forever:
-// it is rejected without requeue, lands in the queue's DLQ at once, and is counted.
+// queue's delivery limit. A message that can never succeed must not circle forever: it
+// is rejected without requeue, lands in the queue's DLQ at once, and is counted. And an
+// outage is not the message's fault: when the handler fails because its database is
+// down, requeueing would spend the message's deliveries until RabbitMQ dead-letters a
+// perfectly good message. Here the consumer stops instead: it closes its channel, which
+// returns what it held to the queue, waits until the dependency answers, and consumes
+// again. x-delivery-limit then means what it says: a message that keeps failing while
+// everything it needs is healthy.
 package consumer
 
 import (
@@ -17,6 +23,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -29,6 +36,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/backoff"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 )
 
@@ -43,7 +51,9 @@ const (
 )
 
 // Handler does the work of one event. An error wrapping *event.PoisonError dead-letters
-// the message; any other error requeues it after a backoff.
+// the message; any other error is retried: in place when it is transient, after a pause
+// of the whole consumer when a dependency is down, and otherwise by requeueing the
+// message after a backoff.
 type Handler func(ctx context.Context, env event.Envelope) (Outcome, error)
 
 // Config tunes a Consumer.
@@ -54,7 +64,16 @@ type Config struct {
 	Prefetch    int      // unacked deliveries the broker may push (default 2×Concurrency)
 	Concurrency int      // handlers running at once (default 4)
 	RetryBase   time.Duration
-	RetryMax    time.Duration
+	RetryMax    time.Duration // of a message's requeue backoff, and of the wait for a dependency
+	// Healthy is asked after a handler fails: an error means the failure was the
+	// dependency's (its database is unreachable, its pool exhausted), not the message's.
+	// Typically the pool's Ping. Nil: every failure is the message's.
+	Healthy func(context.Context) error
+	// InPlaceRetries is how often a transient failure (pgdb.Transient: a deadlock, a
+	// serialization failure, a dropped connection) is retried before the message is
+	// requeued (default 3).
+	InPlaceRetries int
+	HandlerTimeout time.Duration // the most one delivery may take, even during shutdown (default 30s)
 }
 
 // Consumer consumes one queue until its context ends.
@@ -66,50 +85,113 @@ type Consumer struct {
 	tracer  trace.Tracer
 	m       metrics
 	attrSet metric.MeasurementOption
+
+	state   atomic.Pointer[string] // why it is not consuming; nil while it is
+	failedM sync.Mutex
+	failed  map[string]int // failures per message id: the requeue backoff's own counter
 }
 
-// New returns a consumer of cfg.Queue.
+// New returns a consumer of cfg.Queue. Give it a broker.Conn that does not publish: see
+// broker.Conn.
 func New(conn *broker.Conn, tel *telemetry.Telemetry, cfg Config, handle Handler) (*Consumer, error) {
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 4)
 	cfg.Prefetch = cmp.Or(cfg.Prefetch, 2*cfg.Concurrency)
 	cfg.RetryBase = cmp.Or(cfg.RetryBase, 100*time.Millisecond)
 	cfg.RetryMax = cmp.Or(cfg.RetryMax, 10*time.Second)
-	m, err := newMetrics(tel.Meter("consumer"))
-	if err != nil {
-		return nil, err
-	}
-	return &Consumer{
+	cfg.InPlaceRetries = cmp.Or(cfg.InPlaceRetries, 3)
+	cfg.HandlerTimeout = cmp.Or(cfg.HandlerTimeout, 30*time.Second)
+	c := &Consumer{
 		conn:    conn,
 		cfg:     cfg,
 		handle:  handle,
 		log:     tel.Logger.With("component", "consumer", "consumer", cfg.Name, "queue", cfg.Queue),
 		tracer:  tel.Tracer("consumer"),
-		m:       m,
 		attrSet: metric.WithAttributes(attribute.String("consumer", cfg.Name)),
-	}, nil
+		failed:  map[string]int{},
+	}
+	c.setState("not started")
+	m, err := newMetrics(tel.Meter("consumer"), c)
+	if err != nil {
+		return nil, err
+	}
+	c.m = m
+	return c, nil
 }
 
-// Run consumes until ctx ends, reconnecting after the broker or the connection goes away.
-// On return every delivery it started has been acked, rejected or requeued.
+// Ready reports whether the consumer is consuming its queue now, for /readyz: a consumer
+// that lost its channel, was cancelled by the server or waits out an outage says why.
+func (c *Consumer) Ready(context.Context) error {
+	if why := c.state.Load(); why != nil {
+		return fmt.Errorf("%s is not consuming %s: %s", c.cfg.Name, c.cfg.Queue, *why)
+	}
+	return nil
+}
+
+func (c *Consumer) setState(why string) {
+	if why == "" {
+		c.state.Store(nil)
+		return
+	}
+	c.state.Store(&why)
+}
+
+// errOutage marks a session that ended because a dependency of the handler failed.
+var errOutage = errors.New("a dependency of the handler is down")
+
+// healthyPeriod is how long a session must have lasted for its end to start a new count
+// of reconnect backoff: a hiccup after an hour of work waits the shortest delay again.
+const healthyPeriod = 30 * time.Second
+
+// Run consumes until ctx ends, reconnecting after the broker or the connection goes away
+// and pausing while a dependency of the handler is down. On return every delivery it
+// started has been acked, rejected or requeued, and every delivery it had not started is
+// back in the queue.
 func (c *Consumer) Run(ctx context.Context) error {
+	defer c.setState("stopped")
 	failures := 0
 	for ctx.Err() == nil {
+		started := time.Now()
 		err := c.consume(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
-		failures++
-		c.log.WarnContext(ctx, "consumer lost its channel, reconnecting", "err", err, "attempt", failures)
-		if !backoff.Sleep(ctx, backoff.Delay(c.cfg.RetryBase, c.cfg.RetryMax, failures)) {
-			return nil
-		}
-		if err == nil {
+		if time.Since(started) > healthyPeriod {
 			failures = 0
+		}
+		c.setState(err.Error())
+		c.log.WarnContext(ctx, "consumer stopped consuming; it resumes when the broker and its dependencies answer", "err", err)
+		for {
+			failures++
+			if !backoff.Sleep(ctx, backoff.Delay(c.cfg.RetryBase, c.cfg.RetryMax, failures)) {
+				return nil
+			}
+			err := c.healthy(ctx)
+			if err == nil {
+				break
+			}
+			c.setState(err.Error())
+			c.log.DebugContext(ctx, "dependency still down", "err", err)
 		}
 	}
 	return nil
 }
 
+func (c *Consumer) healthy(ctx context.Context) error {
+	if c.cfg.Healthy == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := c.cfg.Healthy(ctx); err != nil {
+		return fmt.Errorf("%w: %w", errOutage, err)
+	}
+	return nil
+}
+
+// consume runs one session on one channel. It ends when ctx ends, when the channel or
+// the server's consumer goes away, or when a handler meets an outage. Closing the channel
+// at the end returns every delivery not acked to the queue; RabbitMQ counts that return
+// once against the delivery limit, however long the outage lasts.
 func (c *Consumer) consume(ctx context.Context) error {
 	ch, err := c.conn.Channel(ctx)
 	if err != nil {
@@ -122,43 +204,75 @@ func (c *Consumer) consume(ctx context.Context) error {
 	if err := ch.Qos(c.cfg.Prefetch, 0, false); err != nil {
 		return fmt.Errorf("qos: %w", err)
 	}
+	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	cancelled := ch.NotifyCancel(make(chan string, 1))
 	tag := c.cfg.Name + "-" + randomTag()
-	deliveries, err := ch.ConsumeWithContext(ctx, c.cfg.Queue, tag, false, false, false, false, nil)
+	deliveries, err := ch.Consume(c.cfg.Queue, tag, false, false, false, false, nil)
 	if err != nil {
 		return fmt.Errorf("consume %s: %w", c.cfg.Queue, err)
 	}
+	c.setState("")
 	c.log.InfoContext(ctx, "consuming", "prefetch", c.cfg.Prefetch, "concurrency", c.cfg.Concurrency)
+
+	stop := make(chan struct{}) // closed: start no further delivery
+	outage := make(chan error, c.cfg.Concurrency)
 	var wg sync.WaitGroup
 	for range c.cfg.Concurrency {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for d := range deliveries {
-				c.deliver(ctx, d)
+			for {
+				select {
+				case <-stop:
+					return
+				case d, ok := <-deliveries:
+					if !ok {
+						return
+					}
+					select {
+					case <-stop:
+						return // prefetched, not started: the channel's close returns it
+					default:
+					}
+					if err := c.deliver(ctx, d); err != nil {
+						outage <- err
+						return
+					}
+				}
 			}
 		}()
 	}
-	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
+
+	var end error
 	select {
 	case <-ctx.Done():
-		// Stop new deliveries, let the workers finish the ones they hold, then close.
-		_ = ch.Cancel(tag, false)
-		wg.Wait()
-		return nil
+	case err := <-outage:
+		end = err
+	case <-cancelled:
+		end = errors.New("the server cancelled the consumer (queue deleted?)")
 	case err := <-closed:
-		wg.Wait()
-		if err == nil {
-			return errors.New("channel closed")
-		}
-		return err
+		end = cmp.Or[error](err, errors.New("channel closed"))
 	}
+	c.setState(cmp.Or(errString(end), "shutting down"))
+	close(stop)
+	wg.Wait() // the handlers at work finish, and ack, before the channel closes
+	return end
 }
 
-// deliver handles one delivery to its end: ack, reject or requeue. The handler runs on a
-// context that survives shutdown for a bounded time, so a SIGTERM lets the transaction in
-// progress commit and be acked instead of being cut in half.
-func (c *Consumer) deliver(ctx context.Context, d amqp.Delivery) {
-	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// deliver handles one delivery to its end: ack, reject or requeue; or, when a dependency
+// of the handler is down, none of them: it returns the outage and leaves the message to
+// the channel's close. The handler runs on a context that survives shutdown for a bounded
+// time, so a SIGTERM lets the transaction in progress commit and be acked instead of
+// being cut in half.
+func (c *Consumer) deliver(ctx context.Context, d amqp.Delivery) error {
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.HandlerTimeout)
 	defer cancel()
 	hctx = telemetry.Propagator.Extract(hctx, headerCarrier(d.Headers))
 	hctx, span := c.tracer.Start(hctx, c.cfg.Queue+" process",
@@ -175,35 +289,59 @@ func (c *Consumer) deliver(ctx context.Context, d amqp.Delivery) {
 	if d.Redelivered || deliveryCount(d) > 0 {
 		c.m.redeliveries.Add(hctx, 1, c.attrSet)
 	}
-
-	outcome, err := c.process(hctx, d)
-	c.m.duration.Record(hctx, time.Since(start).Seconds(), c.attrSet)
 	log := c.log.With("message_id", d.MessageId, "type", d.Type)
+
+	var outcome Outcome
+	var err error
+	for try := 1; ; try++ {
+		outcome, err = c.process(hctx, d)
+		if _, poison := event.IsPoison(err); err == nil || poison {
+			break
+		}
+		if down := c.healthy(hctx); down != nil {
+			span.SetStatus(codes.Error, "dependency down")
+			span.RecordError(err)
+			c.m.outages.Add(hctx, 1, c.attrSet)
+			log.WarnContext(hctx, "handler failed while a dependency is down; pausing the consumer, the message is not at fault",
+				"err", err, "dependency", down)
+			return fmt.Errorf("%w (handler: %w)", down, err)
+		}
+		if try > c.cfg.InPlaceRetries || !pgdb.Transient(err) {
+			break
+		}
+		c.m.inPlaceRetries.Add(hctx, 1, c.attrSet)
+		log.InfoContext(hctx, "transient failure, retrying in place", "err", err, "try", try)
+		backoff.Sleep(hctx, backoff.Delay(c.cfg.RetryBase, c.cfg.RetryMax, try))
+	}
+	c.m.duration.Record(hctx, time.Since(start).Seconds(), c.attrSet)
 
 	if reason, ok := event.IsPoison(err); ok {
 		span.SetStatus(codes.Error, "poison")
 		span.RecordError(err)
+		c.forget(d.MessageId)
 		c.m.poison.Add(hctx, 1, metric.WithAttributes(attribute.String("consumer", c.cfg.Name), attribute.String("reason", reason)))
 		log.ErrorContext(hctx, "poison message dead-lettered", "reason", reason, "err", err)
 		if err := d.Reject(false); err != nil {
 			log.WarnContext(hctx, "reject failed; the broker will redeliver", "err", err)
 		}
-		return
+		return nil
 	}
 	if err != nil {
-		span.SetStatus(codes.Error, "transient failure")
+		span.SetStatus(codes.Error, "handler failed")
 		span.RecordError(err)
 		c.m.failures.Add(hctx, 1, c.attrSet)
-		// Hold the message for a backoff before requeueing: an outage of the database
-		// should not burn through the queue's delivery limit in a hot loop.
-		delay := backoff.Delay(c.cfg.RetryBase, c.cfg.RetryMax, int(deliveryCount(d))+1)
+		// The handler failed with its dependencies healthy: this message's own failure,
+		// and one of its deliveries is spent. Hold it for a backoff first, so that a
+		// message failing fast does not cycle through its delivery limit in a hot loop.
+		delay := backoff.Delay(c.cfg.RetryBase, c.cfg.RetryMax, c.fail(d.MessageId))
 		log.WarnContext(hctx, "handler failed, requeueing", "err", err, "delay", delay, "delivery_count", deliveryCount(d))
 		backoff.Sleep(ctx, delay)
 		if err := d.Nack(false, true); err != nil {
 			log.WarnContext(hctx, "nack failed; the broker will redeliver", "err", err)
 		}
-		return
+		return nil
 	}
+	c.forget(d.MessageId)
 	switch outcome {
 	case Duplicate:
 		c.m.duplicates.Add(hctx, 1, c.attrSet)
@@ -216,6 +354,28 @@ func (c *Consumer) deliver(ctx context.Context, d amqp.Delivery) {
 		// The work is committed; the redelivery this causes will be a duplicate.
 		log.WarnContext(hctx, "ack failed; the broker will redeliver", "err", err)
 	}
+	return nil
+}
+
+// maxTracked bounds the failure counts kept; past it they start over, which only
+// shortens some backoffs.
+const maxTracked = 10_000
+
+// fail counts one more failure of message id and returns the count.
+func (c *Consumer) fail(id string) int {
+	c.failedM.Lock()
+	defer c.failedM.Unlock()
+	if len(c.failed) >= maxTracked {
+		clear(c.failed)
+	}
+	c.failed[id]++
+	return c.failed[id]
+}
+
+func (c *Consumer) forget(id string) {
+	c.failedM.Lock()
+	defer c.failedM.Unlock()
+	delete(c.failed, id)
 }
 
 func (c *Consumer) process(ctx context.Context, d amqp.Delivery) (Outcome, error) {
@@ -262,11 +422,11 @@ func (h headerCarrier) Keys() []string {
 func randomTag() string { return fmt.Sprintf("%08x", rand.Uint32()) }
 
 type metrics struct {
-	processed, duplicates, poison, redeliveries, failures metric.Int64Counter
-	duration                                              metric.Float64Histogram
+	processed, duplicates, poison, redeliveries, failures, outages, inPlaceRetries metric.Int64Counter
+	duration                                                                       metric.Float64Histogram
 }
 
-func newMetrics(m metric.Meter) (metrics, error) {
+func newMetrics(m metric.Meter, c *Consumer) (metrics, error) {
 	var out metrics
 	var errs []error
 	counter := func(name, desc string) metric.Int64Counter {
@@ -278,8 +438,22 @@ func newMetrics(m metric.Meter) (metrics, error) {
 	out.duplicates = counter("bookstore.consumer.duplicates", "Messages acked as duplicates of one already processed.")
 	out.poison = counter("bookstore.consumer.poison", "Messages dead-lettered as poison, by reason.")
 	out.redeliveries = counter("bookstore.consumer.redeliveries", "Deliveries the broker marked as redelivered.")
-	out.failures = counter("bookstore.consumer.transient_failures", "Handler failures requeued for another try.")
-	var err error
+	out.failures = counter("bookstore.consumer.transient_failures", "Handler failures with healthy dependencies, requeued for another try: each spends a delivery.")
+	out.outages = counter("bookstore.consumer.outages", "Handler failures while a dependency was down: the consumer paused, no delivery was spent on the message.")
+	out.inPlaceRetries = counter("bookstore.consumer.in_place_retries", "Transient failures (deadlock, serialization, dropped connection) retried without requeueing.")
+	consuming, err := m.Int64ObservableGauge("bookstore.consumer.consuming", metric.WithDescription("1 while the consumer is consuming its queue, 0 while it is paused or reconnecting."))
+	errs = append(errs, err)
+	if err == nil {
+		_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+			v := int64(0)
+			if c.Ready(context.Background()) == nil {
+				v = 1
+			}
+			o.ObserveInt64(consuming, v, c.attrSet)
+			return nil
+		}, consuming)
+		errs = append(errs, err)
+	}
 	out.duration, err = m.Float64Histogram("bookstore.consumer.handler_duration", metric.WithUnit("s"),
 		metric.WithDescription("Time from delivery to ack, reject or requeue."),
 		metric.WithExplicitBucketBoundaries(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))

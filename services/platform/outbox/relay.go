@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -36,9 +37,10 @@ type Config struct {
 	BatchSize       int           // rows claimed and published at once (at most broker.MaxBatch)
 	Lease           time.Duration // how long a claim keeps other relays off a row
 	PollInterval    time.Duration // how often to look without a notification
-	MaxAttempts     int           // failed publishes before a row is parked as dead
+	MaxAttempts     int           // publishes the broker refused (nack, return) before a row is parked as dead
 	BackoffBase     time.Duration // first retry delay; doubles per attempt, with jitter
-	BackoffMax      time.Duration
+	BackoffMax      time.Duration // of a row's retries
+	OutageMax       time.Duration // the longest wait between tries while the broker or database is down
 	Retention       time.Duration // published rows older than this are deleted
 	CleanupInterval time.Duration
 }
@@ -51,6 +53,7 @@ var DefaultConfig = Config{
 	MaxAttempts:     25,
 	BackoffBase:     200 * time.Millisecond,
 	BackoffMax:      time.Minute,
+	OutageMax:       10 * time.Second,
 	Retention:       72 * time.Hour,
 	CleanupInterval: time.Minute,
 }
@@ -64,6 +67,7 @@ func (c Config) withDefaults() Config {
 	c.MaxAttempts = cmp.Or(c.MaxAttempts, d.MaxAttempts)
 	c.BackoffBase = cmp.Or(c.BackoffBase, d.BackoffBase)
 	c.BackoffMax = cmp.Or(c.BackoffMax, d.BackoffMax)
+	c.OutageMax = cmp.Or(c.OutageMax, d.OutageMax)
 	c.Retention = cmp.Or(c.Retention, d.Retention)
 	c.CleanupInterval = cmp.Or(c.CleanupInterval, d.CleanupInterval)
 	return c
@@ -71,24 +75,48 @@ func (c Config) withDefaults() Config {
 
 // Relay publishes committed outbox rows to the broker. Several relays may run against one
 // database: they claim disjoint batches, and a dead relay's claims expire.
+//
+// It tells two kinds of failure apart. A nack or a return on a healthy channel belongs to
+// one row: it spends one of the row's MaxAttempts, and a row out of attempts is parked
+// as dead so that it stops holding back its aggregate's later events. A failure of the
+// broker, the link or the database belongs to no row: the claims are released untouched
+// and the relay itself backs off, so an outage of any length costs time, never an
+// attempt, and the rows drain by themselves when it ends.
 type Relay struct {
 	pool   *pgxpool.Pool
 	q      *store.Queries
 	pub    *broker.Publisher
 	cfg    Config
+	token  uuid.UUID   // this process's claims; see ClaimOutbox
+	solo   atomic.Bool // this process holds the relay id's lock: no live twin shares cfg.ID
 	log    *slog.Logger
 	tracer trace.Tracer
 	m      relayMetrics
 }
 
-// NewRelay returns a relay over pool that publishes through pub.
+// leaseMargin is what a lease must leave beyond the longest publish: the claim, the
+// mark and a scheduler hiccup on a loaded machine.
+const leaseMargin = 5 * time.Second
+
+// markTimeout bounds recording a batch's outcome once shutdown has begun. The broker has
+// acked those events: leaving them unmarked would publish them again after the restart.
+const markTimeout = 10 * time.Second
+
+// NewRelay returns a relay over pool that publishes through pub. It refuses a lease that
+// a publish could outlast: the rows would be taken over and published again by another
+// relay while the first still waits for their confirms.
 func NewRelay(pool *pgxpool.Pool, pub *broker.Publisher, tel *telemetry.Telemetry, cfg Config) (*Relay, error) {
 	cfg = cfg.withDefaults()
+	if need := pub.MaxDuration() + leaseMargin; cfg.Lease < need {
+		return nil, fmt.Errorf("outbox relay: a lease of %v does not outlast a publish (dial and confirm timeout %v, plus %v): use at least %v",
+			cfg.Lease, pub.MaxDuration(), leaseMargin, need)
+	}
 	r := &Relay{
 		pool:   pool,
 		q:      store.New(pool),
 		pub:    pub,
 		cfg:    cfg,
+		token:  uuid.New(),
 		log:    tel.Logger.With("component", "outbox.relay", "relay_id", cfg.ID),
 		tracer: tel.Tracer("outbox"),
 	}
@@ -101,7 +129,8 @@ func NewRelay(pool *pgxpool.Pool, pub *broker.Publisher, tel *telemetry.Telemetr
 }
 
 // Run publishes until ctx ends. It never returns early on a broker or database outage:
-// it logs, backs off and tries again, so the relay heals when they come back.
+// it logs, backs off (up to OutageMax) and tries again, so the relay heals when they come
+// back.
 func (r *Relay) Run(ctx context.Context) error {
 	wake := make(chan struct{}, 1)
 	done := make(chan struct{})
@@ -124,8 +153,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		switch {
 		case err != nil:
 			failures++
-			r.log.WarnContext(ctx, "relay batch failed", "err", err, "consecutive_failures", failures)
-			if !backoff.Sleep(ctx, backoff.Delay(r.cfg.BackoffBase, r.cfg.BackoffMax, failures)) {
+			r.m.outages.Add(ctx, 1)
+			r.log.WarnContext(ctx, "relay cannot publish now; no row's attempts are spent", "err", err, "consecutive_failures", failures)
+			if !backoff.Sleep(ctx, backoff.Delay(r.cfg.BackoffBase, r.cfg.OutageMax, failures)) {
 				return nil
 			}
 			continue
@@ -152,44 +182,74 @@ func (r *Relay) Run(ctx context.Context) error {
 func (r *Relay) listen(ctx context.Context, wake chan<- struct{}) {
 	failures := 0
 	for ctx.Err() == nil {
+		started := time.Now()
 		err := r.listenOnce(ctx, wake)
 		if ctx.Err() != nil {
 			return
 		}
+		if time.Since(started) > time.Minute {
+			failures = 0 // a connection that lasted was healthy: this is a new outage
+		}
 		failures++
 		r.log.DebugContext(ctx, "outbox listener reconnecting", "err", err)
-		if !backoff.Sleep(ctx, backoff.Delay(r.cfg.BackoffBase, r.cfg.BackoffMax, failures)) {
+		if !backoff.Sleep(ctx, backoff.Delay(r.cfg.BackoffBase, r.cfg.OutageMax, failures)) {
 			return
 		}
 	}
 }
 
+// listenOnce also holds the relay id's lock for as long as its connection lives: the one
+// process that holds it knows no live twin runs under the same RELAY_ID, and may take
+// back at once the claims an earlier process under that id left when it died.
 func (r *Relay) listenOnce(ctx context.Context, wake chan<- struct{}) error {
 	conn, err := pgx.ConnectConfig(ctx, r.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	defer r.solo.Store(false)
+	solo, err := store.New(conn).TryRelayLock(ctx, r.cfg.ID)
+	if err != nil {
+		return err
+	}
+	if !solo {
+		r.log.WarnContext(ctx, "another live process runs under this RELAY_ID; the claims of a dead one wait out their lease")
+	}
+	r.solo.Store(solo)
 	if _, err := conn.Exec(ctx, "LISTEN outbox"); err != nil {
 		return err
 	}
+	notify(wake) // rows committed while no one listened, or claims just made ours
 	for {
 		if _, err := conn.WaitForNotification(ctx); err != nil {
 			return err
 		}
-		select {
-		case wake <- struct{}{}:
-		default: // a wake-up is already pending; it will see this row too
-		}
+		notify(wake)
+	}
+}
+
+func notify(wake chan<- struct{}) {
+	select {
+	case wake <- struct{}{}:
+	default: // a wake-up is already pending; it will see this row too
 	}
 }
 
 // RunOnce claims one batch, publishes it and records the outcome of every row. It returns
-// how many rows it claimed.
+// how many rows it claimed, and an error when the broker or the database failed, in which
+// case no row's attempts were spent.
 func (r *Relay) RunOnce(ctx context.Context) (int, error) {
+	// Rows are not claimed while the broker is known to be down: claiming them would only
+	// hold them away from a relay that can publish.
+	if err := r.pub.Ready(ctx); err != nil {
+		return 0, err
+	}
+	claimed := time.Now()
 	rows, err := r.q.ClaimOutbox(ctx, store.ClaimOutboxParams{
 		BatchSize:    int32(r.cfg.BatchSize),
 		RelayID:      &r.cfg.ID,
+		ClaimToken:   r.token,
+		ReclaimOwn:   r.solo.Load(),
 		LeaseSeconds: r.cfg.Lease.Seconds(),
 	})
 	if err != nil {
@@ -206,49 +266,80 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	for i, row := range rows {
 		msgs[i], spans[i] = r.message(ctx, row)
 	}
-	errs := r.pub.PublishBatch(ctx, msgs)
+	// The publish ends before the lease does, so no other relay takes these rows over
+	// while their confirms are still on the way.
+	pctx, cancel := context.WithDeadline(ctx, claimed.Add(r.cfg.Lease-leaseMargin))
+	errs := r.pub.PublishBatch(pctx, msgs)
+	cancel()
 
 	// The broker has the acked events now. Dying here, before they are marked, is the
 	// window the relay cannot close: after a restart they are claimed and published again
-	// with the same ids, and consumers drop the copies.
-	if err := failpoint.Inject(ctx, failpoint.RelayAfterPublish); err != nil {
+	// with the same ids, and consumers drop the copies. A SIGTERM here must not open it:
+	// the outcome is recorded on a context that outlives the caller's, for a bounded time.
+	if err := failpoint.Inject(ctx, failpoint.RelayAfterPublish); errors.Is(err, failpoint.ErrInjected) {
 		return len(rows), err
 	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
+	defer cancel()
+	return len(rows), r.record(rctx, rows, errs, spans)
+}
 
-	var published []uuid.UUID
+// record writes the outcome of a published batch. Confirmed rows are marked first: if the
+// database fails half-way, what the broker has is already known, and only rows that must
+// be tried again are left to their claim.
+func (r *Relay) record(ctx context.Context, rows []store.ClaimOutboxRow, errs []error, spans []trace.Span) error {
+	var published, released []uuid.UUID
+	var outage error
 	for i, row := range rows {
-		if errs[i] == nil {
+		switch {
+		case errs[i] == nil:
 			published = append(published, row.ID)
 			r.m.published.Add(ctx, 1)
 			r.m.latency.Record(ctx, time.Since(row.CreatedAt).Seconds())
 			spans[i].End()
+		case broker.Unavailable(errs[i]):
+			released = append(released, row.ID)
+			outage = cmp.Or(outage, errs[i])
+			spans[i].RecordError(errs[i])
+			spans[i].SetStatus(codes.Error, "broker unavailable")
+			spans[i].End()
+		}
+	}
+	if len(published) > 0 {
+		if _, err := r.q.MarkPublished(ctx, published); err != nil {
+			return fmt.Errorf("mark published: %w", err)
+		}
+	}
+	if len(released) > 0 {
+		if _, err := r.q.ReleaseClaims(ctx, store.ReleaseClaimsParams{Ids: released, ClaimToken: r.token}); err != nil {
+			return fmt.Errorf("release claims: %w", err)
+		}
+	}
+	for i, row := range rows {
+		if errs[i] == nil || broker.Unavailable(errs[i]) {
 			continue
 		}
 		spans[i].RecordError(errs[i])
-		spans[i].SetStatus(codes.Error, "publish failed")
+		spans[i].SetStatus(codes.Error, "publish refused")
 		spans[i].End()
 		r.m.failures.Add(ctx, 1)
 		state, err := r.q.RecordPublishFailure(ctx, store.RecordPublishFailureParams{
 			ID:             row.ID,
+			ClaimToken:     r.token,
 			LastError:      ptr(errs[i].Error()),
 			BackoffSeconds: backoff.Delay(r.cfg.BackoffBase, r.cfg.BackoffMax, int(row.Attempts)+1).Seconds(),
 			MaxAttempts:    int32(r.cfg.MaxAttempts),
 		})
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return len(rows), fmt.Errorf("record publish failure: %w", err)
+			return fmt.Errorf("record publish failure: %w", err)
 		}
 		if state == "dead" {
 			r.log.ErrorContext(ctx, "outbox row parked as dead", "event_id", row.ID, "type", row.EventType, "attempts", row.Attempts+1, "err", errs[i])
 		} else {
-			r.log.WarnContext(ctx, "publish failed, will retry", "event_id", row.ID, "type", row.EventType, "attempts", row.Attempts+1, "err", errs[i])
+			r.log.WarnContext(ctx, "publish refused, will retry", "event_id", row.ID, "type", row.EventType, "attempts", row.Attempts+1, "err", errs[i])
 		}
 	}
-	if len(published) > 0 {
-		if _, err := r.q.MarkPublished(ctx, published); err != nil {
-			return len(rows), fmt.Errorf("mark published: %w", err)
-		}
-	}
-	return len(rows), nil
+	return outage
 }
 
 // message builds the AMQP message for a row and starts its publish span, a child of the
@@ -318,6 +409,7 @@ func ptr[T any](v T) *T { return &v }
 type relayMetrics struct {
 	published metric.Int64Counter
 	failures  metric.Int64Counter
+	outages   metric.Int64Counter
 	latency   metric.Float64Histogram
 }
 
@@ -326,7 +418,9 @@ func newRelayMetrics(m metric.Meter, q *store.Queries) (relayMetrics, error) {
 	var err, e error
 	rm.published, e = m.Int64Counter("bookstore.outbox.published", metric.WithDescription("Events the broker confirmed."))
 	err = errors.Join(err, e)
-	rm.failures, e = m.Int64Counter("bookstore.outbox.publish_failures", metric.WithDescription("Publishes nacked, returned, timed out or failed."))
+	rm.failures, e = m.Int64Counter("bookstore.outbox.publish_failures", metric.WithDescription("Publishes the broker nacked or returned: each spends one of its row's attempts."))
+	err = errors.Join(err, e)
+	rm.outages, e = m.Int64Counter("bookstore.outbox.relay_outages", metric.WithDescription("Relay batches that could not run because the broker, the link or the database failed; no row's attempts are spent."))
 	err = errors.Join(err, e)
 	rm.latency, e = m.Float64Histogram("bookstore.outbox.publish_latency", metric.WithUnit("s"),
 		metric.WithDescription("From the outbox row's commit to the broker's confirm."),

@@ -160,3 +160,16 @@ func Open(ctx context.Context, adminURL, databaseURL string, sets ...Migrations)
 	}
 	return pool, nil
 }
+
+// Transient reports whether err is a failure that the same statement may not meet again:
+// a serialization failure or a deadlock, which Postgres resolves by aborting one of the
+// transactions involved, or a connection that broke before anything was sent. A retry of
+// the whole transaction is the remedy for each, and the message it served is not at fault.
+func Transient(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code == "40001" || pgErr.Code == "40P01" // serialization_failure, deadlock_detected
+	}
+	var connectErr *pgconn.ConnectError
+	return errors.As(err, &connectErr) || pgconn.SafeToRetry(err)
+}

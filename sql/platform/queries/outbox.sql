@@ -3,18 +3,24 @@ INSERT INTO outbox (id, aggregate_type, aggregate_id, sequence, event_type, sche
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9);
 
 -- name: ClaimOutbox :many
--- Claims a batch for one relay with a lease. SKIP LOCKED lets several relays claim side by
--- side without waiting on each other; the lease (claimed_until) lets another relay take
--- the rows over when this one dies; a relay restarted under the same id takes its own
--- claims back at once instead of waiting out its old lease. Only the oldest unpublished row of an aggregate is
--- claimable, so events of one aggregate are published in sequence order even with many
--- relays: the next one becomes claimable only once this one is marked published.
+-- Claims a batch for one relay process with a lease. SKIP LOCKED lets several relays claim
+-- side by side without waiting on each other; the lease (claimed_until) lets another relay
+-- take the rows over when this one dies. A row this process claimed before is taken back
+-- at once (its last batch was cut short), and so is a row of an earlier process under the
+-- same relay id, but only when reclaim_own says this process is now the only one under
+-- that id: the claims of a live twin are left to their lease. Only the oldest unpublished
+-- row of an aggregate is claimable, so events of one aggregate are published in sequence
+-- order even with many relays: the next one becomes claimable only once this one is
+-- marked published.
 WITH next AS (
     SELECT o.id
     FROM outbox o
     WHERE o.state = 'pending'
       AND o.available_at <= now()
-      AND (o.claimed_until IS NULL OR o.claimed_until < now() OR o.claimed_by = sqlc.arg(relay_id))
+      AND (o.claimed_until IS NULL
+           OR o.claimed_until < now()
+           OR o.claim_token = sqlc.arg(claim_token)::uuid
+           OR (sqlc.arg(reclaim_own)::bool AND o.claimed_by = sqlc.arg(relay_id)))
       AND NOT EXISTS (
           SELECT 1 FROM outbox e
           WHERE e.aggregate_type = o.aggregate_type
@@ -27,28 +33,45 @@ WITH next AS (
 )
 UPDATE outbox
 SET claimed_by = sqlc.arg(relay_id),
+    claim_token = sqlc.arg(claim_token)::uuid,
     claimed_until = now() + make_interval(secs => sqlc.arg(lease_seconds)::float8)
 FROM next
 WHERE outbox.id = next.id
 RETURNING outbox.id, outbox.event_type, outbox.envelope, outbox.traceparent, outbox.tracestate, outbox.attempts, outbox.created_at;
 
 -- name: MarkPublished :execrows
--- Only after the broker's ack. A relay whose lease ran out may still mark: the broker has
--- the event, which is all "published" means.
+-- Only after the broker's ack, whoever holds the claim now: the broker has the event,
+-- which is all "published" means. That includes a row parked as dead while its confirm
+-- was late: leaving it dead would report as lost an event consumers already have.
 UPDATE outbox
-SET state = 'published', published_at = now(), claimed_by = NULL, claimed_until = NULL
-WHERE id = ANY(sqlc.arg(ids)::uuid[]) AND state = 'pending';
+SET state = 'published', published_at = now(), claimed_by = NULL, claimed_until = NULL, claim_token = NULL
+WHERE id = ANY(sqlc.arg(ids)::uuid[]) AND state IN ('pending', 'dead');
 
 -- name: RecordPublishFailure :one
+-- A failure that belongs to the message (a nack or return on a healthy channel) spends
+-- one of its attempts. Only the claim's own process records it: a row another relay has
+-- taken over is that relay's to judge.
 UPDATE outbox
 SET attempts = attempts + 1,
     last_error = sqlc.arg(last_error),
     available_at = now() + make_interval(secs => sqlc.arg(backoff_seconds)::float8),
     claimed_by = NULL,
     claimed_until = NULL,
+    claim_token = NULL,
     state = CASE WHEN attempts + 1 >= sqlc.arg(max_attempts)::int THEN 'dead' ELSE 'pending' END
-WHERE id = sqlc.arg(id) AND state = 'pending'
+WHERE id = sqlc.arg(id) AND state = 'pending' AND claim_token = sqlc.arg(claim_token)::uuid
 RETURNING state;
+
+-- name: ReleaseClaims :execrows
+-- A failure of the broker or the link belongs to no message: the rows go back as they
+-- were, attempts untouched, for the next batch after the relay's own backoff.
+UPDATE outbox
+SET claimed_by = NULL, claimed_until = NULL, claim_token = NULL
+WHERE id = ANY(sqlc.arg(ids)::uuid[]) AND state = 'pending' AND claim_token = sqlc.arg(claim_token)::uuid;
+
+-- name: TryRelayLock :one
+-- Held by the one process that runs under a relay id, on its LISTEN connection.
+SELECT pg_try_advisory_lock(hashtextextended('outbox relay ' || sqlc.arg(relay_id)::text, 0));
 
 -- name: OutboxStats :one
 SELECT count(*) FILTER (WHERE state = 'pending')::bigint AS pending,

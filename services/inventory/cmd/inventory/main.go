@@ -41,13 +41,14 @@ func main() {
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	cfg, vars := config.Standard("inventory", 8082)
-	var strategyName, relayID string
+	var strategyName string
 	var concurrency int
 	vars = append(vars,
 		config.String("INVENTORY_STRATEGY", "inbox", "inbox, or the wrong ways for demonstrations: check-then-process (double-reserves after a crash between work and record) or naive (double-reserves on every redelivery)", &strategyName),
-		config.String("RELAY_ID", "", "this relay's name in outbox claims; empty: random", &relayID),
 		config.Int("CONSUMER_CONCURRENCY", "4", "orders handled at once", &concurrency),
 	)
+	relayCfg, relayVars := outbox.Variables()
+	vars = append(vars, relayVars...)
 	if err := config.Parse("inventory", args, getenv, stdout, vars); err != nil {
 		if errors.Is(err, config.ErrHelp) {
 			return nil
@@ -80,31 +81,37 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	defer pool.Close()
 
-	conn := broker.NewConn(cfg.AMQPURL, "inventory")
-	defer conn.Close()
-	pub := broker.NewPublisher(conn, 10*time.Second)
+	// Publishing and consuming on connections of their own: a broker that blocks the
+	// publisher (a memory or disk alarm) must not stop the consumer's acks.
+	pubConn := broker.NewConn(cfg.AMQPURL, "inventory-publish")
+	defer pubConn.Close()
+	pub := broker.NewPublisher(pubConn, relayCfg.ConfirmTimeout)
 	defer pub.Close()
+	consumeConn := broker.NewConn(cfg.AMQPURL, "inventory-consume")
+	defer consumeConn.Close()
 
 	svc, err := stock.NewService(pool, tel, stock.Options{Strategy: strategy})
 	if err != nil {
 		return err
 	}
-	relay, err := outbox.NewRelay(pool, pub, tel, outbox.Config{ID: relayID, AppID: "inventory"})
+	relay, err := outbox.NewRelay(pool, pub, tel, relayCfg.Config("inventory"))
 	if err != nil {
 		return err
 	}
-	orders, err := consumer.New(conn, tel, consumer.Config{
+	orders, err := consumer.New(consumeConn, tel, consumer.Config{
 		Name:        stock.ConsumerName,
 		Queue:       broker.QueueInventoryOrderPlaced,
 		Types:       stock.OrderEventTypes,
 		Concurrency: concurrency,
+		Healthy:     pool.Ping,
 	}, svc.ReserveStock)
 	if err != nil {
 		return err
 	}
 	ready := []httpapi.Check{
 		{Name: "postgres", Ping: pool.Ping},
-		{Name: "rabbitmq", Ping: conn.Ping},
+		{Name: "rabbitmq", Ping: pubConn.Ping},
+		{Name: "consumer", Ping: orders.Ready},
 	}
 
 	g, ctx := errgroup.WithContext(ctx)

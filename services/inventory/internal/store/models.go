@@ -50,6 +50,7 @@ type Outbox struct {
 	CreatedAt     time.Time
 	AvailableAt   time.Time
 	PublishedAt   *time.Time
+	ClaimToken    uuid.NullUUID
 }
 
 type Reservation struct {

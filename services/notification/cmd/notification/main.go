@@ -79,7 +79,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	defer pool.Close()
 
-	conn := broker.NewConn(cfg.AMQPURL, "notification")
+	conn := broker.NewConn(cfg.AMQPURL, "notification-consume")
 	defer conn.Close()
 
 	client, err := provider.New(providerURL, timeout, tel)
@@ -105,6 +105,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		// A provider outage is ridden out by requeueing with backoff; up to 30 s between
 		// tries, 30 attempts last about eight minutes before an email is given up.
 		RetryMax: 30 * time.Second,
+		// Its database down is an outage: the consumer pauses and spends no delivery.
+		Healthy: pool.Ping,
 	}, svc.HandleStockEvent)
 	if err != nil {
 		return err
@@ -115,6 +117,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	ready := []httpapi.Check{
 		{Name: "postgres", Ping: pool.Ping},
 		{Name: "rabbitmq", Ping: conn.Ping},
+		{Name: "consumer", Ping: stockEvents.Ready},
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return stockEvents.Run(ctx) })

@@ -43,16 +43,14 @@ func main() {
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	cfg, vars := config.Standard("ordering", 8081)
-	var publisher, relayID string
-	var batch, concurrency int
-	var lease time.Duration
+	var publisher string
+	var concurrency int
 	vars = append(vars,
 		config.String("ORDERING_PUBLISHER", "outbox", "outbox, or direct: commit then publish, no outbox (the wrong way, for demonstrations)", &publisher),
-		config.String("RELAY_ID", "", "this relay's name in outbox claims; empty: random", &relayID),
-		config.Duration("RELAY_LEASE", "30s", "how long a claim keeps other relays off a row; a dead relay's rows wait this long", &lease),
-		config.Int("RELAY_BATCH_SIZE", "256", "outbox rows claimed and published at once", &batch),
 		config.Int("CONSUMER_CONCURRENCY", "4", "stock events handled at once", &concurrency),
 	)
+	relayCfg, relayVars := outbox.Variables()
+	vars = append(vars, relayVars...)
 	if err := config.Parse("ordering", args, getenv, stdout, vars); err != nil {
 		if errors.Is(err, config.ErrHelp) {
 			return nil
@@ -89,17 +87,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	defer pool.Close()
 
-	conn := broker.NewConn(cfg.AMQPURL, "ordering-"+mode)
-	defer conn.Close()
-	pub := broker.NewPublisher(conn, 10*time.Second)
+	// Publishing and consuming on connections of their own: a broker that blocks the
+	// publisher (a memory or disk alarm) must not stop the consumer's acks.
+	pubConn := broker.NewConn(cfg.AMQPURL, "ordering-"+mode+"-publish")
+	defer pubConn.Close()
+	pub := broker.NewPublisher(pubConn, relayCfg.ConfirmTimeout)
 	defer pub.Close()
 
 	ready := []httpapi.Check{
 		{Name: "postgres", Ping: pool.Ping},
-		{Name: "rabbitmq", Ping: conn.Ping},
+		{Name: "rabbitmq", Ping: pubConn.Ping},
 	}
 	g, ctx := errgroup.WithContext(ctx)
-	relay, err := outbox.NewRelay(pool, pub, tel, outbox.Config{ID: relayID, AppID: "ordering", BatchSize: batch, Lease: lease})
+	relay, err := outbox.NewRelay(pool, pub, tel, relayCfg.Config("ordering"))
 	if err != nil {
 		return err
 	}
@@ -113,7 +113,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			addr = ":8091" // beside an ordering API on the same machine
 		}
 		g.Go(func() error { return httpapi.Serve(ctx, addr, api.NewProbes(tel, ready...), log, nil) })
-		log.InfoContext(ctx, "ordering relay started", "relay_id", relayID)
+		log.InfoContext(ctx, "ordering relay started", "relay_id", relayCfg.ID)
 		return g.Wait()
 	}
 
@@ -123,15 +123,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		log.WarnContext(ctx, "ORDERING_PUBLISHER=direct: events are published after commit without an outbox and CAN BE LOST")
 	}
 	svc := orders.NewService(pool, tel.Tracer("orders"), log, direct)
-	stockEvents, err := consumer.New(conn, tel, consumer.Config{
+	consumeConn := broker.NewConn(cfg.AMQPURL, "ordering-consume")
+	defer consumeConn.Close()
+	stockEvents, err := consumer.New(consumeConn, tel, consumer.Config{
 		Name:        orders.ConsumerName,
 		Queue:       broker.QueueOrderingStockEvents,
 		Types:       orders.StockEventTypes,
 		Concurrency: concurrency,
+		Healthy:     pool.Ping,
 	}, svc.ApplyStockOutcome)
 	if err != nil {
 		return err
 	}
+	ready = append(ready, httpapi.Check{Name: "consumer", Ping: stockEvents.Ready})
 	g.Go(func() error { return stockEvents.Run(ctx) })
 	g.Go(func() error { inbox.RunCleanup(ctx, pool, inbox.Retention, time.Hour, log); return nil })
 	g.Go(func() error { return httpapi.Serve(ctx, cfg.HTTPAddr, api.NewServer(svc, tel, ready...), log, nil) })

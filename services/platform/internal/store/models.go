@@ -36,4 +36,5 @@ type Outbox struct {
 	CreatedAt     time.Time
 	AvailableAt   time.Time
 	PublishedAt   *time.Time
+	ClaimToken    uuid.NullUUID
 }

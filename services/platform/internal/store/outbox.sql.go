@@ -18,7 +18,10 @@ WITH next AS (
     FROM outbox o
     WHERE o.state = 'pending'
       AND o.available_at <= now()
-      AND (o.claimed_until IS NULL OR o.claimed_until < now() OR o.claimed_by = $1)
+      AND (o.claimed_until IS NULL
+           OR o.claimed_until < now()
+           OR o.claim_token = $2::uuid
+           OR ($4::bool AND o.claimed_by = $1))
       AND NOT EXISTS (
           SELECT 1 FROM outbox e
           WHERE e.aggregate_type = o.aggregate_type
@@ -26,12 +29,13 @@ WITH next AS (
             AND e.sequence < o.sequence
             AND e.state <> 'published')
     ORDER BY o.id
-    LIMIT $3
+    LIMIT $5
     FOR UPDATE SKIP LOCKED
 )
 UPDATE outbox
 SET claimed_by = $1,
-    claimed_until = now() + make_interval(secs => $2::float8)
+    claim_token = $2::uuid,
+    claimed_until = now() + make_interval(secs => $3::float8)
 FROM next
 WHERE outbox.id = next.id
 RETURNING outbox.id, outbox.event_type, outbox.envelope, outbox.traceparent, outbox.tracestate, outbox.attempts, outbox.created_at
@@ -39,7 +43,9 @@ RETURNING outbox.id, outbox.event_type, outbox.envelope, outbox.traceparent, out
 
 type ClaimOutboxParams struct {
 	RelayID      *string
+	ClaimToken   uuid.UUID
 	LeaseSeconds float64
+	ReclaimOwn   bool
 	BatchSize    int32
 }
 
@@ -53,14 +59,23 @@ type ClaimOutboxRow struct {
 	CreatedAt   time.Time
 }
 
-// Claims a batch for one relay with a lease. SKIP LOCKED lets several relays claim side by
-// side without waiting on each other; the lease (claimed_until) lets another relay take
-// the rows over when this one dies; a relay restarted under the same id takes its own
-// claims back at once instead of waiting out its old lease. Only the oldest unpublished row of an aggregate is
-// claimable, so events of one aggregate are published in sequence order even with many
-// relays: the next one becomes claimable only once this one is marked published.
+// Claims a batch for one relay process with a lease. SKIP LOCKED lets several relays claim
+// side by side without waiting on each other; the lease (claimed_until) lets another relay
+// take the rows over when this one dies. A row this process claimed before is taken back
+// at once (its last batch was cut short), and so is a row of an earlier process under the
+// same relay id, but only when reclaim_own says this process is now the only one under
+// that id: the claims of a live twin are left to their lease. Only the oldest unpublished
+// row of an aggregate is claimable, so events of one aggregate are published in sequence
+// order even with many relays: the next one becomes claimable only once this one is
+// marked published.
 func (q *Queries) ClaimOutbox(ctx context.Context, arg ClaimOutboxParams) ([]ClaimOutboxRow, error) {
-	rows, err := q.db.Query(ctx, claimOutbox, arg.RelayID, arg.LeaseSeconds, arg.BatchSize)
+	rows, err := q.db.Query(ctx, claimOutbox,
+		arg.RelayID,
+		arg.ClaimToken,
+		arg.LeaseSeconds,
+		arg.ReclaimOwn,
+		arg.BatchSize,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -142,12 +157,13 @@ func (q *Queries) InsertOutbox(ctx context.Context, arg InsertOutboxParams) erro
 
 const markPublished = `-- name: MarkPublished :execrows
 UPDATE outbox
-SET state = 'published', published_at = now(), claimed_by = NULL, claimed_until = NULL
-WHERE id = ANY($1::uuid[]) AND state = 'pending'
+SET state = 'published', published_at = now(), claimed_by = NULL, claimed_until = NULL, claim_token = NULL
+WHERE id = ANY($1::uuid[]) AND state IN ('pending', 'dead')
 `
 
-// Only after the broker's ack. A relay whose lease ran out may still mark: the broker has
-// the event, which is all "published" means.
+// Only after the broker's ack, whoever holds the claim now: the broker has the event,
+// which is all "published" means. That includes a row parked as dead while its confirm
+// was late: leaving it dead would report as lost an event consumers already have.
 func (q *Queries) MarkPublished(ctx context.Context, ids []uuid.UUID) (int64, error) {
 	result, err := q.db.Exec(ctx, markPublished, ids)
 	if err != nil {
@@ -184,8 +200,9 @@ SET attempts = attempts + 1,
     available_at = now() + make_interval(secs => $2::float8),
     claimed_by = NULL,
     claimed_until = NULL,
+    claim_token = NULL,
     state = CASE WHEN attempts + 1 >= $3::int THEN 'dead' ELSE 'pending' END
-WHERE id = $4 AND state = 'pending'
+WHERE id = $4 AND state = 'pending' AND claim_token = $5::uuid
 RETURNING state
 `
 
@@ -194,18 +211,44 @@ type RecordPublishFailureParams struct {
 	BackoffSeconds float64
 	MaxAttempts    int32
 	ID             uuid.UUID
+	ClaimToken     uuid.UUID
 }
 
+// A failure that belongs to the message (a nack or return on a healthy channel) spends
+// one of its attempts. Only the claim's own process records it: a row another relay has
+// taken over is that relay's to judge.
 func (q *Queries) RecordPublishFailure(ctx context.Context, arg RecordPublishFailureParams) (string, error) {
 	row := q.db.QueryRow(ctx, recordPublishFailure,
 		arg.LastError,
 		arg.BackoffSeconds,
 		arg.MaxAttempts,
 		arg.ID,
+		arg.ClaimToken,
 	)
 	var state string
 	err := row.Scan(&state)
 	return state, err
+}
+
+const releaseClaims = `-- name: ReleaseClaims :execrows
+UPDATE outbox
+SET claimed_by = NULL, claimed_until = NULL, claim_token = NULL
+WHERE id = ANY($1::uuid[]) AND state = 'pending' AND claim_token = $2::uuid
+`
+
+type ReleaseClaimsParams struct {
+	Ids        []uuid.UUID
+	ClaimToken uuid.UUID
+}
+
+// A failure of the broker or the link belongs to no message: the rows go back as they
+// were, attempts untouched, for the next batch after the relay's own backoff.
+func (q *Queries) ReleaseClaims(ctx context.Context, arg ReleaseClaimsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, releaseClaims, arg.Ids, arg.ClaimToken)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const tryAdvisoryXactLock = `-- name: TryAdvisoryXactLock :one
@@ -217,4 +260,16 @@ func (q *Queries) TryAdvisoryXactLock(ctx context.Context, key int64) (bool, err
 	var pg_try_advisory_xact_lock bool
 	err := row.Scan(&pg_try_advisory_xact_lock)
 	return pg_try_advisory_xact_lock, err
+}
+
+const tryRelayLock = `-- name: TryRelayLock :one
+SELECT pg_try_advisory_lock(hashtextextended('outbox relay ' || $1::text, 0))
+`
+
+// Held by the one process that runs under a relay id, on its LISTEN connection.
+func (q *Queries) TryRelayLock(ctx context.Context, relayID string) (bool, error) {
+	row := q.db.QueryRow(ctx, tryRelayLock, relayID)
+	var pg_try_advisory_lock bool
+	err := row.Scan(&pg_try_advisory_lock)
+	return pg_try_advisory_lock, err
 }
