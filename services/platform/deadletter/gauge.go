@@ -1,0 +1,99 @@
+package deadletter
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/bookstore-go/bookstore/services/platform/broker"
+	"github.com/bookstore-go/bookstore/services/platform/telemetry"
+)
+
+// ProbeTimeout bounds how long a /metrics scrape waits for the broker to report the depth
+// of the dead-letter queues. A scrape that waits longer shows no value for them.
+const ProbeTimeout = 2 * time.Second
+
+// ObserveDepth exports the gauge bookstore.consumer.dead_letters{queue}: how many messages
+// wait in each queue's dead-letter queue for an operator (`dlq list QUEUE` shows them,
+// `dlq replay QUEUE` sends them back). Nothing else brings them back, so a value above zero
+// is an alert, not a statistic.
+//
+// Each scrape asks the broker with a passive queue declaration on a channel of the gauge's
+// own from conn, bounded by ProbeTimeout. While the broker is unreachable, or a probe is
+// still waiting for it, the gauge shows no value rather than a stale or a false zero; a
+// probe that hangs (a black-holed link) ends with the connection, and until then later
+// scrapes do not start another.
+func ObserveDepth(tel *telemetry.Telemetry, conn *broker.Conn, queues ...string) error {
+	m := tel.Meter("deadletter")
+	gauge, err := m.Int64ObservableGauge("bookstore.consumer.dead_letters",
+		metric.WithDescription("Messages waiting in the queue's dead-letter queue (<queue>.dlq) until an operator replays them."))
+	if err != nil {
+		return fmt.Errorf("dead-letter gauge: %w", err)
+	}
+	p := &probe{conn: conn, queues: queues}
+	_, err = m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		for queue, n := range p.depths(ctx) {
+			o.ObserveInt64(gauge, int64(n), metric.WithAttributes(attribute.String("queue", queue)))
+		}
+		return nil // a failed probe shows no value rather than failing the scrape
+	}, gauge)
+	if err != nil {
+		return fmt.Errorf("dead-letter gauge: %w", err)
+	}
+	return nil
+}
+
+type probe struct {
+	conn   *broker.Conn
+	queues []string
+
+	busy sync.Mutex    // held by the probe in flight
+	ch   *amqp.Channel // guarded by busy; reopened when the broker closed it
+}
+
+// depths returns the depth of each queue's DLQ that the broker reported within
+// ProbeTimeout; a queue it could not ask about is missing.
+func (p *probe) depths(ctx context.Context) map[string]int {
+	if !p.busy.TryLock() {
+		return nil // the last probe is still waiting for the broker
+	}
+	ctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
+	defer cancel()
+	done := make(chan map[string]int, 1)
+	go func() {
+		defer p.busy.Unlock()
+		done <- p.ask(ctx)
+	}()
+	select {
+	case out := <-done:
+		return out
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+// ask declares each DLQ passively. A missing queue is a channel error that closes the
+// channel, so the next queue gets a new one.
+func (p *probe) ask(ctx context.Context) map[string]int {
+	out := map[string]int{}
+	for _, queue := range p.queues {
+		if p.ch == nil || p.ch.IsClosed() {
+			ch, err := p.conn.Channel(ctx)
+			if err != nil {
+				return out
+			}
+			p.ch = ch
+		}
+		q, err := p.ch.QueueDeclarePassive(DLQ(queue), true, false, false, false, nil)
+		if err != nil {
+			continue
+		}
+		out[queue] = q.Messages
+	}
+	return out
+}
