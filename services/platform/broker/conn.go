@@ -117,14 +117,25 @@ func (c *Conn) connection(ctx context.Context) (*amqp.Connection, error) {
 	return conn, nil
 }
 
-// dialer bounds the TCP and AMQP handshake by ctx and DialTimeout, so a black-holed
+// dialer bounds the TCP connect by ctx and DialTimeout and the AMQP handshake by DialTimeout, so a black-holed
 // broker (a network partition, not a refused port) cannot hang the caller.
 func dialer(ctx context.Context) func(network, addr string) (net.Conn, error) {
 	return func(network, addr string) (net.Conn, error) {
 		dctx, cancel := context.WithTimeout(ctx, DialTimeout)
 		defer cancel()
 		d := net.Dialer{KeepAlive: 15 * time.Second}
-		return d.DialContext(dctx, network, addr)
+		conn, err := d.DialContext(dctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		// The AMQP handshake too: a link that accepts TCP and then stalls would otherwise
+		// hang the dial for good. The library clears the deadline after the handshake, and
+		// heartbeats watch the connection from then on.
+		if err := conn.SetDeadline(time.Now().Add(DialTimeout)); err != nil {
+			_ = conn.Close()
+			return nil, err
+		}
+		return conn, nil
 	}
 }
 

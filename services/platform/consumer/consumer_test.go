@@ -27,10 +27,14 @@ import (
 // harness runs a real consumer of inventory.order-placed in a fresh vhost, whose handler
 // records each processed event in a table through the real inbox.
 type harness struct {
-	pool    *pgxpool.Pool
+	pool    *pgxpool.Pool // the test's own view of the database
+	db      *pgxpool.Pool // the handler's: pool, unless the test puts a proxy in between
 	amqpURL string
 	ch      *amqp.Channel
 	failing atomic.Int32 // the handler fails transiently this many more times
+
+	callsMu sync.Mutex
+	calls   map[string]int // handler calls per message id
 }
 
 func newHarness(t *testing.T) *harness {
@@ -45,17 +49,20 @@ func newHarness(t *testing.T) *harness {
 	if _, err := pool.Exec(ctx, "CREATE TABLE work (message_id uuid NOT NULL, subject text NOT NULL)"); err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{pool: pool, amqpURL: testenv.VHost(t)}
+	h := &harness{pool: pool, db: pool, amqpURL: testenv.VHost(t), calls: map[string]int{}}
 	h.ch = testenv.Channel(t, h.amqpURL)
 	return h
 }
 
 func (h *harness) handle(ctx context.Context, env event.Envelope) (consumer.Outcome, error) {
+	h.callsMu.Lock()
+	h.calls[env.ID]++
+	h.callsMu.Unlock()
 	if h.failing.Load() > 0 {
 		h.failing.Add(-1)
 		return 0, errors.New("database is down (simulated)")
 	}
-	processed, err := inbox.Process(ctx, h.pool, "test", env, func(tx pgx.Tx) error {
+	processed, err := inbox.Process(ctx, h.db, "test", env, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, "INSERT INTO work VALUES ($1, $2)", env.UUID(), env.Subject)
 		return err
 	})
@@ -68,17 +75,21 @@ func (h *harness) handle(ctx context.Context, env event.Envelope) (consumer.Outc
 	return consumer.Processed, nil
 }
 
-func (h *harness) run(t *testing.T) {
+// run starts the consumer, with the harness's settings changed by tune, and stops it when
+// the test ends.
+func (h *harness) run(t *testing.T, tune ...func(*consumer.Config)) *consumer.Consumer {
 	t.Helper()
-	tel, err := telemetry.Setup(context.Background(), telemetry.Options{Service: "test", Stdout: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tel := telemetryFor(t)
 	conn := broker.NewConn(h.amqpURL, "consumer-test")
-	c, err := consumer.New(conn, tel, consumer.Config{
+	cfg := consumer.Config{
 		Name: "test", Queue: broker.QueueInventoryOrderPlaced, Types: []string{event.OrderPlaced},
 		Concurrency: 2, RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond,
-	}, h.handle)
+		Healthy: h.db.Ping,
+	}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	c, err := consumer.New(conn, tel, cfg, h.handle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,6 +97,23 @@ func (h *harness) run(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = c.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done; conn.Close() })
+	return c
+}
+
+func telemetryFor(t *testing.T) *telemetry.Telemetry {
+	t.Helper()
+	tel, err := telemetry.Setup(context.Background(), telemetry.Options{Service: "test", Stdout: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tel
+}
+
+// callsOf returns how often the handler was called for message id.
+func (h *harness) callsOf(id string) int {
+	h.callsMu.Lock()
+	defer h.callsMu.Unlock()
+	return h.calls[id]
 }
 
 func (h *harness) publish(t *testing.T, id, typ string, body []byte) {

@@ -1,23 +1,27 @@
 package testenv
 
 import (
-	"io"
 	"net"
 	"sync"
 	"testing"
 )
 
 // Proxy is a TCP forwarder a test puts between a service and Postgres or RabbitMQ, to
-// cut the link the way a network partition would (established connections die, new ones
-// are refused) and then restore it, without stopping the server other tests share.
+// cut the link the way a refused port or a reset would (established connections die, new
+// ones are refused), or stall it the way a black-holed route would (connections stay
+// open and nothing gets through), and then restore it, without stopping the server other
+// tests share.
 type Proxy struct {
 	Addr   string // host:port to connect to instead of the target
 	target string
 	ln     net.Listener
 
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]struct{}
+	mu      sync.Mutex
+	cut     bool
+	stalled bool
+	resumed *sync.Cond // broadcast when a stall ends
+	refused int
+	conns   map[net.Conn]struct{}
 }
 
 // NewProxy starts a proxy to target that stops when the test ends.
@@ -28,6 +32,7 @@ func NewProxy(t testing.TB, target string) *Proxy {
 		t.Fatalf("proxy: %v", err)
 	}
 	p := &Proxy{Addr: ln.Addr().String(), target: target, ln: ln, conns: map[net.Conn]struct{}{}}
+	p.resumed = sync.NewCond(&p.mu)
 	go p.accept()
 	t.Cleanup(func() {
 		_ = ln.Close()
@@ -41,17 +46,56 @@ func (p *Proxy) Cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cut = true
+	p.resumed.Broadcast() // held chunks are dropped with their connections
 	for c := range p.conns {
 		_ = c.Close()
 	}
 	clear(p.conns)
 }
 
-// Restore lets connections through again.
+// Stall holds every byte in both directions, on open connections and new ones, until
+// Restore: the peer sees a silent link, not a closed one, as with Toxiproxy's timeout.
+func (p *Proxy) Stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stalled = true
+}
+
+// Restore lets connections through again, and what a stall held goes on its way.
 func (p *Proxy) Restore() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.cut = false
+	p.cut, p.stalled = false, false
+	p.resumed.Broadcast()
+}
+
+// Refused returns how many connections the proxy refused while cut: each is an attempt
+// of the client to get through, an event a test can wait for instead of the clock.
+func (p *Proxy) Refused() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refused
+}
+
+// copy is io.Copy that holds each chunk while the proxy is stalled.
+func (p *Proxy) copy(dst, src net.Conn) {
+	buf := make([]byte, 32*1024)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			for p.stalled && !p.cut {
+				p.resumed.Wait()
+			}
+			p.mu.Unlock()
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 func (p *Proxy) accept() {
@@ -67,6 +111,7 @@ func (p *Proxy) accept() {
 func (p *Proxy) forward(client net.Conn) {
 	p.mu.Lock()
 	if p.cut {
+		p.refused++
 		p.mu.Unlock()
 		_ = client.Close()
 		return
@@ -88,7 +133,7 @@ func (p *Proxy) forward(client net.Conn) {
 	p.mu.Unlock()
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
+		p.copy(dst, src)
 		_ = dst.Close()
 		_ = src.Close()
 		done <- struct{}{}

@@ -1,0 +1,146 @@
+package consumer_test
+
+import (
+	"context"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bookstore-go/bookstore/services/platform/broker"
+	"github.com/bookstore-go/bookstore/services/platform/consumer"
+	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/platform/testenv"
+)
+
+// The handler's database is unreachable for longer than the queue's delivery limit times
+// the consumer's backoff: long enough that requeueing each failure would have
+// dead-lettered every message. The consumer pauses instead, nothing reaches the DLQ,
+// each message reaches the handler at most twice, and all of them are processed once the
+// database is back, without a restart.
+func TestDatabaseOutageLongerThanTheDeliveryLimitDeadLettersNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	u, err := url.Parse(h.pool.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testenv.NewProxy(t, u.Host)
+	u.Host = proxy.Addr
+	h.db = testenv.Pool(t, u.String())
+	c := h.run(t, func(cfg *consumer.Config) { cfg.RetryBase, cfg.RetryMax = 5*time.Millisecond, 20*time.Millisecond })
+	testenv.Eventually(t, 10*time.Second, "consumer consuming", func() bool { return c.Ready(context.Background()) == nil })
+
+	proxy.Cut()
+	const n = 10
+	ids := make([]string, n)
+	for i := range n {
+		env, body := envelope(t, "order-"+string(rune('a'+i)), map[string]int{"n": i})
+		ids[i] = env.ID
+		h.publish(t, env.ID, env.Type, body)
+	}
+	// Every health check during the outage is one refused connection: wait for three
+	// times as many as the delivery limit, each at least half a backoff apart.
+	testenv.Eventually(t, 60*time.Second, "the outage outlasts the delivery limit", func() bool {
+		return proxy.Refused() >= 3*broker.DeliveryLimit
+	})
+	if c.Ready(context.Background()) == nil {
+		t.Error("the consumer reports itself consuming while its database is down")
+	}
+	if d := testenv.QueueDepth(t, h.amqpURL, broker.QueueInventoryOrderPlaced+".dlq"); d != 0 {
+		t.Fatalf("%d valid messages dead-lettered during a database outage", d)
+	}
+
+	proxy.Restore()
+	testenv.Eventually(t, 30*time.Second, "every message processed after the outage", func() bool {
+		return h.count(t, "SELECT count(*) FROM work") == n
+	})
+	for _, id := range ids {
+		if calls := h.callsOf(id); calls > 2 {
+			t.Errorf("message %s reached the handler %d times, want at most 2", id, calls)
+		}
+	}
+	if d := testenv.QueueDepth(t, h.amqpURL, broker.QueueInventoryOrderPlaced+".dlq"); d != 0 {
+		t.Errorf("DLQ has %d messages, want 0", d)
+	}
+	testenv.Eventually(t, 10*time.Second, "consumer consuming again", func() bool { return c.Ready(context.Background()) == nil })
+}
+
+// Someone deletes the queue and declares it again while the service consumes. RabbitMQ
+// cancels the consumer (basic.cancel); the consumer reports that it is not consuming,
+// subscribes again by itself, and the next message is processed.
+func TestConsumerResubscribesAfterItsQueueIsDeletedAndDeclaredAgain(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	// A slow first retry keeps the gap open long enough to be seen.
+	c := h.run(t, func(cfg *consumer.Config) { cfg.RetryBase = time.Second })
+	testenv.Eventually(t, 10*time.Second, "consumer consuming", func() bool { return c.Ready(context.Background()) == nil })
+
+	q := broker.Queues[0]
+	if q.Name != broker.QueueInventoryOrderPlaced {
+		t.Fatalf("broker.Queues[0] is %s", q.Name)
+	}
+	if _, err := h.ch.QueueDelete(q.Name, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 5*time.Second, "consumer reports it is not consuming", func() bool { return c.Ready(context.Background()) != nil })
+	if err := broker.DeclareTopology(h.ch); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 15*time.Second, "consumer consuming again", func() bool { return c.Ready(context.Background()) == nil })
+
+	env, body := envelope(t, "order-1", map[string]int{"n": 1})
+	h.publish(t, env.ID, env.Type, body)
+	testenv.Eventually(t, 10*time.Second, "message after the re-declare processed", func() bool {
+		return h.count(t, "SELECT count(*) FROM work") == 1
+	})
+}
+
+// At shutdown the consumer finishes the delivery it is working on and starts none of
+// those the broker had already pushed to it: they go back to the queue for the next
+// process, instead of each being given a fresh handler budget after SIGTERM.
+func TestShutdownReturnsPrefetchedDeliveriesUnstarted(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	started := make(chan struct{}, 10)
+	release := make(chan struct{})
+	var once sync.Once
+	handle := func(ctx context.Context, env event.Envelope) (consumer.Outcome, error) {
+		started <- struct{}{}
+		once.Do(func() { <-release }) // the first delivery is still at work at shutdown
+		return h.handle(ctx, env)
+	}
+
+	tel := telemetryFor(t)
+	conn := broker.NewConn(h.amqpURL, "consumer-test")
+	defer conn.Close()
+	c, err := consumer.New(conn, tel, consumer.Config{
+		Name: "test", Queue: broker.QueueInventoryOrderPlaced, Types: []string{event.OrderPlaced},
+		Concurrency: 1, Prefetch: 10,
+	}, handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 5
+	for i := range n {
+		env, body := envelope(t, "order-"+string(rune('a'+i)), map[string]int{"n": i})
+		h.publish(t, env.ID, env.Type, body)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Run(ctx) }()
+	<-started
+	testenv.Eventually(t, 10*time.Second, "the other deliveries prefetched", func() bool {
+		return testenv.QueueDepth(t, h.amqpURL, broker.QueueInventoryOrderPlaced) == 0
+	})
+	cancel()
+	close(release)
+	<-done
+
+	if got := h.count(t, "SELECT count(*) FROM work"); got != 1 {
+		t.Errorf("processed %d messages after shutdown began, want only the one at work", got)
+	}
+	if d := testenv.QueueDepth(t, h.amqpURL, broker.QueueInventoryOrderPlaced); d != n-1 {
+		t.Errorf("queue holds %d messages after shutdown, want the %d not started", d, n-1)
+	}
+}
