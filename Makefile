@@ -29,6 +29,10 @@ run: services build ## run the whole system natively (Ctrl-C stops it)
 test: services ## run every test against the local Postgres and RabbitMQ
 	go test -count=1 -timeout 20m $(PKGS)
 
+.PHONY: test-race
+test-race: services ## every test under the race detector, and the binaries the tests start built with -race
+	RACE=1 go test -race -count=1 -timeout 20m $(PKGS)
+
 .PHONY: bench
 bench: services ## benchmarks, each reported as a ratio to a baseline measured in the same run
 	go test -count=1 -run '^$$' -bench . -benchmem -timeout 20m $(PKGS)

@@ -61,9 +61,10 @@ func build() (string, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, svc), "./cmd/"+svc)
+			args := append(append([]string{"build", "-trimpath"}, testenv.BuildFlags()...), "-o", filepath.Join(dir, svc), "./cmd/"+svc)
+			cmd := exec.Command("go", args...)
 			cmd.Dir = filepath.Join("..", "..", "services", svc)
-			cmd.Env = append(cmd.Environ(), "CGO_ENABLED=0")
+			cmd.Env = append(cmd.Environ(), testenv.BuildEnv()...)
 			out[i], errs[i] = cmd.CombinedOutput()
 		}()
 	}
@@ -124,6 +125,7 @@ func TestChaosSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	noRaces(t, res.ReportDir)
 	var summary strings.Builder
 	printSummary(&summary, res)
 	t.Log(summary.String())
@@ -174,6 +176,7 @@ func TestChaosCatchesNaiveConsumer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	noRaces(t, res.ReportDir)
 	var summary strings.Builder
 	printSummary(&summary, res)
 	t.Log(summary.String())
@@ -182,5 +185,23 @@ func TestChaosCatchesNaiveConsumer(t *testing.T) {
 	}
 	if v := res.Verdicts[2]; v.Passed || v.Counts[ReservedMismatch] == 0 {
 		t.Errorf("invariant 3 should find double reservations, got %+v", v)
+	}
+}
+
+// noRaces fails the test if the race detector reported a data race in any process of the
+// run (RACE=1 builds the binaries with -race). The supervisor restarts a process that
+// exits, so a race shows only in its log.
+func noRaces(t *testing.T, reportDir string) {
+	t.Helper()
+	logs, _ := filepath.Glob(filepath.Join(reportDir, "logs", "*.log"))
+	for _, name := range logs {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		if testenv.RaceReported(string(b)) {
+			t.Errorf("the race detector found a data race in %s", name)
+		}
 	}
 }

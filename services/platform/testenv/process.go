@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -36,6 +37,13 @@ var (
 // the executable. Tests running in parallel share the one build; a failed build fails
 // every test that asks for it. A package whose tests call Build uses Main as its TestMain,
 // so the binaries are removed when the tests end.
+//
+// With RACE=1 in the environment (the race pass of .ci/run, `make test-race`) the binary
+// is built with -race instead, so the processes a test starts are checked for data races
+// as the test binary itself is; the race detector needs cgo, so CGO_ENABLED=1 then. A race
+// in such a process is reported on its stderr, which the test prints when it fails, and
+// makes the process exit with status 66 where it would have exited cleanly (see
+// StartProcess).
 func Build(t testing.TB, pkg string) string {
 	t.Helper()
 	once, _ := builds.LoadOrStore(pkg, sync.OnceValues(func() (string, error) { return build(pkg) }))
@@ -72,12 +80,33 @@ func build(pkg string) (string, error) {
 		return "", err
 	}
 	out := filepath.Join(dir, name)
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd := exec.Command("go", append(append([]string{"build"}, BuildFlags()...), "-o", out, pkg)...)
+	cmd.Env = append(os.Environ(), BuildEnv()...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
 	}
 	return out, nil
+}
+
+// Race reports whether the suite runs under the race detector (RACE=1): binaries built
+// for it are built with -race.
+func Race() bool { return os.Getenv("RACE") == "1" }
+
+// BuildFlags are the flags of `go build` for a binary a test runs: -race under RACE=1.
+func BuildFlags() []string {
+	if Race() {
+		return []string{"-race"}
+	}
+	return nil
+}
+
+// BuildEnv is what `go build` of such a binary adds to the environment: CGO_ENABLED=0 as
+// the Dockerfile builds, or CGO_ENABLED=1 under RACE=1, which the race detector needs.
+func BuildEnv() []string {
+	if Race() {
+		return []string{"CGO_ENABLED=1"}
+	}
+	return []string{"CGO_ENABLED=0"}
 }
 
 // Main runs a package's tests and then removes the binaries Build made for them:
@@ -132,6 +161,9 @@ func StartProcess(t testing.TB, bin string, args []string, env map[string]string
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-p.exited
+		if RaceReported(p.Log()) {
+			t.Errorf("%s: the race detector found a data race", p.Name)
+		}
 		if t.Failed() {
 			t.Logf("%s (%v) log:\n%s", p.Name, p.err, p.Log())
 		}
@@ -139,6 +171,11 @@ func StartProcess(t testing.TB, bin string, args []string, env map[string]string
 	WaitReady(t, p.Base, p.exited)
 	return p
 }
+
+// RaceReported reports whether a process's output holds a report of the race detector.
+// A process killed at the end of a test never gets to exit with the detector's status,
+// so its log is where a race shows.
+func RaceReported(log string) bool { return strings.Contains(log, "WARNING: DATA RACE") }
 
 // Log returns what the process has written to stdout and stderr so far.
 func (p *Process) Log() string { return p.log.String() }
@@ -149,7 +186,7 @@ func (p *Process) WaitKilled(t testing.TB) {
 	t.Helper()
 	select {
 	case <-p.exited:
-		if !killed(p.err) {
+		if !KilledBySIGKILL(p.err) {
 			t.Fatalf("%s ended with %v, want killed by SIGKILL\n%s", p.Name, p.err, p.Log())
 		}
 	case <-time.After(ExitTimeout):
@@ -157,7 +194,9 @@ func (p *Process) WaitKilled(t testing.TB) {
 	}
 }
 
-func killed(err error) bool {
+// KilledBySIGKILL reports whether err, what exec.Cmd.Wait returned, says the process
+// died of SIGKILL: killed by a test or a harness, or by its own crash failpoint.
+func KilledBySIGKILL(err error) bool {
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) {
 		return false
