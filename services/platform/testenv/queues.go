@@ -1,11 +1,13 @@
 package testenv
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/bookstore-go/bookstore/services/platform/backoff"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 )
 
@@ -18,6 +20,64 @@ func Channel(t testing.TB, amqpURL string) *amqp.Channel {
 	t.Cleanup(func() { _ = conn.Close() })
 	return ch
 }
+
+// Publish publishes msgs to the contracts' exchange of the vhost at amqpURL as a relay
+// does (persistent, mandatory, with publisher confirms), and returns once the broker has
+// confirmed every one. A message the broker nacks is published again after a backoff,
+// as the relay publishes again a row whose publish failed: a quorum queue declared a
+// moment ago, on a machine loaded by other tests, refuses messages until it has a leader
+// (the test then saw "broker nacked the message"). A message no queue is bound for fails
+// the test, and so does one still refused after PublishTimeout.
+func Publish(t testing.TB, amqpURL string, msgs ...broker.Message) {
+	t.Helper()
+	conn, ch := dial(t, amqpURL)
+	defer conn.Close()
+	if err := ch.Confirm(false); err != nil {
+		t.Fatalf("publish: confirm mode: %v", err)
+	}
+	returns := ch.NotifyReturn(make(chan amqp.Return, len(msgs)))
+	ctx, cancel := context.WithTimeout(context.Background(), PublishTimeout)
+	defer cancel()
+	pending := msgs
+	for attempt := 1; len(pending) > 0; attempt++ {
+		if attempt > 1 && !backoff.Sleep(ctx, backoff.Delay(50*time.Millisecond, time.Second, attempt-1)) {
+			t.Fatalf("publish: %d of %d messages still nacked after %v (first %s)", len(pending), len(msgs), PublishTimeout, pending[0].Publishing.MessageId)
+		}
+		confirms := make([]*amqp.DeferredConfirmation, len(pending))
+		for i, m := range pending {
+			m.Publishing.DeliveryMode = amqp.Persistent
+			dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, broker.Exchange, m.RoutingKey, true, false, m.Publishing)
+			if err != nil {
+				t.Fatalf("publish %s: %v", m.Publishing.MessageId, err)
+			}
+			confirms[i] = dc
+		}
+		var nacked []broker.Message
+		for i, dc := range confirms {
+			acked, err := dc.WaitContext(ctx)
+			if err != nil {
+				t.Fatalf("publish %s: no confirm: %v", pending[i].Publishing.MessageId, err)
+			}
+			if !acked {
+				nacked = append(nacked, pending[i])
+			}
+		}
+		// The broker sends a return before the confirm of its message, so every return of
+		// this round is in the channel by now.
+		select {
+		case r := <-returns:
+			t.Fatalf("publish %s: unroutable (%s): no queue is bound for %s", r.MessageId, r.ReplyText, r.RoutingKey)
+		default:
+		}
+		if len(nacked) > 0 {
+			t.Logf("publish: the broker nacked %d of %d messages; publishing them again", len(nacked), len(pending))
+		}
+		pending = nacked
+	}
+}
+
+// PublishTimeout bounds how long Publish keeps publishing again what the broker nacks.
+const PublishTimeout = 60 * time.Second
 
 // Drain takes every message now in queue (acknowledging it), waiting up to quiet for
 // more to arrive after each one. The contracts' topology is declared first, so a queue of

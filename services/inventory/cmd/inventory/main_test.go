@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -103,23 +102,12 @@ func marshal(t *testing.T, v any) []byte {
 }
 
 // publish sends body to the events exchange under routingKey, as ordering's relay does,
-// and waits for the broker's confirm.
+// and waits for the broker's confirm (publishing again what it nacks).
 func publish(t *testing.T, amqpURL, routingKey, messageID string, body []byte) {
 	t.Helper()
-	ch := testenv.Channel(t, amqpURL)
-	if err := ch.Confirm(false); err != nil {
-		t.Fatal(err)
-	}
-	dc, err := ch.PublishWithDeferredConfirmWithContext(context.Background(), broker.Exchange, routingKey, true, false, amqp.Publishing{
-		MessageId: messageID, Type: routingKey, ContentType: event.ContentType, AppId: "ordering",
-		DeliveryMode: amqp.Persistent, Body: body,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := dc.WaitContext(context.Background()); err != nil || !ok {
-		t.Fatalf("publish %s: acked %v, %v", messageID, ok, err)
-	}
+	testenv.Publish(t, amqpURL, broker.Message{RoutingKey: routingKey, Publishing: amqp.Publishing{
+		MessageId: messageID, Type: routingKey, ContentType: event.ContentType, AppId: "ordering", Body: body,
+	}})
 }
 
 func publishEvent(t *testing.T, amqpURL string, env event.Envelope) {

@@ -88,14 +88,11 @@ func stockEvent(t *testing.T, typ string, orderID uuid.UUID, to string) event.En
 	return env
 }
 
-// publish publishes events as inventory's relay does: persistent, with confirms, the AMQP
-// properties of the contracts, and the trace context in the envelope and the headers.
+// publish publishes events as inventory's relay does: persistent, with confirms (again
+// when the broker nacks), the AMQP properties of the contracts, and the trace context in
+// the envelope and the headers.
 func publish(t *testing.T, amqpURL, traceparent string, envs ...event.Envelope) {
 	t.Helper()
-	conn := broker.NewConn(amqpURL, "test-inventory")
-	defer conn.Close()
-	pub := broker.NewPublisher(conn, 10*time.Second)
-	defer pub.Close()
 	msgs := make([]broker.Message, len(envs))
 	for i, env := range envs {
 		env.TraceParent = traceparent
@@ -112,11 +109,7 @@ func publish(t *testing.T, amqpURL, traceparent string, envs ...event.Envelope) 
 			Headers: headers, Body: body,
 		}}
 	}
-	for i, err := range pub.PublishBatch(context.Background(), msgs) {
-		if err != nil {
-			t.Fatalf("publish %s: %v", envs[i].ID, err)
-		}
-	}
+	testenv.Publish(t, amqpURL, msgs...)
 }
 
 type record struct {

@@ -224,10 +224,7 @@ func publishStockReserved(t *testing.T, amqpURL string, orderID uuid.UUID) {
 		t.Fatal(err)
 	}
 	b, _ := json.Marshal(env)
-	err = testenv.Channel(t, amqpURL).PublishWithContext(context.Background(), broker.Exchange, event.StockReserved, true, false, amqp.Publishing{
-		MessageId: env.ID, Type: env.Type, ContentType: event.ContentType, DeliveryMode: amqp.Persistent, AppId: "inventory", Body: b,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testenv.Publish(t, amqpURL, broker.Message{RoutingKey: event.StockReserved, Publishing: amqp.Publishing{
+		MessageId: env.ID, Type: env.Type, ContentType: event.ContentType, AppId: "inventory", Body: b,
+	}})
 }
