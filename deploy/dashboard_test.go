@@ -8,12 +8,10 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -390,8 +388,8 @@ func TestDashboardMetricsAreExported(t *testing.T) {
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("dashboard metrics not exported by any of %v after the workload:\n  %s\n(service logs in %s)",
-				running, strings.Join(last, "\n  "), sys.logDir)
+			t.Fatalf("dashboard metrics not exported by any of %v after the workload:\n  %s\n(service logs below)",
+				running, strings.Join(last, "\n  "))
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
@@ -399,16 +397,15 @@ func TestDashboardMetricsAreExported(t *testing.T) {
 
 // system is the running service processes of one test.
 type system struct {
-	urls   map[string]string // service -> http://127.0.0.1:port
-	logDir string
+	urls map[string]string // service -> http://127.x.y.z:port
 }
 
 // startSystem starts the services in dependency order (the provider before notification)
-// with a fresh database each, one shared fresh vhost and free ports, and waits for
-// every /readyz.
+// with a fresh database each, one shared fresh vhost and free ports, each through
+// testenv.StartProcess, which waits for its /readyz and prints its log if the test fails.
 func startSystem(t *testing.T, binaries map[string]string, services []string, amqpURL string) system {
 	t.Helper()
-	sys := system{urls: map[string]string{}, logDir: t.TempDir()}
+	sys := system{urls: map[string]string{}}
 	// Each service logs in to RabbitMQ as its docker compose user would: the permissions
 	// of definitions.json, tried by the real binaries doing their real work.
 	defs := readDefinitions(t)
@@ -421,73 +418,28 @@ func startSystem(t *testing.T, binaries map[string]string, services []string, am
 		}
 		vars := serviceVariables(t, binaries[name])
 		adminURL, dbURL := testenv.Database(t, name)
-		addr := testenv.FreeAddr(t)
 		serviceAMQPURL := amqpURL
 		if _, reads := vars["AMQP_URL"]; reads {
 			serviceAMQPURL = serviceUserURL(t, defs, compose, amqpURL, name)
 		}
-		env := map[string]string{
+		all := map[string]string{
 			"DATABASE_URL": dbURL, "DATABASE_ADMIN_URL": adminURL, "AMQP_URL": serviceAMQPURL,
-			"HTTP_ADDR": addr, "LOG_LEVEL": "debug",
+			"LOG_LEVEL":           "debug",
 			"EMAILPROVIDER_ADMIN": "1",
 			"PROVIDER_TIMEOUT":    "500ms", // notification gives up on a stalled send sooner
 		}
 		if u, ok := sys.urls["emailprovider"]; ok {
-			env["EMAILPROVIDER_URL"] = u
+			all["EMAILPROVIDER_URL"] = u
 		}
-		cmd := exec.Command(binaries[name])
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-		for k, v := range env {
-			if _, reads := vars[k]; reads {
-				cmd.Env = append(cmd.Env, k+"="+v)
+		env := map[string]string{}
+		for k, v := range all {
+			if _, reads := vars[k]; reads { // what its --help says it reads, and only that
+				env[k] = v
 			}
 		}
-		logFile, err := os.Create(filepath.Join(sys.logDir, name+".log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stdout, cmd.Stderr = logFile, logFile
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = cmd.Process.Signal(os.Interrupt)
-			done := make(chan struct{})
-			go func() { _ = cmd.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(15 * time.Second):
-				_ = cmd.Process.Kill()
-				<-done
-			}
-			logFile.Close()
-		})
-		base := "http://" + addr
-		if err := waitReady(base+"/readyz", 60*time.Second); err != nil {
-			logs, _ := os.ReadFile(logFile.Name())
-			t.Fatalf("%s not ready: %v\n%s", name, err, logs)
-		}
-		sys.urls[name] = base
+		sys.urls[name] = testenv.StartProcess(t, binaries[name], nil, env).Base
 	}
 	return sys
-}
-
-func waitReady(url string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	var last error
-	for time.Now().Before(deadline) {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = fmt.Errorf("%s", resp.Status)
-		}
-		last = err
-		time.Sleep(100 * time.Millisecond)
-	}
-	return last
 }
 
 // dune is the first book of inventory's seeded catalogue (CONTRACTS.md).
@@ -514,7 +466,6 @@ func drive(t *testing.T, sys system, amqpURL string) {
 
 	// Events published as a producer would, each twice with the same id: one processed,
 	// one duplicate, for every consumer. Then poison for each queue.
-	ch := testenv.Channel(t, amqpURL)
 	reserved := stockReserved(t, order)
 	other := uuid.New()
 	placed, err := event.New("bookstore/ordering", event.OrderPlaced, other.String(), 1,
@@ -523,15 +474,15 @@ func drive(t *testing.T, sys system, amqpURL string) {
 		t.Fatal(err)
 	}
 	for _, env := range []event.Envelope{reserved, reserved, placed, placed} {
-		publishEvent(t, ch, env)
+		publishEvent(t, amqpURL, env)
 	}
 	for _, key := range []string{event.OrderPlaced, event.StockRejected} {
-		publish(t, ch, key, amqp.Publishing{MessageId: uuid.NewString(), Type: key, ContentType: event.ContentType, Body: []byte("not json")})
+		publish(t, amqpURL, key, amqp.Publishing{MessageId: uuid.NewString(), Type: key, ContentType: event.ContentType, Body: []byte("not json")})
 	}
 
 	if withProvider && withNotification {
 		// Reconciled: the record of the ambiguous send completes without a second send.
-		waitFor(t, 60*time.Second, "notification of the first order completed by reconciliation", func() bool {
+		testenv.Eventually(t, 60*time.Second, "notification of the first order completed by reconciliation", func() bool {
 			var recs []struct{ Status string }
 			resp, err := http.Get(notification + "/notifications?order_id=" + order.String())
 			if err != nil {
@@ -543,7 +494,7 @@ func drive(t *testing.T, sys system, amqpURL string) {
 		})
 		// A plain send, and a client retrying one at the provider (a replay).
 		faults(`{"fail_rate":0,"ambiguous_rate":0,"latency":"0s"}`)
-		publishEvent(t, ch, stockReserved(t, uuid.New()))
+		publishEvent(t, amqpURL, stockReserved(t, uuid.New()))
 		email := `{"to":"retry@example.com","subject":"retried","text":"sent once"}`
 		key := uuid.NewString()
 		httpDo(t, http.MethodPost, provider+"/v1/emails", key, email, http.StatusAccepted)
@@ -554,20 +505,19 @@ func drive(t *testing.T, sys system, amqpURL string) {
 	// placed above, inventory its outcome (of that order or the published one).
 	for _, producer := range []string{"ordering", "inventory"} {
 		if base, ok := sys.urls[producer]; ok {
-			waitFor(t, 60*time.Second, producer+" publishing with its definitions.json user", func() bool {
-				v, ok := metricValue(base, "bookstore_outbox_published_total")
-				return ok && v > 0
+			testenv.Eventually(t, 60*time.Second, producer+" publishing with its definitions.json user", func() bool {
+				return testenv.Metric(t, base, "bookstore_outbox_published_total") > 0
 			})
 		}
 	}
 
 	// A publish the broker cannot route: once ordering's outbox is drained, the binding
 	// of inventory's queue goes, and the next order's event has nowhere to go.
-	waitFor(t, 60*time.Second, "ordering's outbox drained", func() bool {
-		v, ok := metricValue(sys.urls["ordering"], "bookstore_outbox_pending")
+	testenv.Eventually(t, 60*time.Second, "ordering's outbox drained", func() bool {
+		v, ok := testenv.MetricOK(t, sys.urls["ordering"], "bookstore_outbox_pending")
 		return ok && v == 0
 	})
-	if err := ch.QueueUnbind(broker.QueueInventoryOrderPlaced, event.OrderPlaced, broker.Exchange, nil); err != nil {
+	if err := testenv.Channel(t, amqpURL).QueueUnbind(broker.QueueInventoryOrderPlaced, event.OrderPlaced, broker.Exchange, nil); err != nil {
 		t.Fatal(err)
 	}
 	placeOrder(t, sys.urls["ordering"], uuid.NewString(), false)
@@ -600,63 +550,21 @@ func stockReserved(t testing.TB, order uuid.UUID) event.Envelope {
 }
 
 // publishEvent publishes an envelope with the AMQP properties of the contracts.
-func publishEvent(t testing.TB, ch *amqp.Channel, env event.Envelope) {
+func publishEvent(t testing.TB, amqpURL string, env event.Envelope) {
 	t.Helper()
 	data, err := json.Marshal(env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	publish(t, ch, env.Type, amqp.Publishing{
+	publish(t, amqpURL, env.Type, amqp.Publishing{
 		MessageId: env.ID, Type: env.Type, ContentType: event.ContentType,
 		AppId: strings.TrimPrefix(env.Source, "bookstore/"), Body: data,
 	})
 }
 
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+func publish(t testing.TB, amqpURL, key string, msg amqp.Publishing) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// metricValue returns the value of an unlabelled gauge or counter on base's /metrics.
-func metricValue(base, name string) (float64, bool) {
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		return 0, false
-	}
-	defer resp.Body.Close()
-	tp := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := tp.TextToMetricFamilies(resp.Body)
-	if err != nil || families[name] == nil || len(families[name].GetMetric()) != 1 {
-		return 0, false
-	}
-	m := families[name].GetMetric()[0]
-	switch {
-	case m.GetGauge() != nil:
-		return m.GetGauge().GetValue(), true
-	case m.GetCounter() != nil:
-		return m.GetCounter().GetValue(), true
-	}
-	return 0, false
-}
-
-var publishMu sync.Mutex
-
-func publish(t testing.TB, ch *amqp.Channel, key string, msg amqp.Publishing) {
-	t.Helper()
-	publishMu.Lock()
-	defer publishMu.Unlock()
-	msg.DeliveryMode = amqp.Persistent
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := ch.PublishWithContext(ctx, broker.Exchange, key, false, false, msg); err != nil {
-		t.Fatalf("publish %s: %v", key, err)
-	}
+	testenv.Publish(t, amqpURL, broker.Message{RoutingKey: key, Publishing: msg})
 }
 
 func httpDo(t testing.TB, method, url, idempotencyKey, body string, want int) []byte {

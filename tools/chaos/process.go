@@ -2,15 +2,15 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
 
 // Process is one service process under supervision: started, restarted whenever it dies
@@ -106,7 +106,7 @@ func (p *Process) supervise(ctx context.Context, started chan<- error) {
 		var fired string
 		switch {
 		case expected:
-		case killedBySIGKILL(err) && p.failpoints != "":
+		case testenv.KilledBySIGKILL(err) && p.failpoints != "":
 			// Nobody sent this SIGKILL: the process crashed itself at a failpoint. It
 			// comes back without it, as a machine comes back from a power cut.
 			p.stats.FailpointCrashes++
@@ -127,15 +127,6 @@ func (p *Process) supervise(ctx context.Context, started chan<- error) {
 			return
 		}
 	}
-}
-
-func killedBySIGKILL(err error) bool {
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) {
-		return false
-	}
-	ws, ok := exit.Sys().(syscall.WaitStatus)
-	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
 }
 
 // Kill sends SIGKILL, as a power cut would, and lets the supervisor restart the process
@@ -208,36 +199,36 @@ func (p *Process) Stats() ProcessStats {
 	return p.stats
 }
 
-// WaitReady polls GET /readyz until it answers 200.
+// WaitReady waits until the process answers /readyz with 200 (testenv.PollReady, the
+// wait every test uses). On a timeout the error ends with the tail of the process's log,
+// which says why: a port it could not listen on, a link down at start-up, a crash loop.
 func (p *Process) WaitReady(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	client := &http.Client{Timeout: time.Second}
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.HTTPAddr+"/readyz", nil)
-		resp, err := client.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if !sleepCtx(ctx, 100*time.Millisecond) {
-			return fmt.Errorf("%s not ready at http://%s/readyz after %v (see logs/%s.log)", p.Name, p.HTTPAddr, timeout, p.Name)
-		}
+	if err := testenv.PollReady(ctx, "http://"+p.HTTPAddr, nil); err != nil {
+		return fmt.Errorf("%s not ready at http://%s/readyz after %v: %w (see logs/%s.log, which ends:\n%s)",
+			p.Name, p.HTTPAddr, timeout, err, p.Name, p.logTail(20))
 	}
+	return nil
 }
 
-// freeAddr returns a loopback address with a port nobody listens on right now. The
-// kernel hands out ephemeral ports, far from the 8081-8084 a developer's system uses.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// logTail returns the last n lines of the process's log.
+func (p *Process) logTail(n int) string {
+	b, err := os.ReadFile(p.log.Name())
 	if err != nil {
-		return "", err
+		return err.Error()
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
+
+// freeAddr returns a loopback address with a port nobody listens on right now, far from
+// the 8081-8084 a developer's system uses. It is on a random host of 127.0.0.0/8, as the
+// tests' addresses are: a process killed by a fault gives its port up until its restart,
+// and on 127.0.0.1 any other listener or outgoing connection on the machine (the smoke
+// tests run beside every other package's tests) could take it meanwhile, leaving the
+// restarted process unable to listen and never ready.
+func freeAddr() (string, error) { return testenv.LoopbackAddr() }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)

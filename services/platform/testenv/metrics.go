@@ -15,6 +15,14 @@ import (
 // same here.
 func Metric(t testing.TB, base, name string, labels ...string) float64 {
 	t.Helper()
+	v, _ := MetricOK(t, base, name, labels...)
+	return v
+}
+
+// MetricOK is Metric, and also reports whether any series matched: for a gauge, where a
+// 0 that was never reported is not the 0 a test waits for.
+func MetricOK(t testing.TB, base, name string, labels ...string) (float64, bool) {
+	t.Helper()
 	resp, err := http.Get(base + "/metrics")
 	if err != nil {
 		t.Fatalf("metrics: %v", err)
@@ -24,7 +32,7 @@ func Metric(t testing.TB, base, name string, labels ...string) float64 {
 	if err != nil {
 		t.Fatalf("metrics: %v", err)
 	}
-	sum := 0.0
+	sum, found := 0.0, false
 	for _, line := range strings.Split(string(b), "\n") {
 		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
 			continue
@@ -40,7 +48,7 @@ func Metric(t testing.TB, base, name string, labels ...string) float64 {
 		if err != nil {
 			t.Fatalf("metrics: %s: %v", line, err)
 		}
-		sum += v
+		sum, found = sum+v, true
 	}
-	return sum
+	return sum, found
 }

@@ -41,5 +41,8 @@ bookstore_pending 1.5
 		if got := testenv.Metric(t, srv.URL, c.name, c.labels...); got != c.want {
 			t.Errorf("Metric(%s, %v) = %v, want %v", c.name, c.labels, got, c.want)
 		}
+		if _, found := testenv.MetricOK(t, srv.URL, c.name, c.labels...); found != (c.want != 0) {
+			t.Errorf("MetricOK(%s, %v) found = %v, want %v", c.name, c.labels, found, c.want != 0)
+		}
 	}
 }

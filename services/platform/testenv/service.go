@@ -1,7 +1,9 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -56,21 +58,46 @@ func StartInProcess(t testing.TB, run RunFunc, env map[string]string) (baseURL s
 // closed first (the service ended) or ReadyTimeout passes.
 func WaitReady(t testing.TB, base string, exited <-chan struct{}) {
 	t.Helper()
-	deadline := time.Now().Add(ReadyTimeout)
-	for time.Now().Before(deadline) {
+	ctx, cancel := context.WithTimeout(context.Background(), ReadyTimeout)
+	defer cancel()
+	if err := PollReady(ctx, base, exited); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// PollReady is WaitReady for a harness that is not a test (tools/chaos): it polls base's
+// /readyz until it answers 200, and returns an error if exited is closed first (nil
+// waits for ctx alone) or ctx ends. Each request is bounded, so a service that accepts
+// the connection and never answers does not hold the wait past ctx.
+func PollReady(ctx context.Context, base string, exited <-chan struct{}) error {
+	client := &http.Client{Timeout: 2 * time.Second}
+	var last string
+	for {
 		select {
 		case <-exited:
-			t.Fatalf("service at %s exited before it was ready", base)
+			return fmt.Errorf("service at %s exited before it was ready", base)
 		default:
 		}
-		resp, err := http.Get(base + "/readyz")
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
 		if err == nil {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return
+				return nil
 			}
+			last = fmt.Sprintf("%s %s", resp.Status, bytes.TrimSpace(body))
+		} else {
+			last = err.Error()
 		}
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("service at %s never became ready (last answer: %s)", base, last)
+		case <-exited:
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
-	t.Fatalf("service at %s never became ready", base)
 }

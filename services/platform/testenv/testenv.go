@@ -193,13 +193,25 @@ func Eventually(t testing.TB, timeout time.Duration, msg string, cond func() boo
 // test asks for ports.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
+	addr, err := LoopbackAddr()
+	if err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	return addr
+}
+
+// LoopbackAddr is FreeAddr for a harness that is not a test (tools/chaos): a free port on
+// a random host of 127.0.0.0/8. On 127.0.0.1 a port given up a moment ago can be taken
+// by any listener, or as the local port of any outgoing connection, of any test on the
+// machine.
+func LoopbackAddr() (string, error) {
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
 	host := fmt.Sprintf("127.%d.%d.%d", 1+b[0]%254, b[1], 1+b[2]%254)
 	ln, err := net.Listen("tcp", host+":0")
 	if err != nil {
-		t.Fatalf("free port: %v", err)
+		return "", err
 	}
 	defer ln.Close()
-	return ln.Addr().String()
+	return ln.Addr().String(), nil
 }
