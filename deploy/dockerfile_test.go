@@ -2,7 +2,6 @@ package deploy
 
 import (
 	"bytes"
-	"context"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	shellwords "github.com/mattn/go-shellwords"
 	"github.com/moby/buildkit/frontend/dockerfile/instructions"
@@ -192,12 +190,14 @@ func buildLikeTheDockerfile(root, outDir string, services []string) (map[string]
 			local := filepath.Join(outDir, name)
 			args = slices.Clone(args)
 			args[slices.Index(args, output)] = local
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			cmd := exec.CommandContext(ctx, "go", args...)
+			// No deadline of its own: with -trimpath and -ldflags no other build of the run
+			// shares its cache, so on a fresh machine the first one compiles every
+			// dependency, which took more than 5 minutes on the loaded 2-core machine
+			// (killed, and three tests failed). go test's -timeout bounds a build that hangs.
+			cmd := exec.Command("go", args...)
 			cmd.Dir = ctxDir
 			cmd.Env = append(withoutGOWORK(os.Environ()), env...)
 			out, err := cmd.CombinedOutput()
-			cancel()
 			if err != nil {
 				return nil, fmt.Errorf("%s (for %s): %v\n%s", b.line, svc, err, out)
 			}
