@@ -109,7 +109,11 @@ func (r *received) distinct() int {
 // aggregate arrive in sequence order, and the test reports how many copies were extra.
 func TestTwoRelaysRaceOverTenThousandRows(t *testing.T) {
 	pool, amqpURL, tel := setup(t)
-	const aggregates, perAggregate = 2500, 4
+	// 100 aggregates of 100 events, written sequence by sequence: one claim of 200 rows
+	// would span two sequences of every aggregate, and the two relays' claims the next
+	// ones. Only the claim's per-aggregate guard keeps them in order; with 2,500 aggregates
+	// of 4 an aggregate's next event was 2,500 rows on, and removing the guard went unseen.
+	const aggregates, perAggregate = 100, 100
 	writeEvents(t, pool, event.OrderPlaced, "order", aggregates, perAggregate)
 
 	ctx, cancel := context.WithCancel(context.Background())
