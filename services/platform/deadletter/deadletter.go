@@ -25,6 +25,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/bookstore-go/bookstore/services/platform/backoff"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 )
 
@@ -34,6 +35,11 @@ const MaxMessages = 10_000
 
 // ConfirmTimeout bounds the wait for the broker's confirm of one replayed message.
 const ConfirmTimeout = 10 * time.Second
+
+// NackRetries is how often Replay publishes a copy the broker nacked before it gives up
+// and leaves the rest in the DLQ: a quorum queue without a leader for a moment (a node
+// restarting, a queue declared a moment ago) nacks, and takes the copy a little later.
+const NackRetries = 4
 
 // ErrNotFound is returned by Replay when an asked-for message id is not in the
 // dead-letter queue. Nothing is moved then.
@@ -76,10 +82,12 @@ func List(ctx context.Context, ch *amqp.Channel, queue string) ([]Message, error
 // Each message is published to the default exchange with routing key queue (so it reaches
 // that queue alone, not every queue bound to its event type), mandatory and with publisher
 // confirms, with its body and properties as they were: message id, type, app id, trace
-// context and every other header. Only after the broker confirmed the copy is the original
-// acknowledged. The messages not selected stay in the dead-letter queue in their order
-// (behind any dead-lettered while Replay ran: a quorum queue puts returned messages at its
-// tail). An id that is not in the dead-letter queue fails the call before anything moves.
+// context and every other header. Only after the broker confirmed the copy is the
+// original acknowledged; a copy the broker nacks is published again a few times
+// (NackRetries) before Replay gives up. The messages not selected stay in the dead-letter
+// queue in their order (behind any dead-lettered while Replay ran: a quorum queue puts
+// returned messages at its tail). An id that is not in the dead-letter queue fails the
+// call before anything moves.
 //
 // Replay puts ch in confirm mode and listens for returns on it: give it a channel of its
 // own, and close it afterwards.
@@ -114,7 +122,14 @@ func Replay(ctx context.Context, ch *amqp.Channel, queue string, ids ...string) 
 		if len(want) > 0 && !want[d.MessageId] {
 			continue
 		}
-		if err := republish(ctx, ch, returns, queue, d); err != nil {
+		err := republish(ctx, ch, returns, queue, d)
+		for attempt := 1; errors.Is(err, broker.ErrNacked) && attempt < NackRetries; attempt++ {
+			if !backoff.Sleep(ctx, backoff.Delay(100*time.Millisecond, time.Second, attempt)) {
+				break
+			}
+			err = republish(ctx, ch, returns, queue, d)
+		}
+		if err != nil {
 			return moved, fmt.Errorf("replay %s to %s: %w", label(d), queue, err)
 		}
 		// Confirmed: the queue has the copy. Dying before this ack leaves the original in

@@ -85,16 +85,21 @@ func (r rabbit) channel(t *testing.T) *amqp.Channel {
 	return ch
 }
 
-// publish sends a message through the events exchange and waits for the broker's confirm.
+// publish sends a message and waits for the broker's confirm, again while the broker nacks
+// it (a quorum queue declared a moment ago, on a loaded machine, has no leader yet).
 func (r rabbit) publish(t *testing.T, exchange, key string, msg amqp.Publishing) {
 	t.Helper()
-	dc, err := r.ch.PublishWithDeferredConfirmWithContext(context.Background(), exchange, key, true, false, msg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := dc.WaitContext(context.Background()); !ok || err != nil {
-		t.Fatalf("publish to %s/%s: acked %v, %v", exchange, key, ok, err)
-	}
+	testenv.Eventually(t, 10*time.Second, "the broker to confirm a publish to "+exchange+"/"+key, func() bool {
+		dc, err := r.ch.PublishWithDeferredConfirmWithContext(context.Background(), exchange, key, true, false, msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok, err := dc.WaitContext(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	})
 }
 
 // deadLetter publishes messages with the given ids to work and rejects each one, as a
