@@ -3,6 +3,8 @@
 //
 //	inventory          HTTP API, order-placed consumer and outbox relay
 //	inventory --help   every environment variable and its default
+//	inventory dlq ...     list or replay the orders its queue dead-lettered (inventory dlq help)
+//	inventory outbox ...  list or retry the answers its relay parked (inventory outbox help)
 package main
 
 import (
@@ -22,10 +24,12 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/config"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
+	"github.com/bookstore-go/bookstore/services/platform/deadletter"
 	"github.com/bookstore-go/bookstore/services/platform/failpoint"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 	"github.com/bookstore-go/bookstore/services/platform/inbox"
 	"github.com/bookstore-go/bookstore/services/platform/outbox"
+	"github.com/bookstore-go/bookstore/services/platform/parked"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 )
@@ -56,7 +60,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	if rest := config.Rest(args); len(rest) > 0 {
-		return fmt.Errorf("unknown command %q (inventory takes none)", rest[0])
+		if parked.IsCommand(rest[0]) {
+			return runParked(ctx, cfg, rest, stdout) // does its work and exits: nothing below starts
+		}
+		return fmt.Errorf("unknown command %q (inventory takes dlq or outbox)", rest[0])
 	}
 	strategy, err := stock.ParseStrategy(strategyName)
 	if err != nil {
@@ -106,6 +113,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Healthy:     pool.Ping,
 	}, svc.ReserveStock)
 	if err != nil {
+		return err
+	}
+	if err := deadletter.ObserveDepth(tel, consumeConn, broker.QueueInventoryOrderPlaced); err != nil {
 		return err
 	}
 	ready := []httpapi.Check{

@@ -1,0 +1,28 @@
+package main
+
+import (
+	"context"
+	"io"
+
+	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
+	"github.com/bookstore-go/bookstore/services/platform/broker"
+	"github.com/bookstore-go/bookstore/services/platform/config"
+	"github.com/bookstore-go/bookstore/services/platform/parked"
+)
+
+// parkedCommands is what inventory parks: the orders its queue dead-lettered and the
+// stock answers its relay gave up on (package parked).
+//
+//	inventory dlq list|replay [inventory.order-placed] [--id ID ...]
+//	inventory outbox list-dead|retry-dead [--id ID ...]
+var parkedCommands = parked.Service{
+	Name:       "inventory",
+	Queues:     []string{broker.QueueInventoryOrderPlaced},
+	Outbox:     true,
+	Migrations: stock.Migrations,
+}
+
+// runParked runs one of those commands and returns: no API, relay or consumer starts.
+func runParked(ctx context.Context, cfg *config.Common, args []string, stdout io.Writer) error {
+	return parked.Run(ctx, parkedCommands, cfg, args, stdout)
+}
