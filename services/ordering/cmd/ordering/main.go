@@ -4,6 +4,8 @@
 //	ordering          API, outbox relay and stock-events consumer (the default)
 //	ordering relay    the outbox relay alone, to run more relays beside the API
 //	ordering --help   every environment variable and its default
+//	ordering dlq ...     list or replay the stock events its queue dead-lettered (ordering dlq help)
+//	ordering outbox ...  list or retry the events its relay parked (ordering outbox help)
 package main
 
 import (
@@ -23,10 +25,12 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/config"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
+	"github.com/bookstore-go/bookstore/services/platform/deadletter"
 	"github.com/bookstore-go/bookstore/services/platform/failpoint"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 	"github.com/bookstore-go/bookstore/services/platform/inbox"
 	"github.com/bookstore-go/bookstore/services/platform/outbox"
+	"github.com/bookstore-go/bookstore/services/platform/parked"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 	"github.com/bookstore-go/bookstore/sql"
@@ -59,10 +63,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	mode := "serve"
 	if rest := config.Rest(args); len(rest) > 0 {
+		if parked.IsCommand(rest[0]) {
+			return runParked(ctx, cfg, rest, stdout) // does its work and exits: nothing below starts
+		}
 		mode = rest[0]
 	}
 	if mode != "serve" && mode != "relay" {
-		return fmt.Errorf("unknown command %q (want none or relay)", mode)
+		return fmt.Errorf("unknown command %q (want none, relay, dlq or outbox)", mode)
 	}
 	if publisher != "outbox" && publisher != "direct" {
 		return fmt.Errorf("ORDERING_PUBLISHER=%q: want outbox or direct", publisher)
@@ -133,6 +140,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Healthy:     pool.Ping,
 	}, svc.ApplyStockOutcome)
 	if err != nil {
+		return err
+	}
+	if err := deadletter.ObserveDepth(tel, consumeConn, broker.QueueOrderingStockEvents); err != nil {
 		return err
 	}
 	ready = append(ready, httpapi.Check{Name: "consumer", Ping: stockEvents.Ready})
