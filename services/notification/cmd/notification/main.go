@@ -3,6 +3,7 @@
 //
 //	notification          consumer, sweeper and API on :8083
 //	notification --help   every environment variable and its default
+//	notification dlq ...  list or replay the stock events its queue dead-lettered (notification dlq help)
 package main
 
 import (
@@ -23,9 +24,11 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/config"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
+	"github.com/bookstore-go/bookstore/services/platform/deadletter"
 	"github.com/bookstore-go/bookstore/services/platform/failpoint"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 	"github.com/bookstore-go/bookstore/services/platform/inbox"
+	"github.com/bookstore-go/bookstore/services/platform/parked"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 	"github.com/bookstore-go/bookstore/sql"
@@ -58,6 +61,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			return nil
 		}
 		return err
+	}
+	if rest := config.Rest(args); len(rest) > 0 {
+		if parked.IsCommand(rest[0]) {
+			return runParked(ctx, cfg, rest, stdout) // does its work and exits: nothing below starts
+		}
+		return fmt.Errorf("unknown command %q (notification takes dlq)", rest[0])
 	}
 	if err := failpoint.Configure(cfg.Failpoints); err != nil {
 		return err
@@ -109,6 +118,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Healthy: pool.Ping,
 	}, svc.HandleStockEvent)
 	if err != nil {
+		return err
+	}
+	if err := deadletter.ObserveDepth(tel, conn, broker.QueueNotificationStockEvent); err != nil {
 		return err
 	}
 

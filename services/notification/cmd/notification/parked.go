@@ -1,0 +1,27 @@
+package main
+
+import (
+	"context"
+	"io"
+
+	"github.com/bookstore-go/bookstore/services/platform/broker"
+	"github.com/bookstore-go/bookstore/services/platform/config"
+	"github.com/bookstore-go/bookstore/services/platform/parked"
+)
+
+// parkedCommands is what notification parks: the stock events its queue dead-lettered
+// (package parked). It has no outbox. A replayed event whose email was sent is a
+// duplicate; one whose email failed for good (its record 'failed' after
+// NOTIFICATION_MAX_ATTEMPTS) goes back to the DLQ, because the record, not the message,
+// remembers that failure.
+//
+//	notification dlq list|replay [notification.stock-events] [--id ID ...]
+var parkedCommands = parked.Service{
+	Name:   "notification",
+	Queues: []string{broker.QueueNotificationStockEvent},
+}
+
+// runParked runs one of those commands and returns: no API, sweeper or consumer starts.
+func runParked(ctx context.Context, cfg *config.Common, args []string, stdout io.Writer) error {
+	return parked.Run(ctx, parkedCommands, cfg, args, stdout)
+}
