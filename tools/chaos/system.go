@@ -140,7 +140,7 @@ func StartSystem(ctx context.Context, cfg Config, dir string, onFPCrash func(*Pr
 	// rows, and an email record a crash left "processing", are taken over within seconds,
 	// so a run with a kill every few seconds settles in minutes. Both only decide how soon
 	// another instance may take over; neither changes what the checker must find.
-	orderingEnv := []string{"ORDERING_PUBLISHER=" + cfg.Publisher, "RELAY_LEASE=10s", "RELAY_CONFIRM_TIMEOUT=2s"}
+	orderingEnv := []string{"ORDERING_PUBLISHER=" + cfg.Publisher, "RELAY_LEASE=12s", "RELAY_CONFIRM_TIMEOUT=2s"}
 	notificationEnv := []string{"RECONCILE_AFTER=5s", "SWEEP_INTERVAL=1s",
 		// The provider is faulty about half the time in a default run (a fault window every
 		// second or two, up to 90% failures, plus the link's own faults). The default budget
