@@ -365,6 +365,12 @@ func TestDashboardMetricsAreExported(t *testing.T) {
 		t.Fatal("services/ordering/cmd/ordering does not exist")
 	}
 	amqpURL := testenv.VHost(t)
+	// In compose, RabbitMQ loads definitions.json, queues included, before any service
+	// starts. A service's restricted user may redeclare another service's queue, but is
+	// refused (ACCESS_REFUSED) creating it; now that /readyz waits for the consumer,
+	// notification, started first into an empty vhost, would never be ready. So the
+	// queues are declared here first, as the definitions would have them.
+	testenv.Channel(t, amqpURL)
 	sys := startSystem(t, binaries, running, amqpURL)
 
 	drive(t, sys, amqpURL)
