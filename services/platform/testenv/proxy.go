@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"bytes"
 	"net"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ type Proxy struct {
 	mu      sync.Mutex
 	cut     bool
 	stalled bool
+	match   []byte     // stall only connections whose client said this; nil: all
 	resumed *sync.Cond // broadcast when a stall ends
 	refused int
 	conns   map[net.Conn]struct{}
@@ -55,17 +57,37 @@ func (p *Proxy) Cut() {
 
 // Stall holds every byte in both directions, on open connections and new ones, until
 // Restore: the peer sees a silent link, not a closed one, as with Toxiproxy's timeout.
-func (p *Proxy) Stall() {
+func (p *Proxy) Stall() { p.StallMatching("") }
+
+// StallMatching stalls only the connections whose client has sent text among its first
+// 4 KiB, and lets the others flow: for example one AMQP connection of a service by its
+// connection_name, which the client sends in its handshake.
+func (p *Proxy) StallMatching(text string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stalled = true
+	p.match = nil
+	if text != "" {
+		p.match = []byte(text)
+	}
+}
+
+// link is one proxied connection: what its client sent first, to match it by.
+type link struct {
+	hello []byte // guarded by Proxy.mu
+}
+
+const helloSize = 4096
+
+func (p *Proxy) stalls(l *link) bool {
+	return p.stalled && !p.cut && (p.match == nil || bytes.Contains(l.hello, p.match))
 }
 
 // Restore lets connections through again, and what a stall held goes on its way.
 func (p *Proxy) Restore() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.cut, p.stalled = false, false
+	p.cut, p.stalled, p.match = false, false, nil
 	p.resumed.Broadcast()
 }
 
@@ -77,14 +99,18 @@ func (p *Proxy) Refused() int {
 	return p.refused
 }
 
-// copy is io.Copy that holds each chunk while the proxy is stalled.
-func (p *Proxy) copy(dst, src net.Conn) {
+// copy is io.Copy that holds each chunk while the proxy stalls l. It records the first
+// bytes from the client in l.hello.
+func (p *Proxy) copy(dst, src net.Conn, l *link, fromClient bool) {
 	buf := make([]byte, 32*1024)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
-			for p.stalled && !p.cut {
+			if fromClient && len(l.hello) < helloSize {
+				l.hello = append(l.hello, buf[:min(n, helloSize-len(l.hello))]...)
+			}
+			for p.stalls(l) {
 				p.resumed.Wait()
 			}
 			p.mu.Unlock()
@@ -132,8 +158,9 @@ func (p *Proxy) forward(client net.Conn) {
 	p.conns[client], p.conns[server] = struct{}{}, struct{}{}
 	p.mu.Unlock()
 	done := make(chan struct{}, 2)
+	l := &link{}
 	pipe := func(dst, src net.Conn) {
-		p.copy(dst, src)
+		p.copy(dst, src, l, src == client)
 		_ = dst.Close()
 		_ = src.Close()
 		done <- struct{}{}
