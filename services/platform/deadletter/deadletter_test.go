@@ -34,7 +34,7 @@ type rabbit struct {
 // newRabbit declares the test topology: events -> work -> (rejected) dlx -> work.dlq.
 // work is a classic queue, so a header the broker would otherwise overwrite on delivery
 // (x-delivery-count) shows whether Replay carried it over.
-func newRabbit(t *testing.T) rabbit {
+func newRabbit(t testing.TB) rabbit {
 	t.Helper()
 	url := testenv.VHost(t)
 	conn, err := amqp.Dial(url)
@@ -56,14 +56,14 @@ func newRabbit(t *testing.T) rabbit {
 	return rabbit{url: url, ch: ch}
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
 }
 
-func declare(t *testing.T, ch *amqp.Channel, name string, args amqp.Table) {
+func declare(t testing.TB, ch *amqp.Channel, name string, args amqp.Table) {
 	t.Helper()
 	if _, err := ch.QueueDeclare(name, true, false, false, false, args); err != nil {
 		t.Fatal(err)
@@ -71,7 +71,7 @@ func declare(t *testing.T, ch *amqp.Channel, name string, args amqp.Table) {
 }
 
 // channel opens a channel of its own for the code under test, as its callers do.
-func (r rabbit) channel(t *testing.T) *amqp.Channel {
+func (r rabbit) channel(t testing.TB) *amqp.Channel {
 	t.Helper()
 	conn, err := amqp.Dial(r.url)
 	if err != nil {
