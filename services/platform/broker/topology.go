@@ -17,10 +17,12 @@ const (
 )
 
 // DeliveryLimit is each queue's x-delivery-limit: how often a message may be delivered
-// before RabbitMQ dead-letters it. Consumers back off before requeueing a transient
-// failure, so 50 deliveries outlast a database or provider outage of many minutes; a
-// message that can never succeed is rejected at its first delivery and does not wait
-// for the limit.
+// before RabbitMQ dead-letters it. Only a message's own failures spend it: a consumer whose
+// database is down stops consuming instead of requeueing (package consumer), so an outage
+// of any length costs a message at most one return. Fifty deliveries, each after a
+// backoff, is then a message that keeps failing while everything it needs is healthy; a
+// message that can never succeed is rejected at its first delivery and does not wait for
+// the limit.
 const DeliveryLimit = 50
 
 // Queue is one consuming service's queue and the event types bound to it.
