@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/config"
@@ -192,7 +193,7 @@ func dlqList(ctx context.Context, svc Service, cfg *config.Common, queues []stri
 		msgs, err := deadletter.List(ctx, ch, queue)
 		_ = ch.Close()
 		if err != nil {
-			return fmt.Errorf("dlq list %s: %w", queue, err)
+			return fmt.Errorf("dlq list %s: %w%s", queue, err, accessHint(err))
 		}
 		if len(msgs) == 0 {
 			fmt.Fprintf(stdout, "%s: empty\n", deadletter.DLQ(queue))
@@ -222,7 +223,7 @@ func dlqReplay(ctx context.Context, svc Service, cfg *config.Common, queue strin
 	n, err := deadletter.Replay(ctx, ch, queue, ids...)
 	fmt.Fprintf(stdout, "moved %d message(s) from %s back to %s\n", n, deadletter.DLQ(queue), queue)
 	if err != nil {
-		return fmt.Errorf("dlq replay %s: %w", queue, err)
+		return fmt.Errorf("dlq replay %s: %w%s", queue, err, accessHint(err))
 	}
 	return nil
 }
@@ -269,6 +270,17 @@ func outboxRetry(ctx context.Context, svc Service, cfg *config.Common, ids []str
 	}
 	fmt.Fprintf(stdout, "moved %d dead outbox row(s) back to pending; a running relay publishes them now\n", n)
 	return nil
+}
+
+// accessHint explains a refusal by the broker: a service's own user may read only its
+// queue and publish only through the events exchange (docker compose's definitions), while
+// these commands read the DLQ and publish through the default exchange.
+func accessHint(err error) string {
+	var amqpErr *amqp.Error
+	if errors.As(err, &amqpErr) && amqpErr.Code == amqp.AccessRefused {
+		return " (the dlq commands read <queue>.dlq and publish through the default exchange: give AMQP_URL a user that may, such as the broker's admin)"
+	}
+	return ""
 }
 
 func orDash(s string) string {
