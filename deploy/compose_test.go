@@ -212,7 +212,7 @@ func TestComposeServicesMatchContracts(t *testing.T) {
 					known[name] = true
 				}
 			} else {
-				t.Logf("services/%s/cmd/%s does not exist yet: checking against CONTRACTS.md's common variables only", c.Name, c.Name)
+				t.Logf("services/%s/cmd/%s does not exist yet: checking against the common variables of docs/contracts.md only", c.Name, c.Name)
 				for _, name := range append(commonVariables, "DATABASE_ADMIN_URL") {
 					known[name] = true
 				}

@@ -448,7 +448,7 @@ func startSystem(t *testing.T, binaries map[string]string, services []string, am
 	return sys
 }
 
-// dune is the first book of inventory's seeded catalogue (CONTRACTS.md).
+// dune is the first book of inventory's seeded catalogue (docs/contracts.md).
 var dune = uuid.MustParse("018f2b1e-0000-7000-8000-000000000001")
 
 // drive makes every counter of the dashboard count at least once, in the order a

@@ -16,15 +16,14 @@ import (
 	"time"
 )
 
-// contractService is one row of the services table of CONTRACTS.md.
+// contractService is one row of the services table of docs/contracts.md.
 type contractService struct {
 	Name string
 	Port int
 }
 
-// contractServices is the services table of CONTRACTS.md. TestContractsTable compares it
-// with the file itself when the shared folder is beside the repository (as on developer
-// machines and in CI), so this copy cannot drift.
+// contractServices is the services table of docs/contracts.md. TestContractsTable
+// compares it with the file itself, so this copy cannot drift.
 var contractServices = []contractService{
 	{"ordering", 8081},
 	{"inventory", 8082},
@@ -32,7 +31,8 @@ var contractServices = []contractService{
 	{"emailprovider", 8084},
 }
 
-// commonVariables are CONTRACTS.md's "Common variables" that every service reads.
+// commonVariables are the "Common variables" of docs/contracts.md that every service with
+// a broker reads.
 var commonVariables = []string{"DATABASE_URL", "AMQP_URL", "HTTP_ADDR", "OTEL_EXPORTER_OTLP_ENDPOINT", "LOG_LEVEL", "BOOKSTORE_FAILPOINTS"}
 
 // repoRoot is the directory holding go.work.
@@ -71,17 +71,9 @@ func existingServices(t testing.TB) []string {
 
 func TestContractsTable(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(filepath.Dir(repoRoot(t)), "shared", "CONTRACTS.md")
-	if p := os.Getenv("BOOKSTORE_CONTRACTS"); p != "" {
-		path = p
-	}
-	data, err := os.ReadFile(path)
+	data, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "contracts.md"))
 	if err != nil {
-		// CI lays shared/ beside the clone, so there the check must run.
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CONTRACTS.md not beside the repository: %v", err)
-		}
-		t.Skipf("CONTRACTS.md not beside the repository (%v); set BOOKSTORE_CONTRACTS to check against it", err)
+		t.Fatal(err)
 	}
 	// | ordering | 8081 | `ordering` | takes orders; ...
 	row := regexp.MustCompile("(?m)^\\| (\\w+) \\| (\\d+) \\| `(\\w+)` \\|")
@@ -90,19 +82,19 @@ func TestContractsTable(t *testing.T) {
 		port, _ := strconv.Atoi(m[2])
 		got = append(got, contractService{m[1], port})
 		if m[1] != m[3] {
-			t.Errorf("CONTRACTS.md: service %s owns database %s; the checks here assume they are named alike", m[1], m[3])
+			t.Errorf("docs/contracts.md: service %s owns database %s; the checks here assume they are named alike", m[1], m[3])
 		}
 	}
 	if fmt.Sprint(got) != fmt.Sprint(contractServices) {
-		t.Errorf("CONTRACTS.md services table = %v, the tests here assume %v", got, contractServices)
+		t.Errorf("docs/contracts.md services table = %v, the tests here assume %v", got, contractServices)
 	}
 	common := regexp.MustCompile("Common variables: (.*)").FindStringSubmatch(strings.ReplaceAll(string(data), "\n", " "))
 	if common == nil {
-		t.Fatal("CONTRACTS.md: no 'Common variables:' sentence")
+		t.Fatal("docs/contracts.md: no 'Common variables:' sentence")
 	}
 	for _, v := range commonVariables {
 		if !strings.Contains(common[1], "`"+v+"`") {
-			t.Errorf("CONTRACTS.md's common variables do not name %s", v)
+			t.Errorf("docs/contracts.md's common variables do not name %s", v)
 		}
 	}
 }
