@@ -129,12 +129,24 @@ func (p *Process) supervise(ctx context.Context, started chan<- error) {
 	}
 }
 
+// exited reports whether the current cmd has ended; the caller holds p.mu. Not
+// cmd.ProcessState: cmd.Wait sets that in the supervisor without the lock (the race pass
+// caught Restart reading it), while done is made and closed under the lock.
+func (p *Process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // Kill sends SIGKILL, as a power cut would, and lets the supervisor restart the process
 // after downFor.
 func (p *Process) Kill(downFor time.Duration) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cmd == nil || p.cmd.ProcessState != nil || p.expectExit || p.stopping {
+	if p.cmd == nil || p.exited() || p.expectExit || p.stopping {
 		return false // already down or on its way down
 	}
 	p.expectExit = true
@@ -149,7 +161,7 @@ func (p *Process) Kill(downFor time.Duration) bool {
 func (p *Process) Restart(failpoints string, grace time.Duration) {
 	p.mu.Lock()
 	p.failpoints = failpoints
-	if p.cmd == nil || p.cmd.ProcessState != nil || p.expectExit || p.stopping {
+	if p.cmd == nil || p.exited() || p.expectExit || p.stopping {
 		p.mu.Unlock() // down already: the next start picks the failpoints up
 		return
 	}
