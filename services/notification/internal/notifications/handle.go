@@ -180,10 +180,10 @@ func (e *FailedError) Error() string {
 }
 func (e *FailedError) Unwrap() error { return e.Cause }
 
-// attempt is one claimed try at getting the email to the provider: phase two, then phase
-// three. It returns nil once the record is 'completed', a *FailedError once it is
-// 'failed', and any other error when the outcome is still open (the record then waits as
-// 'needs-reconciliation' for the next delivery or the sweeper).
+// attempt is one claimed try at getting the email to the provider: the call, which no
+// transaction can hold, then phase two. It returns nil once the record is 'completed', a
+// *FailedError once it is 'failed', and any other error when the outcome is still open
+// (the record then waits as 'needs-reconciliation' for the next delivery or the sweeper).
 func (s *Service) attempt(ctx context.Context, rec store.Notification, trigger string) (err error) {
 	key := rec.IdempotencyKey
 	ctx, span := s.tracer.Start(ctx, "notification attempt", trace.WithAttributes(
@@ -236,7 +236,7 @@ func (s *Service) attempt(ctx context.Context, rec store.Notification, trigger s
 	return s.complete(ctx, rec, acc.ID)
 }
 
-// complete is phase three. It writes with a context that outlives the caller's
+// complete is phase two. It writes with a context that outlives the caller's
 // cancellation: the provider has the email, so recording that is always worth finishing.
 func (s *Service) complete(ctx context.Context, rec store.Notification, emailID string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
