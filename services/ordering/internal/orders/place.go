@@ -148,7 +148,7 @@ func (s *Service) PlaceOrder(ctx context.Context, key string, req PlaceOrderRequ
 
 // publishDirect is the dual write the outbox exists to prevent: the order is committed,
 // and if the process dies now or the broker is down, its event is gone for good and the
-// order stays pending forever. Never the default; see docs/failure-windows.md.
+// order stays pending forever. Never the default; see docs/outbox.md.
 func (s *Service) publishDirect(ctx context.Context, env event.Envelope) {
 	if err := s.direct.PublishNow(ctx, env); err != nil {
 		s.log.ErrorContext(ctx, "direct publish failed: the event is lost", "event_id", env.ID, "err", err)
