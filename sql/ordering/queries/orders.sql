@@ -13,11 +13,6 @@ SELECT * FROM orders WHERE id = $1;
 -- name: ListOrderLines :many
 SELECT book_id, quantity FROM order_lines WHERE order_id = $1 ORDER BY book_id;
 
--- name: TryLockIdempotencyKey :one
--- Held until the transaction ends. Taken before looking the key up, so "in flight" is
--- decided by the lock, and "already done" by a row that is only visible once committed.
-SELECT pg_try_advisory_xact_lock(hashtextextended('ordering/idempotency-key:' || sqlc.arg(key)::text, 0));
-
 -- name: GetIdempotencyKey :one
 SELECT * FROM idempotency_keys WHERE key = $1;
 

@@ -13,10 +13,10 @@ package emails
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/bookstore-go/bookstore/services/platform/idempotency"
 	"log/slog"
 	"net/mail"
 	"time"
@@ -106,9 +106,9 @@ type Sent struct {
 var (
 	ErrNotFound = errors.New("no email was sent with this Idempotency-Key")
 	// ErrKeyInFlight: another request with this key is being sent right now.
-	ErrKeyInFlight = errors.New("a request with this Idempotency-Key is still in flight")
+	ErrKeyInFlight = idempotency.ErrInFlight
 	// ErrKeyMismatch: the key was used before with a different request.
-	ErrKeyMismatch = errors.New("this Idempotency-Key was used with a different request body")
+	ErrKeyMismatch = idempotency.ErrMismatch
 	// ErrUnavailable: the fail_rate fault fired; nothing was sent.
 	ErrUnavailable = errors.New("the provider is unavailable (injected fault); nothing was sent")
 )
@@ -140,14 +140,14 @@ func NewService(pool *pgxpool.Pool, faults *Faults, relay Relay, log *slog.Logge
 // Send sends req once per key. key must be non-empty.
 //
 // The order of statements is what makes it exactly once:
-//  1. Lock the key (advisory lock, held to commit): a concurrent request with the same key
-//     gets ErrKeyInFlight; it can neither send a second time nor answer "not sent" while
-//     the first is still sending.
-//  2. Look the key up: an email already sent is replayed (or ErrKeyMismatch), not re-sent.
-//  3. Send, which here means recording the delivery (deliveries = 1) with the response.
-//  4. Commit. A crash before it leaves no row and sent nothing; the caller's retry sends.
+//  1. idempotency.Do looks the key up: an email already sent is replayed (or
+//     ErrKeyMismatch), not re-sent. Otherwise it locks the key: a concurrent request with
+//     the same key gets ErrKeyInFlight; it can neither send a second time nor answer "not
+//     sent" while the first is still sending.
+//  2. Send, which here means recording the delivery (deliveries = 1) with the response.
+//  3. Commit. A crash before it leaves no row and sent nothing; the caller's retry sends.
 //
-// The ambiguous fault strikes only after step 4: the email is sent and the caller never
+// The ambiguous fault strikes only after step 3: the email is sent and the caller never
 // hears so. That is the window the caller's reconciliation must close.
 func (s *Service) Send(ctx context.Context, key string, req Request) (Sent, error) {
 	ctx, span := s.tracer.Start(ctx, "SendEmail transaction")
@@ -158,7 +158,7 @@ func (s *Service) Send(ctx context.Context, key string, req Request) (Sent, erro
 		s.m.faults.Add(ctx, 1, metric.WithAttributes(attribute.String("fault", "fail")))
 		return Sent{}, ErrUnavailable
 	}
-	hash, err := hashRequest(req)
+	hash, err := idempotency.Hash(req)
 	if err != nil {
 		return Sent{}, err
 	}
@@ -167,52 +167,37 @@ func (s *Service) Send(ctx context.Context, key string, req Request) (Sent, erro
 		return Sent{}, fmt.Errorf("begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after Commit, a no-op
-	var sent Sent
-	err = func() error {
-		q := store.New(tx)
-		locked, err := q.TryLockIdempotencyKey(ctx, key)
-		if err != nil {
-			return fmt.Errorf("lock idempotency key: %w", err)
-		}
-		if !locked {
-			return ErrKeyInFlight
-		}
+	q := store.New(tx)
+	lookup := func() (idempotency.Stored, error) {
 		prev, err := q.GetEmailByKey(ctx, key)
-		switch {
-		case err == nil:
-			if !bytes.Equal(prev.RequestHash, hash) {
-				return ErrKeyMismatch
-			}
-			sent = Sent{Body: prev.ResponseBody, Replayed: true}
-			return nil
-		case !errors.Is(err, pgx.ErrNoRows):
-			return fmt.Errorf("look up idempotency key: %w", err)
-		}
-
+		return idempotency.Stored{RequestHash: prev.RequestHash, Response: prev.ResponseBody}, err
+	}
+	send := func() ([]byte, error) {
 		// A slow send is slow while it holds the key: a retry arriving meanwhile is told
 		// the first is still in flight, as a real provider would.
 		if !backoff.Sleep(ctx, roll.latency) {
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 		id, err := uuid.NewV7()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		email := Email{ID: id, IdempotencyKey: key, Status: StatusSent, CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}
 		body, err := json.Marshal(email)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		err = q.InsertEmail(ctx, store.InsertEmailParams{
 			ID: id, IdempotencyKey: key, RequestHash: hash, Recipient: req.To,
 			Subject: req.Subject, Body: req.Text, ResponseBody: body, CreatedAt: email.CreatedAt,
 		})
 		if err != nil {
-			return fmt.Errorf("record email: %w", err)
+			return nil, fmt.Errorf("record email: %w", err)
 		}
-		sent.Body = body
-		return nil
-	}()
+		return body, nil
+	}
+	res, err := idempotency.Do(ctx, tx, idempotency.Key{Scope: "emailprovider/emails", Key: key, RequestHash: hash}, lookup, send)
+	sent := Sent{Body: res.Response, Replayed: res.Replayed}
 	if err == nil {
 		// The commit is not cut short when the caller gives up. A COMMIT interrupted by a
 		// cancelled context may have committed all the same: the email recorded as sent,
@@ -295,17 +280,6 @@ func delivered(r store.Email) Delivered {
 		Subject:    r.Subject,
 		Deliveries: int(r.Deliveries),
 	}
-}
-
-// hashRequest fingerprints the decoded request, so the same email with different
-// whitespace or field order is still the same request for its key.
-func hashRequest(req Request) ([]byte, error) {
-	b, err := json.Marshal(req)
-	if err != nil {
-		return nil, err
-	}
-	sum := sha256.Sum256(b)
-	return sum[:], nil
 }
 
 type metrics struct {

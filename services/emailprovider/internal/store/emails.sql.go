@@ -96,18 +96,3 @@ func (q *Queries) ListEmailsByRecipient(ctx context.Context, recipient string) (
 	}
 	return items, nil
 }
-
-const tryLockIdempotencyKey = `-- name: TryLockIdempotencyKey :one
-SELECT pg_try_advisory_xact_lock(hashtextextended('emailprovider/idempotency-key:' || $1::text, 0))
-`
-
-// Held until the transaction ends. Taken before looking the key up, so "in flight" is
-// decided by the lock and "already sent" by a row that is only visible once committed.
-// Postgres makes a commit visible before it releases the transaction's locks, so the
-// next holder of the lock always sees the row of the one before.
-func (q *Queries) TryLockIdempotencyKey(ctx context.Context, key string) (bool, error) {
-	row := q.db.QueryRow(ctx, tryLockIdempotencyKey, key)
-	var pg_try_advisory_xact_lock bool
-	err := row.Scan(&pg_try_advisory_xact_lock)
-	return pg_try_advisory_xact_lock, err
-}

@@ -177,6 +177,42 @@ func TestIdempotencyKeyConcurrentRequestsPlaceOneOrder(t *testing.T) {
 	}
 }
 
+// Once the first request of a key has committed, every retry is a replay, however many
+// arrive at once: none is told "in flight" (409) about a request that has finished.
+func TestConcurrentReplaysOfAFinishedRequestAreAllAnsweredAsTheFirst(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	base := startInProcess(t, e)
+	first, firstBody := postOrder(t, base, "done-key", orderBody("grace@example.com", 1))
+	if first.StatusCode != http.StatusCreated {
+		t.Fatalf("first: %d %s", first.StatusCode, firstBody)
+	}
+
+	const n = 20
+	statuses := make([]int, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			resp, body := postOrder(t, base, "done-key", orderBody("grace@example.com", 1))
+			statuses[i] = resp.StatusCode
+			if resp.StatusCode == http.StatusOK && string(body) != string(firstBody) {
+				t.Errorf("replay body %s, want the first %s", body, firstBody)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i, s := range statuses {
+		if s != http.StatusOK {
+			t.Errorf("replay %d: %d, want 200", i, s)
+		}
+	}
+}
+
 func TestBadInputIsRefusedNamingTheField(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

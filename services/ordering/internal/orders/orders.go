@@ -5,6 +5,7 @@ package orders
 import (
 	"errors"
 	"fmt"
+	"github.com/bookstore-go/bookstore/services/platform/idempotency"
 	"net/mail"
 	"strings"
 	"time"
@@ -112,7 +113,7 @@ func (r PlaceOrderRequest) Valid() map[string]string {
 var (
 	ErrNotFound = errors.New("order not found")
 	// ErrKeyInFlight: another request with this Idempotency-Key is being processed.
-	ErrKeyInFlight = errors.New("a request with this Idempotency-Key is still in flight")
+	ErrKeyInFlight = idempotency.ErrInFlight
 	// ErrKeyMismatch: this Idempotency-Key was used before with a different body.
-	ErrKeyMismatch = errors.New("this Idempotency-Key was used with a different request body")
+	ErrKeyMismatch = idempotency.ErrMismatch
 )

@@ -1,12 +1,11 @@
 package orders
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/bookstore-go/bookstore/services/platform/idempotency"
 	"log/slog"
 	"time"
 
@@ -56,17 +55,16 @@ type Placed struct {
 // Idempotency-Key, "" when the client sent none.
 //
 // The order of statements is what makes this safe:
-//  1. Lock the key (advisory lock, held to commit): a concurrent request with the same key
-//     gets ErrKeyInFlight instead of placing a second order.
-//  2. Look the key up: a committed earlier request is replayed, not repeated.
-//  3. Insert the order, its lines and the outbox row, then the key with the response.
-//  4. Commit. A crash anywhere before this leaves nothing: no order, no event, no key, so
+//  1. With a key, idempotency.Do looks it up and replays a committed earlier request, or
+//     locks it so that a concurrent copy gets ErrKeyInFlight instead of a second order.
+//  2. Insert the order, its lines and the outbox row, then the key with the response.
+//  3. Commit. A crash anywhere before this leaves nothing: no order, no event, no key, so
 //     the client's retry with the same key places the order afresh.
 func (s *Service) PlaceOrder(ctx context.Context, key string, req PlaceOrderRequest) (Placed, error) {
 	ctx, span := s.tracer.Start(ctx, "PlaceOrder transaction", trace.WithAttributes(attribute.Bool("bookstore.idempotency_key", key != "")))
 	defer span.End()
 
-	requestHash, err := hashRequest(req)
+	requestHash, err := idempotency.Hash(req)
 	if err != nil {
 		return Placed{}, err
 	}
@@ -74,68 +72,44 @@ func (s *Service) PlaceOrder(ctx context.Context, key string, req PlaceOrderRequ
 	var env event.Envelope
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		q := store.New(tx)
-		if key != "" {
-			locked, err := q.TryLockIdempotencyKey(ctx, key)
+		place := func() ([]byte, error) {
+			var err error
+			placed.Order, env, err = s.place(ctx, tx, req)
 			if err != nil {
-				return fmt.Errorf("lock idempotency key: %w", err)
+				return nil, err
 			}
-			if !locked {
-				return ErrKeyInFlight
+			body, err := json.Marshal(placed.Order)
+			if err != nil {
+				return nil, err
 			}
-			prev, err := q.GetIdempotencyKey(ctx, key)
-			switch {
-			case err == nil:
-				if !bytes.Equal(prev.RequestHash, requestHash) {
-					return ErrKeyMismatch
+			if key != "" {
+				err := q.InsertIdempotencyKey(ctx, store.InsertIdempotencyKeyParams{
+					Key: key, RequestHash: requestHash, OrderID: placed.Order.ID, ResponseStatus: 201, ResponseBody: body,
+				})
+				if err != nil {
+					return nil, fmt.Errorf("store idempotency key: %w", err)
 				}
-				placed = Placed{Body: prev.ResponseBody, Replayed: true}
-				return json.Unmarshal(prev.ResponseBody, &placed.Order)
-			case !errors.Is(err, pgx.ErrNoRows):
-				return fmt.Errorf("look up idempotency key: %w", err)
 			}
+			// Everything is written and nothing is committed: a crash here must leave no trace.
+			return body, failpoint.Inject(ctx, failpoint.OrderingBeforeCommit)
 		}
-
-		id, err := uuid.NewV7()
+		if key == "" {
+			placed.Body, err = place()
+			return err
+		}
+		lookup := func() (idempotency.Stored, error) {
+			prev, err := q.GetIdempotencyKey(ctx, key)
+			return idempotency.Stored{RequestHash: prev.RequestHash, Response: prev.ResponseBody}, err
+		}
+		res, err := idempotency.Do(ctx, tx, idempotency.Key{Scope: "ordering/orders", Key: key, RequestHash: requestHash}, lookup, place)
 		if err != nil {
 			return err
 		}
-		row, err := q.InsertOrder(ctx, store.InsertOrderParams{ID: id, CustomerEmail: req.CustomerEmail})
-		if err != nil {
-			return fmt.Errorf("insert order: %w", err)
+		placed.Body, placed.Replayed = res.Response, res.Replayed
+		if res.Replayed {
+			return json.Unmarshal(res.Response, &placed.Order)
 		}
-		lines := req.lines()
-		bookIDs, quantities := make([]uuid.UUID, len(lines)), make([]int32, len(lines))
-		for i, l := range lines {
-			bookIDs[i], quantities[i] = l.BookID, int32(l.Quantity)
-		}
-		if err := q.InsertOrderLines(ctx, store.InsertOrderLinesParams{OrderID: id, BookIds: bookIDs, Quantities: quantities}); err != nil {
-			return fmt.Errorf("insert order lines: %w", err)
-		}
-		placed.Order = fromRow(row, lines)
-
-		data := event.OrderPlacedData{OrderID: id, CustomerEmail: req.CustomerEmail, Lines: toEventLines(lines), PlacedAt: row.CreatedAt}
-		if s.direct == nil {
-			// The event is part of the transaction: committed with the order or not at all.
-			if env, err = outbox.Write(ctx, tx, orderPlaced(id, row.Version, data)); err != nil {
-				return err
-			}
-		} else if env, err = event.New(Source, event.OrderPlaced, id.String(), row.Version, data); err != nil {
-			return err
-		}
-
-		if placed.Body, err = json.Marshal(placed.Order); err != nil {
-			return err
-		}
-		if key != "" {
-			err := q.InsertIdempotencyKey(ctx, store.InsertIdempotencyKeyParams{
-				Key: key, RequestHash: requestHash, OrderID: id, ResponseStatus: 201, ResponseBody: placed.Body,
-			})
-			if err != nil {
-				return fmt.Errorf("store idempotency key: %w", err)
-			}
-		}
-		// Everything is written and nothing is committed: a crash here must leave no trace.
-		return failpoint.Inject(ctx, failpoint.OrderingBeforeCommit)
+		return nil
 	})
 	if err != nil {
 		return Placed{}, err
@@ -144,6 +118,37 @@ func (s *Service) PlaceOrder(ctx context.Context, key string, req PlaceOrderRequ
 		s.publishDirect(ctx, env)
 	}
 	return placed, nil
+}
+
+// place writes the order, its lines and, unless the service publishes directly, its
+// OrderPlaced event into the outbox, all in tx.
+func (s *Service) place(ctx context.Context, tx pgx.Tx, req PlaceOrderRequest) (Order, event.Envelope, error) {
+	q := store.New(tx)
+	id, err := uuid.NewV7()
+	if err != nil {
+		return Order{}, event.Envelope{}, err
+	}
+	row, err := q.InsertOrder(ctx, store.InsertOrderParams{ID: id, CustomerEmail: req.CustomerEmail})
+	if err != nil {
+		return Order{}, event.Envelope{}, fmt.Errorf("insert order: %w", err)
+	}
+	lines := req.lines()
+	bookIDs, quantities := make([]uuid.UUID, len(lines)), make([]int32, len(lines))
+	for i, l := range lines {
+		bookIDs[i], quantities[i] = l.BookID, int32(l.Quantity)
+	}
+	if err := q.InsertOrderLines(ctx, store.InsertOrderLinesParams{OrderID: id, BookIds: bookIDs, Quantities: quantities}); err != nil {
+		return Order{}, event.Envelope{}, fmt.Errorf("insert order lines: %w", err)
+	}
+	data := event.OrderPlacedData{OrderID: id, CustomerEmail: req.CustomerEmail, Lines: toEventLines(lines), PlacedAt: row.CreatedAt}
+	var env event.Envelope
+	if s.direct == nil {
+		// The event is part of the transaction: committed with the order or not at all.
+		env, err = outbox.Write(ctx, tx, orderPlaced(id, row.Version, data))
+	} else {
+		env, err = event.New(Source, event.OrderPlaced, id.String(), row.Version, data)
+	}
+	return fromRow(row, lines), env, err
 }
 
 // publishDirect is the dual write the outbox exists to prevent: the order is committed,
@@ -164,17 +169,6 @@ func orderPlaced(id uuid.UUID, version int64, data event.OrderPlacedData) outbox
 		Sequence:      version,
 		Data:          data,
 	}
-}
-
-// hashRequest fingerprints the decoded request, so the same order sent with different
-// whitespace or field order is still "the same body" for the Idempotency-Key.
-func hashRequest(req PlaceOrderRequest) ([]byte, error) {
-	b, err := json.Marshal(req)
-	if err != nil {
-		return nil, err
-	}
-	sum := sha256.Sum256(b)
-	return sum[:], nil
 }
 
 // GetOrder returns one order.

@@ -169,16 +169,3 @@ func (q *Queries) ListOrderLines(ctx context.Context, orderID uuid.UUID) ([]List
 	}
 	return items, nil
 }
-
-const tryLockIdempotencyKey = `-- name: TryLockIdempotencyKey :one
-SELECT pg_try_advisory_xact_lock(hashtextextended('ordering/idempotency-key:' || $1::text, 0))
-`
-
-// Held until the transaction ends. Taken before looking the key up, so "in flight" is
-// decided by the lock, and "already done" by a row that is only visible once committed.
-func (q *Queries) TryLockIdempotencyKey(ctx context.Context, key string) (bool, error) {
-	row := q.db.QueryRow(ctx, tryLockIdempotencyKey, key)
-	var pg_try_advisory_xact_lock bool
-	err := row.Scan(&pg_try_advisory_xact_lock)
-	return pg_try_advisory_xact_lock, err
-}

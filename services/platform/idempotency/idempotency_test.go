@@ -1,0 +1,136 @@
+package idempotency_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bookstore-go/bookstore/services/platform/idempotency"
+	"github.com/bookstore-go/bookstore/services/platform/pgdb"
+	"github.com/bookstore-go/bookstore/services/platform/testenv"
+)
+
+// keys is a service's table of keys, as ordering and the email provider each have one.
+func keys(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	admin, dbURL := testenv.Database(t, "idem")
+	pool, err := pgdb.Open(context.Background(), admin, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := pool.Exec(context.Background(), `CREATE TABLE keys (key text PRIMARY KEY, hash bytea NOT NULL, response bytea NOT NULL);
+		CREATE TABLE work (n int)`); err != nil {
+		t.Fatal(err)
+	}
+	return pool
+}
+
+// request runs one request of key through Do, in a transaction of its own. inWork, if not
+// nil, is called while the work holds the key, before it commits.
+func request(ctx context.Context, pool *pgxpool.Pool, key string, body any, inWork func()) (idempotency.Result, error) {
+	hash, err := idempotency.Hash(body)
+	if err != nil {
+		return idempotency.Result{}, err
+	}
+	var res idempotency.Result
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		lookup := func() (idempotency.Stored, error) {
+			var s idempotency.Stored
+			err := tx.QueryRow(ctx, "SELECT hash, response FROM keys WHERE key = $1", key).Scan(&s.RequestHash, &s.Response)
+			return s, err
+		}
+		work := func() ([]byte, error) {
+			if _, err := tx.Exec(ctx, "INSERT INTO work VALUES (1)"); err != nil {
+				return nil, err
+			}
+			resp := []byte(`{"done":true}`)
+			if _, err := tx.Exec(ctx, "INSERT INTO keys VALUES ($1, $2, $3)", key, hash, resp); err != nil {
+				return nil, err
+			}
+			if inWork != nil {
+				inWork()
+			}
+			return resp, nil
+		}
+		var err error
+		res, err = idempotency.Do(ctx, tx, idempotency.Key{Scope: "test", Key: key, RequestHash: hash}, lookup, work)
+		return err
+	})
+	return res, err
+}
+
+// While the first request of a key is at work, a copy is told it is in flight and does
+// nothing; after it committed, the same body is replayed and another body refused.
+func TestAKeyIsWorkedOnceInFlightThenReplayedOrRefused(t *testing.T) {
+	pool := keys(t)
+	ctx := context.Background()
+	body := map[string]int{"n": 1}
+
+	inWork, release := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		_, err := request(ctx, pool, "k", body, func() { close(inWork); <-release })
+		first <- err
+	}()
+	select {
+	case <-inWork:
+	case err := <-first:
+		t.Fatalf("the first request ended before its work: %v", err)
+	}
+	if _, err := request(ctx, pool, "k", body, nil); !errors.Is(err, idempotency.ErrInFlight) {
+		t.Errorf("a copy while the first is at work: %v, want ErrInFlight", err)
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+
+	res, err := request(ctx, pool, "k", body, nil)
+	if err != nil || !res.Replayed || string(res.Response) != `{"done":true}` {
+		t.Errorf("after the first committed: %+v %v, want a replay of its response", res, err)
+	}
+	if _, err := request(ctx, pool, "k", map[string]int{"n": 2}, nil); !errors.Is(err, idempotency.ErrMismatch) {
+		t.Errorf("another body under the key: %v, want ErrMismatch", err)
+	}
+	if n := testenv.Count(t, pool, "SELECT count(*) FROM work"); n != 1 {
+		t.Errorf("work done %d times, want 1", n)
+	}
+}
+
+// Replays of a finished request look the key up before any lock, so fifty at once are all
+// replays, not 409s for a request that finished long ago.
+func TestFiftyConcurrentReplaysOfAFinishedKeyAreAllReplays(t *testing.T) {
+	pool := keys(t)
+	ctx := context.Background()
+	body := map[string]int{"n": 1}
+	if _, err := request(ctx, pool, "k", body, nil); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make([]error, 50)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			res, err := request(ctx, pool, "k", body, nil)
+			if err == nil && !res.Replayed {
+				err = errors.New("not a replay")
+			}
+			errs[i] = err
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("replay %d: %v", i, err)
+		}
+	}
+}
