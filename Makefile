@@ -3,6 +3,11 @@
 
 SHELL   := /bin/bash
 PKGS    := github.com/bookstore-go/bookstore/...
+# The race pass covers the code that runs concurrently in-process: the shared module and
+# every service, whose tests also start the service binaries built with -race. e2e, deploy
+# and the chaos harness run those same binaries again as whole systems; under -race they
+# would double .ci/run's time for no code the pass has not already watched.
+RACE_PKGS := github.com/bookstore-go/bookstore/services/...
 SERVICES := ordering inventory notification emailprovider
 SQLC    := cd tools/sqlc && GOWORK=off go tool sqlc -f ../../sqlc.yaml
 
@@ -30,8 +35,8 @@ test: services ## run every test against the local Postgres and RabbitMQ
 	go test -count=1 -timeout 20m $(PKGS)
 
 .PHONY: test-race
-test-race: services ## every test under the race detector, and the binaries the tests start built with -race
-	RACE=1 go test -race -count=1 -timeout 20m $(PKGS)
+test-race: services ## the shared module and every service's tests under the race detector; the binaries they start are built with -race too
+	RACE=1 go test -race -count=1 -timeout 20m $(RACE_PKGS)
 
 .PHONY: bench
 bench: services ## benchmarks, each reported as a ratio to a baseline measured in the same run
