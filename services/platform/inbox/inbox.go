@@ -23,6 +23,7 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/internal/store"
+	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 )
 
 // Retention is how long processed message ids are kept: 14 days, longer than any
@@ -79,29 +80,15 @@ func Process(ctx context.Context, pool *pgxpool.Pool, consumer string, env event
 	return processed, nil
 }
 
-// Cleanup deletes inbox rows older than retention, in batches, under a transaction-scoped
-// advisory lock so that only one instance cleans at a time.
+// Cleanup deletes inbox rows older than retention, in batches, in one instance at a time
+// (see pgdb.DeleteInBatches).
 func Cleanup(ctx context.Context, pool *pgxpool.Pool, retention time.Duration) (int64, error) {
-	var total int64
-	for {
-		var n int64
-		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			q := store.New(tx)
-			ok, err := q.TryAdvisoryXactLock(ctx, cleanupLockKey)
-			if err != nil || !ok {
-				return err
-			}
-			n, err = q.DeleteProcessedInbox(ctx, store.DeleteProcessedInboxParams{
-				RetentionSeconds: retention.Seconds(),
-				BatchSize:        1000,
-			})
-			return err
+	return pgdb.DeleteInBatches(ctx, pool, cleanupLockKey, 1000, func(tx pgx.Tx, batch int) (int64, error) {
+		return store.New(tx).DeleteProcessedInbox(ctx, store.DeleteProcessedInboxParams{
+			RetentionSeconds: retention.Seconds(),
+			BatchSize:        int32(batch),
 		})
-		total += n
-		if err != nil || n < 1000 {
-			return total, err
-		}
-	}
+	})
 }
 
 // cleanupLockKey is the advisory lock key of inbox clean-up ("inbox" in ASCII).

@@ -27,6 +27,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/failpoint"
 	"github.com/bookstore-go/bookstore/services/platform/internal/store"
+	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 )
 
@@ -375,30 +376,15 @@ func (r *Relay) message(ctx context.Context, row store.ClaimOutboxRow) (broker.M
 	}, span
 }
 
-// Cleanup deletes published rows older than the retention period, in batches so no
-// statement holds many locks, and in one relay at a time (a transaction-scoped advisory
-// lock), so several relays do not fight over the same rows.
+// Cleanup deletes published rows older than the retention period, in batches, in one
+// relay at a time (see pgdb.DeleteInBatches).
 func (r *Relay) Cleanup(ctx context.Context) (int64, error) {
-	var total int64
-	for {
-		var n int64
-		err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
-			q := r.q.WithTx(tx)
-			ok, err := q.TryAdvisoryXactLock(ctx, cleanupLockKey)
-			if err != nil || !ok {
-				return err
-			}
-			n, err = q.DeletePublished(ctx, store.DeletePublishedParams{
-				RetentionSeconds: r.cfg.Retention.Seconds(),
-				BatchSize:        1000,
-			})
-			return err
+	return pgdb.DeleteInBatches(ctx, r.pool, cleanupLockKey, 1000, func(tx pgx.Tx, batch int) (int64, error) {
+		return r.q.WithTx(tx).DeletePublished(ctx, store.DeletePublishedParams{
+			RetentionSeconds: r.cfg.Retention.Seconds(),
+			BatchSize:        int32(batch),
 		})
-		total += n
-		if err != nil || n < 1000 {
-			return total, err
-		}
-	}
+	})
 }
 
 // cleanupLockKey is the advisory lock key of outbox clean-up ("outbox" in ASCII).

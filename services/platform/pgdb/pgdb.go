@@ -173,3 +173,28 @@ func Transient(err error) bool {
 	var connectErr *pgconn.ConnectError
 	return errors.As(err, &connectErr) || pgconn.SafeToRetry(err)
 }
+
+// DeleteInBatches calls deleteBatch, each call in a transaction of its own, until a call
+// deletes fewer than batch rows, and returns how many it deleted in all. Small batches
+// keep each statement's locks and WAL short beside live traffic. Each transaction first
+// takes the advisory lock lockKey without waiting, and deletes nothing if another
+// instance holds it: several instances of a service then do not fight over the same rows.
+func DeleteInBatches(ctx context.Context, pool *pgxpool.Pool, lockKey int64, batch int, deleteBatch func(tx pgx.Tx, batch int) (int64, error)) (int64, error) {
+	var total int64
+	for {
+		var n int64
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			var locked bool
+			if err := tx.QueryRow(ctx, "SELECT pg_try_advisory_xact_lock($1)", lockKey).Scan(&locked); err != nil || !locked {
+				return err
+			}
+			var err error
+			n, err = deleteBatch(tx, batch)
+			return err
+		})
+		total += n
+		if err != nil || n < int64(batch) {
+			return total, err
+		}
+	}
+}

@@ -73,3 +73,42 @@ func TestRolesCannotReachEachOthersDatabases(t *testing.T) {
 		t.Errorf("want permission denied, got %v", err)
 	}
 }
+
+// A clean-up deletes in batches until a batch comes back short, and does nothing while
+// another instance holds its lock.
+func TestDeleteInBatchesStopsAtAShortBatchAndYieldsToAnotherInstance(t *testing.T) {
+	t.Parallel()
+	admin, dbURL := testenv.Database(t, "pgdb")
+	ctx := context.Background()
+	pool, err := pgdb.Open(ctx, admin, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, "CREATE TABLE old (n int); INSERT INTO old SELECT generate_series(1, 2500)"); err != nil {
+		t.Fatal(err)
+	}
+	const lockKey = 42
+	var batches int
+	deleteBatch := func(tx pgx.Tx, batch int) (int64, error) {
+		batches++
+		tag, err := tx.Exec(ctx, "DELETE FROM old WHERE n IN (SELECT n FROM old LIMIT $1)", batch)
+		return tag.RowsAffected(), err
+	}
+
+	holder, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := pgdb.DeleteInBatches(ctx, pool, lockKey, 1000, deleteBatch); n != 0 || err != nil || batches != 0 {
+		t.Errorf("while another instance holds the lock: deleted %d in %d batches (%v), want nothing", n, batches, err)
+	}
+	_ = holder.Rollback(ctx)
+
+	if n, err := pgdb.DeleteInBatches(ctx, pool, lockKey, 1000, deleteBatch); n != 2500 || err != nil || batches != 3 {
+		t.Errorf("deleted %d in %d batches (%v), want 2500 in 3", n, batches, err)
+	}
+}

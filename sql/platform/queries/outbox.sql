@@ -86,6 +86,3 @@ WHERE id IN (
     SELECT id FROM outbox
     WHERE state = 'published' AND published_at < now() - make_interval(secs => sqlc.arg(retention_seconds)::float8)
     LIMIT sqlc.arg(batch_size));
-
--- name: TryAdvisoryXactLock :one
-SELECT pg_try_advisory_xact_lock(sqlc.arg(key)::bigint);

@@ -251,17 +251,6 @@ func (q *Queries) ReleaseClaims(ctx context.Context, arg ReleaseClaimsParams) (i
 	return result.RowsAffected(), nil
 }
 
-const tryAdvisoryXactLock = `-- name: TryAdvisoryXactLock :one
-SELECT pg_try_advisory_xact_lock($1::bigint)
-`
-
-func (q *Queries) TryAdvisoryXactLock(ctx context.Context, key int64) (bool, error) {
-	row := q.db.QueryRow(ctx, tryAdvisoryXactLock, key)
-	var pg_try_advisory_xact_lock bool
-	err := row.Scan(&pg_try_advisory_xact_lock)
-	return pg_try_advisory_xact_lock, err
-}
-
 const tryRelayLock = `-- name: TryRelayLock :one
 SELECT pg_try_advisory_lock(hashtextextended('outbox relay ' || $1::text, 0))
 `
