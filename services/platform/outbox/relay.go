@@ -24,7 +24,6 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/platform/backoff"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
-	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/failpoint"
 	"github.com/bookstore-go/bookstore/services/platform/internal/store"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
@@ -356,24 +355,14 @@ func (r *Relay) message(ctx context.Context, row store.ClaimOutboxRow) (broker.M
 			semconv.MessagingMessageID(row.ID.String()),
 			attribute.Int("bookstore.outbox.attempts", int(row.Attempts)),
 		))
-	headers := amqp.Table{}
+	pub := broker.EventPublishing(row.ID.String(), row.EventType, r.cfg.AppID, row.CreatedAt, row.Envelope)
+	pub.Headers = amqp.Table{}
 	carrier := propagation.MapCarrier{}
 	telemetry.Propagator.Inject(ctx, carrier)
 	for k, v := range carrier {
-		headers[k] = v
+		pub.Headers[k] = v
 	}
-	return broker.Message{
-		RoutingKey: row.EventType,
-		Publishing: amqp.Publishing{
-			MessageId:   row.ID.String(),
-			Type:        row.EventType,
-			ContentType: event.ContentType,
-			AppId:       r.cfg.AppID,
-			Timestamp:   row.CreatedAt,
-			Headers:     headers,
-			Body:        row.Envelope,
-		},
-	}, span
+	return broker.Message{RoutingKey: row.EventType, Publishing: pub}, span
 }
 
 // Cleanup deletes published rows older than the retention period, in batches, in one

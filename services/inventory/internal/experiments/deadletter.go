@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
-
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
@@ -93,14 +91,11 @@ func (l *Lab) InboxSameIDDifferentContent(ctx context.Context) (DeadLetterResult
 
 // publish sends env as ordering's relay would: to the events exchange, routing key = type.
 func publish(ctx context.Context, pub *broker.Publisher, env event.Envelope) error {
-	body, err := json.Marshal(env)
+	msg, err := broker.EventMessage(env, "ordering")
 	if err != nil {
 		return err
 	}
-	errs := pub.PublishBatch(ctx, []broker.Message{{
-		RoutingKey: env.Type,
-		Publishing: amqp.Publishing{MessageId: env.ID, Type: env.Type, ContentType: event.ContentType, AppId: "ordering", Body: body},
-	}})
+	errs := pub.PublishBatch(ctx, []broker.Message{msg})
 	if errs[0] != nil {
 		return fmt.Errorf("publish %s: %w", env.ID, errs[0])
 	}

@@ -96,18 +96,14 @@ func publish(t *testing.T, amqpURL, traceparent string, envs ...event.Envelope) 
 	msgs := make([]broker.Message, len(envs))
 	for i, env := range envs {
 		env.TraceParent = traceparent
-		body, err := json.Marshal(env)
+		msg, err := broker.EventMessage(env, "inventory")
 		if err != nil {
 			t.Fatal(err)
 		}
-		headers := amqp.Table{}
 		if traceparent != "" {
-			headers["traceparent"] = traceparent
+			msg.Publishing.Headers = amqp.Table{"traceparent": traceparent}
 		}
-		msgs[i] = broker.Message{RoutingKey: env.Type, Publishing: amqp.Publishing{
-			MessageId: env.ID, Type: env.Type, ContentType: event.ContentType, AppId: "inventory",
-			Headers: headers, Body: body,
-		}}
+		msgs[i] = msg
 	}
 	testenv.Publish(t, amqpURL, msgs...)
 }

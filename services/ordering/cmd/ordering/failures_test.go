@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
@@ -263,8 +261,9 @@ func publishStockReserved(t *testing.T, amqpURL string, orderID uuid.UUID) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := json.Marshal(env)
-	testenv.Publish(t, amqpURL, broker.Message{RoutingKey: event.StockReserved, Publishing: amqp.Publishing{
-		MessageId: env.ID, Type: env.Type, ContentType: event.ContentType, AppId: "inventory", Body: b,
-	}})
+	msg, err := broker.EventMessage(env, "inventory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Publish(t, amqpURL, msg)
 }
