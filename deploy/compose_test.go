@@ -520,7 +520,7 @@ func stripSQLComments(s string) string {
 	return strings.Join(out, "\n")
 }
 
-func TestURLsScript(t *testing.T) {
+func TestURLsScriptPrintsEveryPublishedUI(t *testing.T) {
 	t.Parallel()
 	out, err := exec.Command(filepath.Join(repoRoot(t), "deploy", "urls.sh")).CombinedOutput()
 	if err != nil {

@@ -283,7 +283,7 @@ func copyFile(src, dst string) error {
 	return out.Close()
 }
 
-func TestDockerfileStages(t *testing.T) {
+func TestDockerfileBuildsStaticNonRootStages(t *testing.T) {
 	t.Parallel()
 	d := parseDockerfile(t, repoRoot(t))
 	for _, w := range d.lintWarn {

@@ -22,7 +22,7 @@ type contractService struct {
 	Port int
 }
 
-// contractServices is the services table of docs/contracts.md. TestContractsTable
+// contractServices is the services table of docs/contracts.md. TestContractsServicesTableMatchesTheChecks
 // compares it with the file itself, so this copy cannot drift.
 var contractServices = []contractService{
 	{"ordering", 8081},
@@ -69,7 +69,7 @@ func existingServices(t testing.TB) []string {
 	return out
 }
 
-func TestContractsTable(t *testing.T) {
+func TestContractsServicesTableMatchesTheChecks(t *testing.T) {
 	t.Parallel()
 	data, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "contracts.md"))
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-func TestCheck(t *testing.T) {
+func TestHealthcheckPassesOnlyOn200(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {

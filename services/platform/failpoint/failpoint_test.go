@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-func TestParse(t *testing.T) {
+func TestParseReadsEveryActionAndProbability(t *testing.T) {
 	set, err := Parse("ordering/before-commit=crash; relay/after-publish=p(0.25)*error;inventory/after-commit=delay(50ms)")
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +39,7 @@ func TestParse(t *testing.T) {
 	}
 }
 
-func TestInjectActions(t *testing.T) {
+func TestInjectCrashesFailsOrDelaysAsConfigured(t *testing.T) {
 	crashed := 0
 	orig := crash
 	crash = func() { crashed++ }

@@ -21,7 +21,7 @@ func (b bookRequest) Valid() map[string]string {
 	return nil
 }
 
-func TestDecodeValid(t *testing.T) {
+func TestDecodeValidNamesTheFieldItRefuses(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		body   string

@@ -13,7 +13,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 )
 
-func TestIdempotencyKey(t *testing.T) {
+func TestIdempotencyKeyHeaderIsOptionalPrintableAndAtMost255(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		name    string
@@ -88,7 +88,7 @@ func TestRequiredQueryAndQueryUUID(t *testing.T) {
 	}
 }
 
-func TestPathUUID(t *testing.T) {
+func TestPathUUIDRefusesWhatIsNotAUUID(t *testing.T) {
 	t.Parallel()
 	const id = "018f2b1e-0000-7000-8000-000000000001"
 	for _, c := range []struct {

@@ -374,7 +374,7 @@ func smtpServer(t *testing.T) (addr string, messages <-chan string) {
 	return ln.Addr().String(), out
 }
 
-func TestSMTPRelay(t *testing.T) {
+func TestSentEmailsAreRelayedOnceOverSMTP(t *testing.T) {
 	t.Parallel()
 	t.Run("relays each sent email once", func(t *testing.T) {
 		t.Parallel()

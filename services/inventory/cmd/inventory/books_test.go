@@ -16,7 +16,7 @@ import (
 
 // The HTTP API of the contracts, against one service started in-process.
 
-func TestBooksAPI(t *testing.T) {
+func TestBooksAPIFollowsTheContracts(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	base := startInProcess(t, e)

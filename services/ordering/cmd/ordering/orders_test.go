@@ -83,7 +83,7 @@ func TestPlaceOrderPublishesOneEventWithTheContractsEnvelope(t *testing.T) {
 	}
 }
 
-func TestGetOrderErrors(t *testing.T) {
+func TestGetOrderAnswersProblemsForABadOrUnknownID(t *testing.T) {
 	t.Parallel()
 	base := startInProcess(t, newEnv(t))
 	for path, want := range map[string]int{
