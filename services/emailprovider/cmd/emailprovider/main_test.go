@@ -268,7 +268,7 @@ func TestStormOfOneKeySendsOnce(t *testing.T) {
 	}
 }
 
-func TestFaults(t *testing.T) {
+func TestFaultsAreInjectedAndSwitchedOnlyByAnAdmin(t *testing.T) {
 	t.Parallel()
 	t.Run("admin disabled", func(t *testing.T) {
 		t.Parallel()
