@@ -332,7 +332,14 @@ func checkDeadLetters(s Snapshot) Verdict {
 		k := key{d.Queue, d.MessageID}
 		p, ok := injected[k]
 		if !ok || !bytes.Equal(p.Body, d.Body) {
-			b.fail(UnexpectedDead, d.Queue+" "+d.MessageID, "%s", describeBody(d.Body))
+			why := ""
+			switch {
+			case d.Reason != "" && d.DeliveryCount > 0:
+				why = fmt.Sprintf("dead-lettered as %s after %d deliveries: ", d.Reason, d.DeliveryCount)
+			case d.Reason != "":
+				why = fmt.Sprintf("dead-lettered as %s: ", d.Reason)
+			}
+			b.fail(UnexpectedDead, d.Queue+" "+d.MessageID, "%s%s", why, describeBody(d.Body))
 			continue
 		}
 		seen[k]++

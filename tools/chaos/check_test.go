@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -246,8 +247,12 @@ func TestInvariant5QueueNotEmpty(t *testing.T) {
 func TestInvariant6UnexpectedDeadLetter(t *testing.T) {
 	s := cleanSnapshot()
 	// A good event that ran out of deliveries and was dead-lettered.
-	s.DeadLetters = append(s.DeadLetters, DeadLetter{Queue: "ordering.stock-events", MessageID: "018f2b1e-9999-7000-8000-000000000001", Body: []byte(`{"specversion":"1.0"}`)})
+	s.DeadLetters = append(s.DeadLetters, DeadLetter{Queue: "ordering.stock-events", MessageID: "018f2b1e-9999-7000-8000-000000000001", Body: []byte(`{"specversion":"1.0"}`), Reason: "delivery_limit"})
 	assertOnly(t, s, 6, map[string]int{UnexpectedDead: 1})
+	// The violation says why RabbitMQ dead-lettered it: here, returned too often.
+	if ex := Check(s)[5].Examples; len(ex) != 1 || !strings.Contains(ex[0].Detail, "dead-lettered as delivery_limit") {
+		t.Errorf("examples %+v, want the reason delivery_limit", ex)
+	}
 }
 
 func TestInvariant6PoisonMissingOrTwiceOrAltered(t *testing.T) {

@@ -300,13 +300,29 @@ func (m *Messages) DrainDeadLetters(ctx context.Context) ([]DeadLetter, error) {
 			if !ok {
 				break
 			}
-			out = append(out, DeadLetter{Queue: q.Name, MessageID: d.MessageId, Body: d.Body})
+			reason, _ := d.Headers["x-first-death-reason"].(string)
+			out = append(out, DeadLetter{Queue: q.Name, MessageID: d.MessageId, Body: d.Body, Reason: reason, DeliveryCount: headerInt(d.Headers["x-delivery-count"])})
 			if err := d.Ack(false); err != nil {
 				return out, err
 			}
 		}
 	}
 	return out, nil
+}
+
+// headerInt reads an AMQP header that holds an integer, of whichever width it came in.
+func headerInt(v any) int64 {
+	switch n := v.(type) {
+	case int64:
+		return n
+	case int32:
+		return int64(n)
+	case int16:
+		return int64(n)
+	case int:
+		return int64(n)
+	}
+	return 0
 }
 
 // Close closes the harness's broker connection.

@@ -123,6 +123,12 @@ type DeadLetter struct {
 	Queue     string `json:"queue"` // the work queue it was dead-lettered from
 	MessageID string `json:"message_id"`
 	Body      []byte `json:"body"`
+	// Why RabbitMQ dead-lettered it (x-first-death-reason): "rejected" by a consumer, or
+	// "delivery_limit" when it was returned to the queue too often, and how often
+	// (x-delivery-count, when the broker keeps it). Only for the report: a violation
+	// says which it was.
+	Reason        string `json:"reason,omitempty"`
+	DeliveryCount int64  `json:"delivery_count,omitempty"`
 }
 
 // Poison is one poison message the harness injected into a work queue.
