@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os/exec"
@@ -27,6 +28,8 @@ const (
 	FaultTimeout           = "timeout"            // Toxiproxy: a link black-holes data, then closes
 	FaultLatency           = "latency"            // Toxiproxy: a link gets slow
 	FaultLinkDown          = "link_down"          // Toxiproxy: a link is disabled, then enabled
+	FaultBrokerOutage      = "broker_outage"      // every service's link to RabbitMQ disabled, for longer than the relays' retry budget
+	FaultPostgresOutage    = "postgres_outage"    // every service's link to Postgres disabled; consumers must pause, not spend deliveries
 	FaultProviderFail      = "provider_fail"      // the email provider answers 503 to a share of sends
 	FaultProviderAmbiguous = "provider_ambiguous" // the provider sends, then stalls past the caller's timeout
 	FaultDuplicate         = "duplicate"          // an already-published event is published again, same id
@@ -34,11 +37,20 @@ const (
 	FaultBrokerRestart     = "broker_restart"     // RabbitMQ's app stopped and started (--broker-restart)
 )
 
-// FaultKinds lists the kinds every run injects, in report order.
+// FaultKinds lists the kinds every run injects, in report order: FaultsPerKind of each,
+// but Outages of each outage kind.
 var FaultKinds = []string{
 	FaultKill, FaultFailpoint, FaultResetPeer, FaultTimeout, FaultLatency, FaultLinkDown,
+	FaultBrokerOutage, FaultPostgresOutage,
 	FaultProviderFail, FaultProviderAmbiguous, FaultDuplicate, FaultPoison,
 }
+
+// isOutage reports whether kind takes a whole dependency away from every service.
+func isOutage(kind string) bool { return kind == FaultBrokerOutage || kind == FaultPostgresOutage }
+
+// outageLinkSuffix names the links an outage of kind disables: every process's link to
+// that dependency.
+var outageLinkSuffix = map[string]string{FaultBrokerOutage: "-rabbitmq", FaultPostgresOutage: "-postgres"}
 
 // Poison kinds, one per reason of the contracts a consumer must dead-letter.
 var PoisonKinds = []string{event.ReasonNotJSON, event.ReasonInvalidEnvelope, event.ReasonUnknownType, event.ReasonContentMismatch}
@@ -84,7 +96,7 @@ type Fault struct {
 func Schedule(cfg Config, processes, links []string) []Fault {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6661756c74)) // "fault"
 	span := cfg.LoadDuration()
-	lead := min(2*time.Second, span/10)
+	lead := faultLead(span)
 	at := func() time.Duration {
 		return lead + time.Duration(rng.Int64N(int64(max(span-2*lead, time.Millisecond))))
 	}
@@ -98,8 +110,11 @@ func Schedule(cfg Config, processes, links []string) []Fault {
 		kinds = append(kinds, FaultBrokerRestart)
 	}
 
-	var out []Fault
+	out := scheduleOutages(cfg, links)
 	for _, kind := range kinds {
+		if isOutage(kind) {
+			continue
+		}
 		n := cfg.FaultsPerKind
 		if kind == FaultBrokerRestart {
 			n = max(1, n/50) // each one stops every connection of the machine's broker
@@ -140,6 +155,60 @@ func Schedule(cfg Config, processes, links []string) []Fault {
 	slices.SortStableFunc(out, func(a, b Fault) int { return cmp.Compare(a.At, b.At) })
 	for i := range out {
 		out[i].ID = i
+	}
+	return out
+}
+
+// faultLead is how long after the load's start the first fault may come, and how long
+// before its planned end the last.
+func faultLead(span time.Duration) time.Duration { return min(2*time.Second, span/10) }
+
+// scheduleOutages draws cfg.Outages broker outages and as many Postgres outages, taking
+// turns, each lasting between OutageLength and 1.5 times it, one after another with
+// random gaps of at least OutageLength: no two overlap (an outage of both at once would
+// test neither), and the system has time to catch up between two. They come from a
+// stream of their own, so adding them leaves the seed's other faults where they were.
+func scheduleOutages(cfg Config, links []string) []Fault {
+	n := 2 * cfg.Outages
+	if n == 0 {
+		return nil
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6f75746167)) // "outag"
+	span := cfg.LoadDuration()
+	lead := faultLead(span)
+	kinds := [2]string{FaultBrokerOutage, FaultPostgresOutage}
+	first := rng.IntN(2)
+	lengths := make([]time.Duration, n)
+	var total time.Duration
+	for i := range lengths {
+		lengths[i] = cfg.OutageLength + time.Duration(rng.Int64N(int64(cfg.OutageLength/2)+1))
+		total += lengths[i]
+	}
+	// The free time is cut at n random points into n+1 gaps: before the first outage,
+	// between each two (on top of the least gap), after the last. Config.validate makes
+	// sure it is not negative.
+	gap := cfg.OutageLength
+	free := max(span-2*lead-total-time.Duration(n-1)*gap, 0)
+	cuts := make([]time.Duration, n)
+	for i := range cuts {
+		cuts[i] = time.Duration(rng.Int64N(int64(free) + 1))
+	}
+	slices.Sort(cuts)
+	out := make([]Fault, n)
+	var busy time.Duration
+	for i := range out {
+		kind := kinds[(first+i)%2]
+		var target []string
+		for _, l := range links {
+			if strings.HasSuffix(l, outageLinkSuffix[kind]) && !strings.HasPrefix(l, "emailprovider-") {
+				target = append(target, l)
+			}
+		}
+		out[i] = Fault{
+			Kind: kind, At: lead + busy + time.Duration(i)*gap + cuts[i], Duration: lengths[i],
+			Target: "all", Detail: strings.Join(target, ","),
+		}
+		busy += lengths[i]
 	}
 	return out
 }
@@ -252,6 +321,8 @@ func (in *Injector) apply(ctx context.Context, f *Fault) {
 		time.Sleep(f.Duration)
 		err := in.sys.net.Up(f.Target)
 		in.record(f, true, errText(err))
+	case FaultBrokerOutage, FaultPostgresOutage:
+		in.outage(f)
 	case FaultProviderFail, FaultProviderAmbiguous:
 		in.providerFault(ctx, f)
 	case FaultDuplicate:
@@ -329,6 +400,42 @@ func (in *Injector) failpoint(ctx context.Context, f *Fault) {
 		p.Restart("", 5*time.Second)
 	}
 	in.record(f, false, "did not fire within its windows; disarmed")
+}
+
+// outage disables every link of f.Detail at once and enables them again after
+// f.Duration. Its Start and End are the moments the last link went down and the first
+// came back: the time no service could reach the dependency, which the report sets
+// against the budget it had to outlast. A link_down fault on one of the links at the
+// same time nests (Network.Down counts), so neither fault cuts the other short.
+func (in *Injector) outage(f *Fault) {
+	links := strings.Split(f.Detail, ",")
+	var down []string
+	var errs []error
+	for _, l := range links {
+		if err := in.sys.net.Down(l); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		down = append(down, l)
+	}
+	in.begin(f)
+	time.Sleep(f.Duration)
+	in.mu.Lock()
+	f.End = time.Now()
+	in.mu.Unlock()
+	for _, l := range down {
+		if err := in.sys.net.Up(l); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	note := fmt.Sprintf("%d links down", len(down))
+	if err := errors.Join(errs...); err != nil {
+		note += ": " + err.Error()
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	f.Fired = len(down) == len(links) && len(links) > 0
+	f.Note = note
 }
 
 func (in *Injector) toxic(f *Fault, typ string, attrs toxiclient.Attributes) {

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bookstore-go/bookstore/services/platform/failpoint"
 )
@@ -29,7 +30,7 @@ func TestScheduleIsDrawnFromTheSeed(t *testing.T) {
 
 func TestScheduleCoversEveryKindNameAndPoison(t *testing.T) {
 	cfg := DefaultConfig
-	cfg.Orders, cfg.FaultsPerKind = 600, 12
+	cfg.Orders, cfg.FaultsPerKind, cfg.Outages = 600, 12, 1
 	span := cfg.LoadDuration()
 	byKind := map[string]int{}
 	names := map[string]bool{}
@@ -52,8 +53,12 @@ func TestScheduleCoversEveryKindNameAndPoison(t *testing.T) {
 		}
 	}
 	for _, k := range FaultKinds {
-		if byKind[k] != cfg.FaultsPerKind {
-			t.Errorf("%s: %d faults, want %d", k, byKind[k], cfg.FaultsPerKind)
+		want := cfg.FaultsPerKind
+		if isOutage(k) {
+			want = cfg.Outages
+		}
+		if byKind[k] != want {
+			t.Errorf("%s: %d faults, want %d", k, byKind[k], want)
 		}
 	}
 	if byKind[FaultBrokerRestart] != 0 {
@@ -64,6 +69,102 @@ func TestScheduleCoversEveryKindNameAndPoison(t *testing.T) {
 	}
 	if len(poison) != 12 {
 		t.Errorf("%d (queue, kind) pairs of poison, want all 3 × 4: %v", len(poison), poison)
+	}
+}
+
+// The default run's outages: 5 of each kind, taking every service's link to the broker or
+// to Postgres (not the provider's: it plays a third party), each longer than the budget
+// it must outlast, none closer than one outage length to another, all within the load.
+func TestOutagesTakeEveryLinkLongerThanTheirBudgetOneAtATime(t *testing.T) {
+	cfg := DefaultConfig
+	if err := cfg.validate(); err != nil {
+		t.Fatalf("the default configuration is refused: %v", err)
+	}
+	links := []string{"client-ordering", "emailprovider-postgres", "inventory-1-postgres", "inventory-1-rabbitmq",
+		"inventory-2-postgres", "inventory-2-rabbitmq", "notification-emailprovider", "notification-postgres",
+		"notification-rabbitmq", "ordering-postgres", "ordering-rabbitmq", "ordering-relay-postgres", "ordering-relay-rabbitmq"}
+	wantTargets := map[string]string{
+		FaultBrokerOutage:   "inventory-1-rabbitmq,inventory-2-rabbitmq,notification-rabbitmq,ordering-rabbitmq,ordering-relay-rabbitmq",
+		FaultPostgresOutage: "inventory-1-postgres,inventory-2-postgres,notification-postgres,ordering-postgres,ordering-relay-postgres",
+	}
+	var outages []Fault
+	for _, f := range Schedule(cfg, testProcesses, links) {
+		if isOutage(f.Kind) {
+			outages = append(outages, f)
+		}
+	}
+	count := map[string]int{}
+	for i, f := range outages {
+		count[f.Kind]++
+		if f.Detail != wantTargets[f.Kind] {
+			t.Errorf("%s takes down %s, want %s", f.Kind, f.Detail, wantTargets[f.Kind])
+		}
+		b, ok := cfg.BudgetOf(f.Kind)
+		if !ok || (b.Shrunk && f.Duration <= b.Max) {
+			t.Errorf("%s of %v does not outlast its budget %+v", f.Kind, f.Duration, b)
+		}
+		if f.At <= 0 || f.At+f.Duration >= cfg.LoadDuration() {
+			t.Errorf("%s at %v lasting %v, not within the load (0, %v)", f.Kind, f.At, f.Duration, cfg.LoadDuration())
+		}
+		if i > 0 {
+			prev := outages[i-1]
+			if prev.At+prev.Duration+cfg.OutageLength > f.At {
+				t.Errorf("%s at %v is less than %v after %s at %v lasting %v", f.Kind, f.At, cfg.OutageLength, prev.Kind, prev.At, prev.Duration)
+			}
+			if prev.Kind == f.Kind {
+				t.Errorf("two %s in a row at %v and %v: the kinds should take turns", f.Kind, prev.At, f.At)
+			}
+		}
+	}
+	if count[FaultBrokerOutage] != 5 || count[FaultPostgresOutage] != 5 {
+		t.Errorf("outages %v, want 5 of each", count)
+	}
+}
+
+// Outages are drawn from a stream of their own: with or without them, a seed's other
+// faults are the same.
+func TestOutagesLeaveTheSeedsOtherFaultsWhereTheyWere(t *testing.T) {
+	cfg := DefaultConfig
+	cfg.Orders, cfg.FaultsPerKind, cfg.Outages = 600, 12, 0
+	without := Schedule(cfg, testProcesses, testLinks)
+	cfg.Outages, cfg.OutageLength = 1, 5*time.Second
+	var others []Fault
+	for _, f := range Schedule(cfg, testProcesses, testLinks) {
+		if !isOutage(f.Kind) {
+			f.ID = 0
+			others = append(others, f)
+		}
+	}
+	for i := range without {
+		without[i].ID = 0
+	}
+	if !reflect.DeepEqual(without, others) {
+		t.Error("adding outages moved the other faults")
+	}
+}
+
+// An outage that a budget would have survived proves nothing about it: the configuration
+// is refused, and says which budget.
+func TestAnOutageShorterThanABudgetIsRefused(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		change func(*Config)
+		budget string
+	}{
+		{"a delivery limit of 5 against 5 s outages", func(c *Config) { c.DeliveryLimit, c.OutageLength = 5, 5*time.Second }, "consumer"},
+		{"the relay's default attempts", func(c *Config) { c.RelayMaxAttempts = 25 }, "relay"},
+		{"a 2 s outage", func(c *Config) { c.OutageLength = 2 * time.Second }, "relay"},
+	} {
+		cfg := DefaultConfig
+		c.change(&cfg)
+		err := cfg.validate()
+		if err == nil || !strings.Contains(err.Error(), "the "+c.budget+" budget") {
+			t.Errorf("%s: validate() = %v, want the %s budget named", c.name, err, c.budget)
+		}
+		cfg.Outages = 0
+		if err := cfg.validate(); err != nil {
+			t.Errorf("%s without outages: %v", c.name, err)
+		}
 	}
 }
 

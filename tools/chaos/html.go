@@ -45,7 +45,7 @@ pre{background:#f7f7f7;padding:1em;overflow-x:auto;font-size:12px}code{font-size
 	}
 	b.WriteString(`</table>`)
 
-	b.WriteString(`<h2>Throughput, latency and faults</h2><p>Shaded bands, top to bottom: process crash windows (a kill until the restart, a failpoint armed until it fired), network fault windows, provider fault windows; the darker, the more at once. The dashed line is the end of the load; what follows is the system catching up.</p>`)
+	b.WriteString(`<h2>Throughput, latency and faults</h2><p>Shaded bands, top to bottom: process crash windows (a kill until the restart, a failpoint armed until it fired), network fault windows, broker and Postgres outages, provider fault windows; the darker, the more at once. The dashed line is the end of the load; what follows is the system catching up.</p>`)
 	for _, p := range plots {
 		fmt.Fprintf(&b, `<figure>%s<figcaption>%s (<a href="%s">%s</a>)</figcaption></figure>`, p.SVG, esc(p.Title), p.File, p.File)
 	}
@@ -55,6 +55,34 @@ pre{background:#f7f7f7;padding:1em;overflow-x:auto;font-size:12px}code{font-size
 		fmt.Fprintf(&b, `<tr><td>%s</td><td>%d</td><td>%d</td><td>%d</td></tr>`, esc(c.Kind), c.Scheduled, c.Started, c.Fired)
 	}
 	b.WriteString(`</table><p>"Hit" means the fault really happened: a kill found a live process, a failpoint crashed the process within its window, a toxic was applied, a poison message was published.</p>`)
+
+	if len(r.Budgets) > 0 {
+		b.WriteString(`<h2>Outages against the budgets they outlasted</h2><p>Before outages were told apart from a message's own failures, an outage spent a retry budget: the relay counted each failed publish against its row and parked it dead at the last attempt; a consumer requeued a message whose database was down until its delivery limit dead-lettered it. The run shrinks both budgets and makes every outage outlast them, so a service that spent them again would lose events, and the checker would say so.</p>`)
+		b.WriteString(`<table><tr><th>budget</th><th>held by</th><th>size</th><th>outlasted by</th><th>longest outage it survived before</th><th>reckoned as</th></tr>`)
+		for _, bu := range r.Budgets {
+			fmt.Fprintf(&b, `<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%v</td><td>%s</td></tr>`,
+				esc(bu.Name), esc(bu.Who), esc(bu.Spends), esc(bu.Kind), ms(bu.Max), esc(bu.How))
+		}
+		b.WriteString(`</table>`)
+		for _, n := range r.Config.BudgetNotes() {
+			fmt.Fprintf(&b, `<p>%s.</p>`, esc(n))
+		}
+		b.WriteString(`<table><tr><th>fault</th><th>outage</th><th>at</th><th>length (every link down)</th><th>budget</th><th>outlasted</th></tr>`)
+		for _, o := range r.Outages {
+			verdict := fmt.Sprintf(`<span class="ok">yes, by %.1f s</span>`, (o.Length - o.BudgetMax).Seconds())
+			switch {
+			case !o.Hit:
+				verdict = "not hit"
+			case !o.Outlasted && !o.Required:
+				verdict = "no: the budget was not shrunk"
+			case !o.Outlasted:
+				verdict = `<span class="bad">no</span>`
+			}
+			fmt.Fprintf(&b, `<tr><td>%d</td><td>%s</td><td>%.1f s</td><td>%.1f s</td><td>%s: %.1f s</td><td>%s</td></tr>`,
+				o.FaultID, esc(o.Kind), o.At.Seconds(), o.Length.Seconds(), esc(o.Budget), o.BudgetMax.Seconds(), verdict)
+		}
+		b.WriteString(`</table>`)
+	}
 
 	b.WriteString(`<h2>Processes</h2><table><tr><th>process</th><th>starts</th><th>SIGKILLs</th><th>failpoint crashes</th><th>graceful restarts</th><th>other exits</th></tr>`)
 	for _, p := range r.Processes {

@@ -39,6 +39,7 @@ var kindColors = map[string]string{
 	FaultKill: "#d62728", FaultFailpoint: "#9467bd", FaultResetPeer: "#ff7f0e", FaultTimeout: "#8c564b",
 	FaultLatency: "#bcbd22", FaultLinkDown: "#e377c2", FaultProviderFail: "#17becf", FaultProviderAmbiguous: "#1f77b4",
 	FaultDuplicate: "#2ca02c", FaultPoison: "#7f7f7f", FaultBrokerRestart: "#000000",
+	FaultBrokerOutage: "#393b79", FaultPostgresOutage: "#637939",
 }
 
 // renderPlots draws throughput, latency and the fault timeline of a run.
@@ -108,11 +109,13 @@ var (
 	faultCategory = map[string]string{
 		FaultKill: "process", FaultFailpoint: "process", FaultBrokerRestart: "process",
 		FaultResetPeer: "network", FaultTimeout: "network", FaultLatency: "network", FaultLinkDown: "network",
+		FaultBrokerOutage: "outage", FaultPostgresOutage: "outage",
 		FaultProviderFail: "provider", FaultProviderAmbiguous: "provider",
 	}
 	categoryColors = []struct{ name, color, label string }{
 		{"process", "#d62728", "process crash windows"},
 		{"network", "#ff7f0e", "network fault windows"},
+		{"outage", "#393b79", "broker, Postgres outages"},
 		{"provider", "#1f77b4", "provider fault windows"},
 	}
 )
@@ -159,14 +162,19 @@ func lineChart(title, unit string, xs []float64, xmax, loadEnd float64, logY boo
 	}
 	var b strings.Builder
 	svgOpen(&b, title)
-	// Each category shades its own third of the height, every window faintly, so that
-	// where many overlap the band is dark: density, not just presence.
+	// Each category shades its own band of the height, every window faintly, so that
+	// where many overlap the band is dark: density, not just presence. Outages never
+	// overlap each other, so theirs are drawn darker.
 	band := float64(plotH) / float64(len(categoryColors))
 	for _, w := range shades {
 		for i, c := range categoryColors {
 			if c.name == w.category {
-				fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s" opacity="0.07"/>`,
-					x(w.from), marginT+float64(i)*band, max(0.5, x(min(w.to, xmax))-x(w.from)), band, c.color)
+				opacity := 0.07
+				if c.name == "outage" {
+					opacity = 0.3
+				}
+				fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s" opacity="%g"/>`,
+					x(w.from), marginT+float64(i)*band, max(0.5, x(min(w.to, xmax))-x(w.from)), band, c.color, opacity)
 			}
 		}
 	}

@@ -220,6 +220,8 @@ func printSummary(w io.Writer, r *Result) {
 	}
 	tw.Flush()
 
+	printOutages(w, r)
+
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "INVARIANT\tVERDICT\tCHECKED\tVIOLATIONS")
@@ -245,6 +247,41 @@ func printSummary(w io.Writer, r *Result) {
 		}
 	}
 	fmt.Fprintf(w, "\nreport: %s\n", filepath.Join(r.ReportDir, "report.html"))
+}
+
+// printOutages writes the budgets the run shrank and every outage set against the one it
+// had to outlast.
+func printOutages(w io.Writer, r *Result) {
+	if len(r.Budgets) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "BUDGET\tHELD BY\tSIZE\tOUTLASTS IT\tLONGEST OUTAGE IT SURVIVED BEFORE")
+	for _, b := range r.Budgets {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\n", b.Name, b.Who, b.Spends, b.Kind, ms(b.Max))
+	}
+	tw.Flush()
+	for _, n := range r.Config.BudgetNotes() {
+		fmt.Fprintf(w, "  %s\n", n)
+	}
+
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "OUTAGE\tAT\tLENGTH\tBUDGET\tOUTLASTED\tBY")
+	for _, o := range r.Outages {
+		verdict, by := "yes", fmt.Sprintf("%.1fs", (o.Length-o.BudgetMax).Seconds())
+		switch {
+		case !o.Hit:
+			verdict, by = "not hit", ""
+		case !o.Outlasted && !o.Required:
+			verdict, by = "no", "(not shrunk)"
+		case !o.Outlasted:
+			verdict = "NO"
+		}
+		fmt.Fprintf(tw, "%s\t%.1fs\t%.1fs\t%s %.1fs\t%s\t%s\n", o.Kind, o.At.Seconds(), o.Length.Seconds(), o.Budget, o.BudgetMax.Seconds(), verdict, by)
+	}
+	tw.Flush()
 }
 
 func ms(d time.Duration) time.Duration {

@@ -28,6 +28,8 @@ type Result struct {
 	Orders       OrderStats     `json:"orders"`
 	Faults       []Fault        `json:"faults"`
 	FaultCounts  []FaultCount   `json:"fault_counts"`
+	Budgets      []Budget       `json:"budgets,omitempty"` // the retry budgets the outages had to outlast
+	Outages      []OutageReport `json:"outages,omitempty"` // each outage's length against its budget
 	Processes    []ProcessStats `json:"processes"`
 	Quiet        Quiet          `json:"quiet"`
 	Series       []Point        `json:"series"`
@@ -40,6 +42,9 @@ type Result struct {
 // Run starts the system, loads it under the fault schedule, waits for quiet, checks
 // every invariant and writes the reports. Progress goes to progress.
 func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
 	res := &Result{Design: cfg.DesignName(), Config: cfg, Started: time.Now()}
 	name := res.Started.Format("20060102-150405")
 	if cfg.Design != "" {
@@ -55,7 +60,8 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 		}
 	}
 	say := func(format string, args ...any) { fmt.Fprintf(progress, "chaos: "+format+"\n", args...) }
-	say("%s: %d orders at %g/s, %d faults of each kind, seed %d; report in %s", res.Design, cfg.Orders, cfg.Rate, cfg.FaultsPerKind, cfg.Seed, res.ReportDir)
+	say("%s: %d orders at %g/s, %d faults of each kind, %d broker and %d Postgres outages, seed %d; report in %s",
+		res.Design, cfg.Orders, cfg.Rate, cfg.FaultsPerKind, cfg.Outages, cfg.Outages, cfg.Seed, res.ReportDir)
 
 	if err := ResetStores(ctx, cfg); err != nil {
 		return nil, err
@@ -122,6 +128,10 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 	res.Passed = Passed(res.Verdicts)
 	res.Faults = in.Faults()
 	res.FaultCounts = countFaults(res.Faults)
+	if cfg.Outages > 0 {
+		res.Budgets = cfg.Budgets()
+		res.Outages = outageReports(cfg, res.Faults, res.LoadStart)
+	}
 	res.Processes = sys.ProcessStats()
 	res.DelayedSends = load.delayed.Load()
 	res.Ops = opStats(history)

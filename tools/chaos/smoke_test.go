@@ -97,6 +97,7 @@ func smokeConfig(t *testing.T, bin string) Config {
 	cfg.ReportRoot = t.TempDir()
 	cfg.Progress = false
 	cfg.QuietTimeout = 90 * time.Second
+	cfg.Outages = 0 // the default's ten outages of 10-15 s do not fit a smoke run; a test adds its own
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -120,6 +121,9 @@ func TestChaosSmoke(t *testing.T) {
 	bin := buildServices(t)
 	cfg := smokeConfig(t, bin)
 	cfg.Orders, cfg.Rate, cfg.FaultsPerKind = 300, 15, 6 // 6: every failpoint name, every poison kind
+	// One broker and one Postgres outage of 3-4.5 s: still longer than the relay's 3
+	// attempts (up to 2.6 s of the old relay's backoff).
+	cfg.Outages, cfg.OutageLength = 1, 3*time.Second
 
 	res, err := Run(t.Context(), cfg, testLog{t})
 	if err != nil {
@@ -146,6 +150,11 @@ func TestChaosSmoke(t *testing.T) {
 	for _, kind := range FaultKinds {
 		if hit[kind] == 0 {
 			t.Errorf("no %s fault hit the system (counts %+v)", kind, res.FaultCounts)
+		}
+	}
+	for _, o := range res.Outages {
+		if o.Required && !o.Outlasted {
+			t.Errorf("%s at %v lasted %v, not longer than the %s budget (%v)", o.Kind, o.At, o.Length, o.Budget, o.BudgetMax)
 		}
 	}
 	fired := map[string]int{}

@@ -3,11 +3,14 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sync"
 	"time"
 
@@ -85,6 +88,34 @@ func ResetStores(ctx context.Context, cfg Config) error {
 	if err := m.CreateVHost(ctx, cfg.Prefix, cmp.Or(m.User(), "guest")); err != nil {
 		return fmt.Errorf("rabbitmq: %w", err)
 	}
+	return setDeliveryLimit(ctx, m, cfg)
+}
+
+// setDeliveryLimit, with --delivery-limit, shrinks the delivery limit of ordering's and
+// inventory's queues with a policy on the run's vhost (for a quorum queue RabbitMQ takes
+// the lower of the policy's and the queue's own x-delivery-limit), so that a Postgres
+// outage of seconds outlasts what the old consumers spent on it (see Budgets).
+// Notification's queue keeps its own: its deliveries also pay for the provider's
+// failures, which the run injects all the time. It is off by default: RabbitMQ 3.10 also
+// counts every return to the queue (a channel closed, a consumer killed) against the
+// limit, and under the default run's crashes and outages a limit of 5 dead-lettered
+// valid messages.
+func setDeliveryLimit(ctx context.Context, m broker.Management, cfg Config) error {
+	if cfg.DeliveryLimit == 0 {
+		return nil
+	}
+	body, err := json.Marshal(map[string]any{
+		"pattern":    "^(" + regexp.QuoteMeta(broker.QueueInventoryOrderPlaced) + "|" + regexp.QuoteMeta(broker.QueueOrderingStockEvents) + ")$",
+		"apply-to":   "queues",
+		"definition": map[string]any{"delivery-limit": cfg.DeliveryLimit},
+	})
+	if err != nil {
+		return err
+	}
+	path := "/api/policies/" + url.PathEscape(cfg.Prefix) + "/chaos-delivery-limit"
+	if err := m.Do(ctx, http.MethodPut, path, string(body), nil); err != nil {
+		return fmt.Errorf("rabbitmq: delivery-limit policy: %w", err)
+	}
 	return nil
 }
 
@@ -140,7 +171,11 @@ func StartSystem(ctx context.Context, cfg Config, dir string, onFPCrash func(*Pr
 	// rows, and an email record a crash left "processing", are taken over within seconds,
 	// so a run with a kill every few seconds settles in minutes. Both only decide how soon
 	// another instance may take over; neither changes what the checker must find.
-	orderingEnv := []string{"ORDERING_PUBLISHER=" + cfg.Publisher, "RELAY_LEASE=12s", "RELAY_CONFIRM_TIMEOUT=2s"}
+	// RELAY_MAX_ATTEMPTS is shrunk so that a broker outage of seconds outlasts what the old
+	// relay spent on one (see Budgets); an outage now spends no attempt at all.
+	relayAttempts := fmt.Sprintf("RELAY_MAX_ATTEMPTS=%d", cfg.RelayMaxAttempts)
+	inventoryEnv = append(inventoryEnv, relayAttempts)
+	orderingEnv := []string{"ORDERING_PUBLISHER=" + cfg.Publisher, "RELAY_LEASE=12s", "RELAY_CONFIRM_TIMEOUT=2s", relayAttempts}
 	notificationEnv := []string{"RECONCILE_AFTER=5s", "SWEEP_INTERVAL=1s",
 		// The provider is faulty about half the time in a default run (a fault window every
 		// second or two, up to 90% failures, plus the link's own faults). The default budget

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/bookstore-go/bookstore/services/platform/broker"
+)
+
+// Budget is a retry budget of the services that an outage used to spend: before outages
+// were told apart from a message's own failures, a relay counted every publish that
+// failed during a broker outage against the row, and a consumer requeued every message
+// that failed while its database was down, until the row was parked dead or the message
+// dead-lettered. The run shrinks each budget and makes every outage of its kind outlast
+// it, so that a service that spent it again would lose events, and the checker would
+// say so (invariants 2, 5 and 6).
+type Budget struct {
+	Name   string        `json:"name"`   // relay | consumer
+	Kind   string        `json:"kind"`   // the outage kind that must outlast it
+	Who    string        `json:"who"`    // the processes that hold it
+	Spends string        `json:"spends"` // the budget, e.g. "3 attempts (RELAY_MAX_ATTEMPTS=3)"
+	Max    time.Duration `json:"max_ns"` // the longest outage the old behaviour survived with it
+	How    string        `json:"how"`    // how Max is reckoned
+	// Shrunk: the run set this budget, and every outage of Kind must outlast it. A
+	// budget left at the services' own size is reported, not required.
+	Shrunk bool `json:"shrunk"`
+}
+
+// The retry timing of the services, which the run does not change. The relay's are
+// outbox.DefaultConfig's, the consumer's consumer.New's defaults.
+const (
+	relayBackoffBase   = 200 * time.Millisecond // a refused row waits this, doubling per attempt
+	relayBackoffMax    = time.Minute
+	relayPollInterval  = time.Second            // a relay with nothing new to do looks again after this
+	consumerRetryBase  = 100 * time.Millisecond // a failed message waits this before its requeue, doubling
+	consumerRetryMax   = 10 * time.Second
+	notificationMaxTry = 30 // NOTIFICATION_MAX_ATTEMPTS in system.go
+)
+
+// Budgets are the budgets the run's outages must outlast. Each Max is the upper end of
+// the jittered backoff (a delay is drawn from [d/2, d]), so an outage longer than Max
+// would have spent the whole budget whatever the draws; the outages disable the links,
+// so every failing try is refused at once and costs no time beyond its backoff.
+func (c Config) Budgets() []Budget {
+	var relay time.Duration
+	for k := 1; k < c.RelayMaxAttempts; k++ {
+		relay += step(relayBackoffBase, relayBackoffMax, k) + relayPollInterval
+	}
+	limit := c.DeliveryLimit
+	policy := fmt.Sprintf("delivery limit %d (a policy on the run's vhost)", limit)
+	if limit == 0 {
+		limit = broker.DeliveryLimit
+		policy = fmt.Sprintf("delivery limit %d (the queues' own, not shrunk)", limit)
+	}
+	var consumer time.Duration
+	for k := 1; k <= limit+1; k++ {
+		consumer += step(consumerRetryBase, consumerRetryMax, k)
+	}
+	return []Budget{
+		{
+			Name: "relay", Kind: FaultBrokerOutage, Who: "ordering, ordering-relay, inventory-1, inventory-2",
+			Spends: fmt.Sprintf("%d attempts (RELAY_MAX_ATTEMPTS=%d)", c.RelayMaxAttempts, c.RelayMaxAttempts),
+			Max:    relay, Shrunk: true,
+			How: fmt.Sprintf("each failed publish spent an attempt; the row was tried again after its backoff (%v doubling) at the next wake-up (at most a %v poll), and parked dead at the last attempt",
+				relayBackoffBase, relayPollInterval),
+		},
+		{
+			Name: "consumer", Kind: FaultPostgresOutage, Who: "inventory-1, inventory-2, ordering",
+			Spends: policy,
+			Max:    consumer, Shrunk: c.DeliveryLimit > 0,
+			How: fmt.Sprintf("each failure with the database down was requeued after a backoff (%v doubling to %v), spending a delivery; past the limit the message was dead-lettered",
+				consumerRetryBase, consumerRetryMax),
+		},
+	}
+}
+
+// BudgetOf returns the budget an outage of kind must outlast.
+func (c Config) BudgetOf(kind string) (Budget, bool) {
+	for _, b := range c.Budgets() {
+		if b.Kind == kind {
+			return b, true
+		}
+	}
+	return Budget{}, false
+}
+
+// BudgetNotes say which budgets the run leaves at the services' own size, and why.
+func (c Config) BudgetNotes() []string {
+	if c.DeliveryLimit > 0 {
+		return []string{fmt.Sprintf("notification's queue keeps its delivery limit of %d: its deliveries also pay for provider failures (NOTIFICATION_MAX_ATTEMPTS=%d), so a Postgres outage does not outlast its budget; its consumer pauses like the others",
+			broker.DeliveryLimit, notificationMaxTry)}
+	}
+	return []string{fmt.Sprintf("the consumers' budget is left at %d deliveries: their backoff is not a setting of the services, and RabbitMQ 3.10 spends a delivery on every return to the queue (a channel closed, a consumer killed), which this run's crashes do more than a handful of times per message (--delivery-limit shrinks it anyway). Each Postgres outage still shows the consumers pausing: the DLQs must hold only the poison",
+		broker.DeliveryLimit)}
+}
+
+// step is the upper end of retry number k's backoff: base doubled k-1 times, capped.
+func step(base, ceiling time.Duration, k int) time.Duration {
+	d := base << min(k-1, 20)
+	if d <= 0 || d > ceiling {
+		return ceiling
+	}
+	return d
+}
+
+// OutageReport is one outage set against the budget it had to outlast.
+type OutageReport struct {
+	FaultID   int           `json:"fault_id"`
+	Kind      string        `json:"kind"`
+	At        time.Duration `json:"at_ns"`     // from the start of the load
+	Length    time.Duration `json:"length_ns"` // measured: from the last link down to the first link up
+	Budget    string        `json:"budget"`    // its name
+	BudgetMax time.Duration `json:"budget_max_ns"`
+	Required  bool          `json:"required"` // the run shrank the budget so that this outage must outlast it
+	Outlasted bool          `json:"outlasted"`
+	Hit       bool          `json:"hit"`
+}
+
+// outageReports sets every outage that started against its budget.
+func outageReports(cfg Config, faults []Fault, loadStart time.Time) []OutageReport {
+	var out []OutageReport
+	for _, f := range faults {
+		b, ok := cfg.BudgetOf(f.Kind)
+		if !ok || f.Start.IsZero() {
+			continue
+		}
+		length := f.End.Sub(f.Start)
+		out = append(out, OutageReport{
+			FaultID: f.ID, Kind: f.Kind, At: f.Start.Sub(loadStart), Length: length,
+			Budget: b.Name, BudgetMax: b.Max, Required: b.Shrunk, Outlasted: f.Fired && length > b.Max, Hit: f.Fired,
+		})
+	}
+	return out
+}
