@@ -53,6 +53,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	)
 	relayCfg, relayVars := outbox.Variables()
 	vars = append(vars, relayVars...)
+	retry, retryVars := consumer.RetryVariables("10s")
+	vars = append(vars, retryVars...)
 	if err := config.Parse("inventory", args, getenv, stdout, vars); err != nil {
 		if errors.Is(err, config.ErrHelp) {
 			return nil
@@ -110,6 +112,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Queue:       broker.QueueInventoryOrderPlaced,
 		Types:       stock.OrderEventTypes,
 		Concurrency: concurrency,
+		RetryBase:   retry.Base,
+		RetryMax:    retry.Max,
 		Healthy:     pool.Ping,
 	}, svc.ReserveStock)
 	if err != nil {

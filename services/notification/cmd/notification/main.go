@@ -56,6 +56,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		config.Duration("SWEEP_INTERVAL", "5s", "how often the sweeper looks for such records", &interval),
 		config.Int("CONSUMER_CONCURRENCY", "4", "stock events handled at once", &concurrency),
 	)
+	retry, retryVars := consumer.RetryVariables("30s")
+	vars = append(vars, retryVars...)
 	if err := config.Parse("notification", args, getenv, stdout, vars); err != nil {
 		if errors.Is(err, config.ErrHelp) {
 			return nil
@@ -111,9 +113,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Queue:       broker.QueueNotificationStockEvent,
 		Types:       notifications.StockEventTypes,
 		Concurrency: concurrency,
+		RetryBase:   retry.Base,
 		// A provider outage is ridden out by requeueing with backoff; up to 30 s between
-		// tries, 30 attempts last about eight minutes before an email is given up.
-		RetryMax: 30 * time.Second,
+		// tries (CONSUMER_RETRY_MAX), 30 attempts last about eight minutes before an email
+		// is given up.
+		RetryMax: retry.Max,
 		// Its database down is an outage: the consumer pauses and spends no delivery.
 		Healthy: pool.Ping,
 	}, svc.HandleStockEvent)

@@ -55,6 +55,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	)
 	relayCfg, relayVars := outbox.Variables()
 	vars = append(vars, relayVars...)
+	retry, retryVars := consumer.RetryVariables("10s")
+	vars = append(vars, retryVars...)
 	if err := config.Parse("ordering", args, getenv, stdout, vars); err != nil {
 		if errors.Is(err, config.ErrHelp) {
 			return nil
@@ -137,6 +139,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Queue:       broker.QueueOrderingStockEvents,
 		Types:       orders.StockEventTypes,
 		Concurrency: concurrency,
+		RetryBase:   retry.Base,
+		RetryMax:    retry.Max,
 		Healthy:     pool.Ping,
 	}, svc.ApplyStockOutcome)
 	if err != nil {

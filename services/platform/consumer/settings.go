@@ -1,0 +1,24 @@
+package consumer
+
+import (
+	"time"
+
+	"github.com/bookstore-go/bookstore/services/platform/config"
+)
+
+// Retry is a consumer's retry pacing, read from the environment.
+type Retry struct {
+	Base, Max time.Duration
+}
+
+// RetryVariables returns the variables of a consumer's retry pacing for config.Parse,
+// bound to a Retry, with max as the default ceiling. Together with the queue's
+// x-delivery-limit they are the budget of a message that keeps failing on healthy
+// dependencies; an outage spends none of it.
+func RetryVariables(max string) (*Retry, []config.Var) {
+	r := &Retry{}
+	return r, []config.Var{
+		config.Duration("CONSUMER_RETRY_BASE", "100ms", "first wait before a failed message is requeued, and before a paused consumer asks its database again; doubles per failure, with jitter", &r.Base),
+		config.Duration("CONSUMER_RETRY_MAX", max, "the longest of those waits", &r.Max),
+	}
+}
