@@ -87,10 +87,10 @@ func (c Config) BudgetOf(kind string) (Budget, bool) {
 // BudgetNotes say which budgets the run leaves at the services' own size, and why.
 func (c Config) BudgetNotes() []string {
 	if c.DeliveryLimit > 0 {
-		return []string{fmt.Sprintf("notification's queue keeps its delivery limit of %d: its deliveries also pay for provider failures (NOTIFICATION_MAX_ATTEMPTS=%d), so a Postgres outage does not outlast its budget; its consumer pauses like the others",
+		return []string{fmt.Sprintf("Notification's queue keeps its delivery limit of %d: its deliveries also pay for provider failures (NOTIFICATION_MAX_ATTEMPTS=%d), so a Postgres outage does not outlast its budget; its consumer pauses like the others.",
 			broker.DeliveryLimit, notificationMaxTry)}
 	}
-	return []string{fmt.Sprintf("the consumers' budget is left at %d deliveries: their backoff is not a setting of the services, and RabbitMQ 3.10 spends a delivery on every return to the queue (a channel closed, a consumer killed), which this run's crashes do more than a handful of times per message (--delivery-limit shrinks it anyway). Each Postgres outage still shows the consumers pausing: the DLQs must hold only the poison",
+	return []string{fmt.Sprintf("The consumers' budget is the queues' own %d deliveries: their backoff is not a setting of the services, and RabbitMQ 3.10 also spends a delivery on every return to the queue (a channel closed, a consumer killed), which the default run does to some messages more than 5 times (with --delivery-limit 5 it dead-lettered valid ones). A Postgres outage shows the consumers pausing instead: the DLQs must hold only the poison.",
 		broker.DeliveryLimit)}
 }
 

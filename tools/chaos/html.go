@@ -58,14 +58,14 @@ pre{background:#f7f7f7;padding:1em;overflow-x:auto;font-size:12px}code{font-size
 
 	if len(r.Budgets) > 0 {
 		b.WriteString(`<h2>Outages against the budgets they outlasted</h2><p>Before outages were told apart from a message's own failures, an outage spent a retry budget: the relay counted each failed publish against its row and parked it dead at the last attempt; a consumer requeued a message whose database was down until its delivery limit dead-lettered it. The run shrinks both budgets and makes every outage outlast them, so a service that spent them again would lose events, and the checker would say so.</p>`)
-		b.WriteString(`<table><tr><th>budget</th><th>held by</th><th>size</th><th>outlasted by</th><th>longest outage it survived before</th><th>reckoned as</th></tr>`)
+		b.WriteString(`<table><tr><th>budget</th><th>held by</th><th>size</th><th>set against</th><th>longest outage it survived before</th><th>reckoned as</th></tr>`)
 		for _, bu := range r.Budgets {
 			fmt.Fprintf(&b, `<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%v</td><td>%s</td></tr>`,
 				esc(bu.Name), esc(bu.Who), esc(bu.Spends), esc(bu.Kind), ms(bu.Max), esc(bu.How))
 		}
 		b.WriteString(`</table>`)
 		for _, n := range r.Config.BudgetNotes() {
-			fmt.Fprintf(&b, `<p>%s.</p>`, esc(n))
+			fmt.Fprintf(&b, `<p>%s</p>`, esc(n))
 		}
 		b.WriteString(`<table><tr><th>fault</th><th>outage</th><th>at</th><th>length (every link down)</th><th>budget</th><th>outlasted</th></tr>`)
 		for _, o := range r.Outages {

@@ -257,13 +257,15 @@ func printOutages(w io.Writer, r *Result) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "BUDGET\tHELD BY\tSIZE\tOUTLASTS IT\tLONGEST OUTAGE IT SURVIVED BEFORE")
+	fmt.Fprintln(tw, "BUDGET\tHELD BY\tSIZE\tSET AGAINST\tLONGEST OUTAGE IT SURVIVED BEFORE")
 	for _, b := range r.Budgets {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\n", b.Name, b.Who, b.Spends, b.Kind, ms(b.Max))
 	}
 	tw.Flush()
 	for _, n := range r.Config.BudgetNotes() {
-		fmt.Fprintf(w, "  %s\n", n)
+		for _, line := range wrap(n, 88) {
+			fmt.Fprintf(w, "  %s\n", line)
+		}
 	}
 
 	fmt.Fprintln(w)
@@ -282,6 +284,26 @@ func printOutages(w io.Writer, r *Result) {
 		fmt.Fprintf(tw, "%s\t%.1fs\t%.1fs\t%s %.1fs\t%s\t%s\n", o.Kind, o.At.Seconds(), o.Length.Seconds(), o.Budget, o.BudgetMax.Seconds(), verdict, by)
 	}
 	tw.Flush()
+}
+
+// wrap breaks text into lines of at most width characters, at spaces.
+func wrap(text string, width int) []string {
+	var lines []string
+	var cur strings.Builder
+	for _, word := range strings.Fields(text) {
+		if cur.Len() > 0 && cur.Len()+1+len(word) > width {
+			lines = append(lines, cur.String())
+			cur.Reset()
+		}
+		if cur.Len() > 0 {
+			cur.WriteByte(' ')
+		}
+		cur.WriteString(word)
+	}
+	if cur.Len() > 0 {
+		lines = append(lines, cur.String())
+	}
+	return lines
 }
 
 func ms(d time.Duration) time.Duration {
