@@ -26,14 +26,17 @@ type Budget struct {
 	Shrunk bool `json:"shrunk"`
 }
 
-// The retry timing of the services, which the run does not change. The relay's are
-// outbox.DefaultConfig's, the consumer's consumer.New's defaults.
+// The retry timing of the services. The relay's are outbox.DefaultConfig's, which the run
+// does not change. The consumers' are shrunk for inventory and ordering
+// (CONSUMER_RETRY_BASE and CONSUMER_RETRY_MAX in system.go), so that the old consumer
+// would have spent its 50 deliveries within seconds and every Postgres outage outlasts
+// them; notification keeps its own, since its deliveries also pace the provider's retries.
 const (
 	relayBackoffBase   = 200 * time.Millisecond // a refused row waits this, doubling per attempt
 	relayBackoffMax    = time.Minute
-	relayPollInterval  = time.Second            // a relay with nothing new to do looks again after this
-	consumerRetryBase  = 100 * time.Millisecond // a failed message waits this before its requeue, doubling
-	consumerRetryMax   = 10 * time.Second
+	relayPollInterval  = time.Second           // a relay with nothing new to do looks again after this
+	consumerRetryBase  = 10 * time.Millisecond // a failed message waits this before its requeue, doubling
+	consumerRetryMax   = 50 * time.Millisecond
 	notificationMaxTry = 30 // NOTIFICATION_MAX_ATTEMPTS in system.go
 )
 
@@ -47,10 +50,10 @@ func (c Config) Budgets() []Budget {
 		relay += step(relayBackoffBase, relayBackoffMax, k) + relayPollInterval
 	}
 	limit := c.DeliveryLimit
-	policy := fmt.Sprintf("delivery limit %d (a policy on the run's vhost)", limit)
+	policy := fmt.Sprintf("delivery limit %d (a policy on the run's vhost), backoff %v doubling to %v (CONSUMER_RETRY_BASE, CONSUMER_RETRY_MAX)", limit, consumerRetryBase, consumerRetryMax)
 	if limit == 0 {
 		limit = broker.DeliveryLimit
-		policy = fmt.Sprintf("delivery limit %d (the queues' own, not shrunk)", limit)
+		policy = fmt.Sprintf("delivery limit %d (the queues' own), backoff %v doubling to %v (CONSUMER_RETRY_BASE, CONSUMER_RETRY_MAX)", limit, consumerRetryBase, consumerRetryMax)
 	}
 	var consumer time.Duration
 	for k := 1; k <= limit+1; k++ {
@@ -67,7 +70,7 @@ func (c Config) Budgets() []Budget {
 		{
 			Name: "consumer", Kind: FaultPostgresOutage, Who: "inventory-1, inventory-2, ordering",
 			Spends: policy,
-			Max:    consumer, Shrunk: c.DeliveryLimit > 0,
+			Max:    consumer, Shrunk: true,
 			How: fmt.Sprintf("each failure with the database down was requeued after a backoff (%v doubling to %v), spending a delivery; past the limit the message was dead-lettered",
 				consumerRetryBase, consumerRetryMax),
 		},

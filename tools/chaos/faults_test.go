@@ -151,7 +151,7 @@ func TestAnOutageShorterThanABudgetIsRefused(t *testing.T) {
 		change func(*Config)
 		budget string
 	}{
-		{"a delivery limit of 5 against 5 s outages", func(c *Config) { c.DeliveryLimit, c.OutageLength = 5, 5*time.Second }, "consumer"},
+		{"the queues' delivery limit against 2 s outages", func(c *Config) { c.RelayMaxAttempts, c.OutageLength = 1, 2*time.Second }, "consumer"},
 		{"the relay's default attempts", func(c *Config) { c.RelayMaxAttempts = 25 }, "relay"},
 		{"a 2 s outage", func(c *Config) { c.OutageLength = 2 * time.Second }, "relay"},
 	} {

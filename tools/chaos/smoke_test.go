@@ -122,7 +122,8 @@ func TestChaosSmoke(t *testing.T) {
 	cfg := smokeConfig(t, bin)
 	cfg.Orders, cfg.Rate, cfg.FaultsPerKind = 300, 15, 6 // 6: every failpoint name, every poison kind
 	// One broker and one Postgres outage of 3-4.5 s: still longer than the relay's 3
-	// attempts (up to 2.6 s of the old relay's backoff).
+	// attempts (up to 2.6 s of the old relay's backoff) and the consumers' 50 deliveries
+	// (up to 2.5 s of the old consumer's shrunk backoff).
 	cfg.Outages, cfg.OutageLength = 1, 3*time.Second
 
 	res, err := Run(t.Context(), cfg, testLog{t})

@@ -174,8 +174,10 @@ func StartSystem(ctx context.Context, cfg Config, dir string, onFPCrash func(*Pr
 	// RELAY_MAX_ATTEMPTS is shrunk so that a broker outage of seconds outlasts what the old
 	// relay spent on one (see Budgets); an outage now spends no attempt at all.
 	relayAttempts := fmt.Sprintf("RELAY_MAX_ATTEMPTS=%d", cfg.RelayMaxAttempts)
-	inventoryEnv = append(inventoryEnv, relayAttempts)
-	orderingEnv := []string{"ORDERING_PUBLISHER=" + cfg.Publisher, "RELAY_LEASE=12s", "RELAY_CONFIRM_TIMEOUT=2s", relayAttempts}
+	// The consumers' retry backoff is shrunk too, for the same reason (see budget.go).
+	consumerRetry := []string{"CONSUMER_RETRY_BASE=" + consumerRetryBase.String(), "CONSUMER_RETRY_MAX=" + consumerRetryMax.String()}
+	inventoryEnv = append(append(inventoryEnv, relayAttempts), consumerRetry...)
+	orderingEnv := append([]string{"ORDERING_PUBLISHER=" + cfg.Publisher, "RELAY_LEASE=12s", "RELAY_CONFIRM_TIMEOUT=2s", relayAttempts}, consumerRetry...)
 	notificationEnv := []string{"RECONCILE_AFTER=5s", "SWEEP_INTERVAL=1s",
 		// The provider is faulty about half the time in a default run (a fault window every
 		// second or two, up to 90% failures, plus the link's own faults). The default budget
