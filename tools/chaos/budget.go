@@ -89,12 +89,13 @@ func (c Config) BudgetOf(kind string) (Budget, bool) {
 
 // BudgetNotes say which budgets the run leaves at the services' own size, and why.
 func (c Config) BudgetNotes() []string {
-	if c.DeliveryLimit > 0 {
-		return []string{fmt.Sprintf("Notification's queue keeps its delivery limit of %d: its deliveries also pay for provider failures (NOTIFICATION_MAX_ATTEMPTS=%d), so a Postgres outage does not outlast its budget; its consumer pauses like the others.",
-			broker.DeliveryLimit, notificationMaxTry)}
+	notes := []string{fmt.Sprintf("Notification keeps its own retry pacing (up to 30 s) and delivery limit of %d: its deliveries also pay for provider failures (NOTIFICATION_MAX_ATTEMPTS=%d), so a Postgres outage does not outlast its budget; its consumer pauses like the others.",
+		broker.DeliveryLimit, notificationMaxTry)}
+	if c.DeliveryLimit == 0 {
+		notes = append(notes, fmt.Sprintf("The consumers' delivery limit is left at the queues' own %d, and their backoff shrunk instead: RabbitMQ 3.10 also spends a delivery on every return to the queue (a channel closed, a consumer killed), and with --delivery-limit 5 the default run dead-lettered valid messages.",
+			broker.DeliveryLimit))
 	}
-	return []string{fmt.Sprintf("The consumers' budget is the queues' own %d deliveries: their backoff is not a setting of the services, and RabbitMQ 3.10 also spends a delivery on every return to the queue (a channel closed, a consumer killed), which the default run does to some messages more than 5 times (with --delivery-limit 5 it dead-lettered valid ones). A Postgres outage shows the consumers pausing instead: the DLQs must hold only the poison.",
-		broker.DeliveryLimit)}
+	return notes
 }
 
 // step is the upper end of retry number k's backoff: base doubled k-1 times, capped.
