@@ -50,10 +50,10 @@ func (c Config) Budgets() []Budget {
 		relay += step(relayBackoffBase, relayBackoffMax, k) + relayPollInterval
 	}
 	limit := c.DeliveryLimit
-	policy := fmt.Sprintf("delivery limit %d (a policy on the run's vhost), backoff %v doubling to %v (CONSUMER_RETRY_BASE, CONSUMER_RETRY_MAX)", limit, consumerRetryBase, consumerRetryMax)
+	policy := fmt.Sprintf("delivery limit %d (vhost policy) × backoff %v to %v (CONSUMER_RETRY_*)", limit, consumerRetryBase, consumerRetryMax)
 	if limit == 0 {
 		limit = broker.DeliveryLimit
-		policy = fmt.Sprintf("delivery limit %d (the queues' own), backoff %v doubling to %v (CONSUMER_RETRY_BASE, CONSUMER_RETRY_MAX)", limit, consumerRetryBase, consumerRetryMax)
+		policy = fmt.Sprintf("delivery limit %d × backoff %v to %v (CONSUMER_RETRY_*)", limit, consumerRetryBase, consumerRetryMax)
 	}
 	var consumer time.Duration
 	for k := 1; k <= limit+1; k++ {
