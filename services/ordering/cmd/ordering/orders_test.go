@@ -144,24 +144,9 @@ func TestIdempotencyKeyConcurrentRequestsPlaceOneOrder(t *testing.T) {
 	base := startInProcess(t, e)
 
 	const n = 20
-	statuses := make([]int, n)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			resp, _ := postOrder(t, base, "same-key", orderBody("grace@example.com", 1))
-			statuses[i] = resp.StatusCode
-		}()
-	}
-	close(start)
-	wg.Wait()
-
 	byStatus := map[int]int{}
-	for _, s := range statuses {
-		byStatus[s]++
+	for _, r := range postAtOnce(t, base, "same-key", orderBody("grace@example.com", 1), n) {
+		byStatus[r.status]++
 	}
 	t.Logf("responses by status: %v", byStatus)
 	if byStatus[http.StatusCreated] != 1 || byStatus[http.StatusCreated]+byStatus[http.StatusOK]+byStatus[http.StatusConflict] != n {
@@ -188,8 +173,23 @@ func TestConcurrentReplaysOfAFinishedRequestAreAllAnsweredAsTheFirst(t *testing.
 		t.Fatalf("first: %d %s", first.StatusCode, firstBody)
 	}
 
-	const n = 20
-	statuses := make([]int, n)
+	for i, r := range postAtOnce(t, base, "done-key", orderBody("grace@example.com", 1), 20) {
+		if r.status != http.StatusOK || string(r.body) != string(firstBody) {
+			t.Errorf("replay %d: %d %s, want 200 with the first body %s", i, r.status, r.body, firstBody)
+		}
+	}
+}
+
+type answer struct {
+	status int
+	body   []byte
+}
+
+// postAtOnce sends n copies of one POST /orders with key, released together, and returns
+// their answers.
+func postAtOnce(t *testing.T, base, key, body string, n int) []answer {
+	t.Helper()
+	answers := make([]answer, n)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range n {
@@ -197,20 +197,13 @@ func TestConcurrentReplaysOfAFinishedRequestAreAllAnsweredAsTheFirst(t *testing.
 		go func() {
 			defer wg.Done()
 			<-start
-			resp, body := postOrder(t, base, "done-key", orderBody("grace@example.com", 1))
-			statuses[i] = resp.StatusCode
-			if resp.StatusCode == http.StatusOK && string(body) != string(firstBody) {
-				t.Errorf("replay body %s, want the first %s", body, firstBody)
-			}
+			resp, b := postOrder(t, base, key, body)
+			answers[i] = answer{resp.StatusCode, b}
 		}()
 	}
 	close(start)
 	wg.Wait()
-	for i, s := range statuses {
-		if s != http.StatusOK {
-			t.Errorf("replay %d: %d, want 200", i, s)
-		}
-	}
+	return answers
 }
 
 func TestBadInputIsRefusedNamingTheField(t *testing.T) {
