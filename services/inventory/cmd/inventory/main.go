@@ -63,7 +63,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	if rest := config.Rest(args); len(rest) > 0 {
 		if parked.IsCommand(rest[0]) {
-			return runParked(ctx, cfg, rest, stdout) // does its work and exits: nothing below starts
+			return parked.Run(ctx, parkedCommands, cfg, rest, stdout) // does its work and exits: nothing below starts
 		}
 		return fmt.Errorf("unknown command %q (inventory takes dlq or outbox)", rest[0])
 	}

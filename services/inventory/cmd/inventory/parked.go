@@ -1,12 +1,8 @@
 package main
 
 import (
-	"context"
-	"io"
-
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
-	"github.com/bookstore-go/bookstore/services/platform/config"
 	"github.com/bookstore-go/bookstore/services/platform/parked"
 )
 
@@ -20,9 +16,4 @@ var parkedCommands = parked.Service{
 	Queues:     []string{broker.QueueInventoryOrderPlaced},
 	Outbox:     true,
 	Migrations: stock.Migrations,
-}
-
-// runParked runs one of those commands and returns: no API, relay or consumer starts.
-func runParked(ctx context.Context, cfg *config.Common, args []string, stdout io.Writer) error {
-	return parked.Run(ctx, parkedCommands, cfg, args, stdout)
 }

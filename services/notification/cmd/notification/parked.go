@@ -1,11 +1,7 @@
 package main
 
 import (
-	"context"
-	"io"
-
 	"github.com/bookstore-go/bookstore/services/platform/broker"
-	"github.com/bookstore-go/bookstore/services/platform/config"
 	"github.com/bookstore-go/bookstore/services/platform/parked"
 )
 
@@ -19,9 +15,4 @@ import (
 var parkedCommands = parked.Service{
 	Name:   "notification",
 	Queues: []string{broker.QueueNotificationStockEvent},
-}
-
-// runParked runs one of those commands and returns: no API, sweeper or consumer starts.
-func runParked(ctx context.Context, cfg *config.Common, args []string, stdout io.Writer) error {
-	return parked.Run(ctx, parkedCommands, cfg, args, stdout)
 }

@@ -66,7 +66,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	mode := "serve"
 	if rest := config.Rest(args); len(rest) > 0 {
 		if parked.IsCommand(rest[0]) {
-			return runParked(ctx, cfg, rest, stdout) // does its work and exits: nothing below starts
+			return parked.Run(ctx, parkedCommands, cfg, rest, stdout) // does its work and exits: nothing below starts
 		}
 		mode = rest[0]
 	}

@@ -1,11 +1,7 @@
 package main
 
 import (
-	"context"
-	"io"
-
 	"github.com/bookstore-go/bookstore/services/platform/broker"
-	"github.com/bookstore-go/bookstore/services/platform/config"
 	"github.com/bookstore-go/bookstore/services/platform/parked"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/sql"
@@ -22,9 +18,4 @@ var parkedCommands = parked.Service{
 	Outbox: true,
 	// The outbox is the platform's table; the commands read nothing of ordering's own.
 	Migrations: []pgdb.Migrations{{FS: sql.Platform, VersionTable: "goose_platform_version"}},
-}
-
-// runParked runs one of those commands and returns: no API, relay or consumer starts.
-func runParked(ctx context.Context, cfg *config.Common, args []string, stdout io.Writer) error {
-	return parked.Run(ctx, parkedCommands, cfg, args, stdout)
 }
