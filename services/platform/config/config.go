@@ -64,6 +64,7 @@ type Common struct {
 	OTLPEndpoint     string
 	LogLevel         string
 	Failpoints       string
+	PprofAddr        string
 }
 
 // Standard returns the variables every service reads, bound to a Common, with defaults
@@ -78,6 +79,7 @@ func Standard(service string, port int) (*Common, []Var) {
 		String("OTEL_EXPORTER_OTLP_ENDPOINT", "", "OTLP/HTTP endpoint for traces (e.g. http://localhost:4318); empty: traces stay in the process", &c.OTLPEndpoint),
 		String("LOG_LEVEL", "info", "debug, info, warn or error", &c.LogLevel),
 		String("BOOKSTORE_FAILPOINTS", "", `failpoints, e.g. "relay/after-publish=p(0.05)*crash"`, &c.Failpoints),
+		String("PPROF_ADDR", "", "serve net/http/pprof on this address, e.g. 127.0.0.1:6061; empty: off", &c.PprofAddr),
 	}
 }
 

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/bookstore-go/bookstore/services/emailprovider/internal/api"
 	"github.com/bookstore-go/bookstore/services/emailprovider/internal/emails"
 	"github.com/bookstore-go/bookstore/services/platform/config"
@@ -91,5 +93,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	handler := api.NewServer(svc, faults, admin == "1", tel, httpapi.Check{Name: "postgres", Ping: pool.Ping})
 	log.InfoContext(ctx, "emailprovider started", "http_addr", cfg.HTTPAddr, "smtp_addr", smtpAddr,
 		"admin", admin == "1", "fail_rate", initial.FailRate, "ambiguous_rate", initial.AmbiguousRate, "latency", initial.Latency)
-	return httpapi.Serve(ctx, cfg.HTTPAddr, handler, log, nil)
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return httpapi.ServeProfiles(ctx, cfg.PprofAddr, log) })
+	g.Go(func() error { return httpapi.Serve(ctx, cfg.HTTPAddr, handler, log, nil) })
+	return g.Wait()
 }

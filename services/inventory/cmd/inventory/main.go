@@ -129,6 +129,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 
 	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return httpapi.ServeProfiles(ctx, cfg.PprofAddr, log) })
 	g.Go(func() error { return relay.Run(ctx) })
 	g.Go(func() error { return orders.Run(ctx) })
 	g.Go(func() error { inbox.RunCleanup(ctx, pool, inbox.Retention, time.Hour, log); return nil })

@@ -136,6 +136,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		{Name: "consumer", Ping: stockEvents.Ready},
 	}
 	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return httpapi.ServeProfiles(ctx, cfg.PprofAddr, log) })
 	g.Go(func() error { return stockEvents.Run(ctx) })
 	g.Go(func() error { svc.RunSweeper(ctx); return nil })
 	g.Go(func() error { inbox.RunCleanup(ctx, pool, inbox.Retention, time.Hour, log); return nil })

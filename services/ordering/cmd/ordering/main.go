@@ -108,6 +108,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		{Name: "rabbitmq", Ping: pubConn.Ping},
 	}
 	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return httpapi.ServeProfiles(ctx, cfg.PprofAddr, log) })
 	relay, err := outbox.NewRelay(pool, pub, tel, relayCfg.Config("ordering"))
 	if err != nil {
 		return err
