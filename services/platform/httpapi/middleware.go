@@ -32,9 +32,16 @@ func Instrument(tel *telemetry.Telemetry, h http.Handler) http.Handler {
 				tel.Logger.ErrorContext(r.Context(), "handler panicked", "panic", v, "path", r.URL.Path)
 				Internal(rec)
 			}
-			level := slog.LevelInfo
-			if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Path == "/metrics" {
-				level = slog.LevelDebug
+			// One line per request that went wrong; every other request is a debug line
+			// (LOG_LEVEL=debug). A line per order costs more than the order's own SQL at
+			// a few hundred orders a second, and the trace and the metrics already
+			// count every request.
+			level := slog.LevelDebug
+			switch {
+			case rec.status >= 500:
+				level = slog.LevelError
+			case rec.status >= 400:
+				level = slog.LevelInfo
 			}
 			tel.Logger.Log(r.Context(), level, "http request", "method", r.Method, "path", r.URL.Path,
 				"status", rec.status, "duration_ms", time.Since(start).Milliseconds())
