@@ -23,7 +23,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 // system is one running Bookstore: four processes, four databases, one vhost.
 type system struct {
-	t       *testing.T
+	t       testing.TB
 	URL     map[string]string // service -> base URL
 	DB      map[string]string // service -> DATABASE_URL
 	AMQPURL string
@@ -31,7 +31,7 @@ type system struct {
 }
 
 // startSystem starts the four services; extra adds environment variables per service.
-func startSystem(t *testing.T, extra map[string]map[string]string) *system {
+func startSystem(t testing.TB, extra map[string]map[string]string) *system {
 	t.Helper()
 	s := &system{t: t, URL: map[string]string{}, DB: map[string]string{}, AMQPURL: testenv.VHost(t), procs: map[string]*testenv.Process{}}
 	for _, name := range services {
