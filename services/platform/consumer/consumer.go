@@ -56,15 +56,35 @@ const (
 // message after a backoff.
 type Handler func(ctx context.Context, env event.Envelope) (Outcome, error)
 
+// BatchHandler does the work of several events at once, typically in one transaction,
+// and returns one outcome per message. It is an optimisation of the common case only:
+// when it returns an error, nothing of the batch may have been committed, and the
+// consumer hands each message to the Handler alone, where every rule above applies (a
+// poison message rejected, a failure retried, an outage waited out), so one bad message
+// cannot fail its neighbours.
+type BatchHandler func(ctx context.Context, msgs []Message) ([]Outcome, error)
+
+// Message is one delivery of a batch: its event, and the span that processes it, which
+// the events its work causes continue (outbox.Event.Cause).
+type Message struct {
+	Envelope event.Envelope
+	Span     trace.SpanContext
+}
+
 // Config tunes a Consumer.
 type Config struct {
 	Name        string   // the consumer's name: inbox key and metric label, e.g. "inventory"
 	Queue       string   // the queue to consume
 	Types       []string // the event types the handler knows; any other type is poison
-	Prefetch    int      // unacked deliveries the broker may push (default 2×Concurrency)
+	Prefetch    int      // unacked deliveries the broker may push (default 2×Concurrency×BatchSize)
 	Concurrency int      // handlers running at once (default 4)
-	RetryBase   time.Duration
-	RetryMax    time.Duration // of a message's requeue backoff, and of the wait for a dependency
+	// Batch, if set, takes the deliveries that have arrived together, up to BatchSize
+	// (default 16), in one call. Under light load each message still goes alone and at
+	// once: a batch is only what was already waiting.
+	Batch     BatchHandler
+	BatchSize int
+	RetryBase time.Duration
+	RetryMax  time.Duration // of a message's requeue backoff, and of the wait for a dependency
 	// Healthy is asked after a handler fails: an error means the failure was the
 	// dependency's (its database is unreachable, its pool exhausted), not the message's.
 	// Typically the pool's Ping. Nil: every failure is the message's.
@@ -95,7 +115,11 @@ type Consumer struct {
 // broker.Conn.
 func New(conn *broker.Conn, tel *telemetry.Telemetry, cfg Config, handle Handler) (*Consumer, error) {
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 4)
-	cfg.Prefetch = cmp.Or(cfg.Prefetch, 2*cfg.Concurrency)
+	cfg.BatchSize = cmp.Or(cfg.BatchSize, 16)
+	if cfg.Batch == nil {
+		cfg.BatchSize = 1
+	}
+	cfg.Prefetch = cmp.Or(cfg.Prefetch, 2*cfg.Concurrency*cfg.BatchSize)
 	cfg.RetryBase = cmp.Or(cfg.RetryBase, 100*time.Millisecond)
 	cfg.RetryMax = cmp.Or(cfg.RetryMax, 10*time.Second)
 	cfg.InPlaceRetries = cmp.Or(cfg.InPlaceRetries, 3)
@@ -216,7 +240,13 @@ func (c *Consumer) consume(ctx context.Context) error {
 
 	stop := make(chan struct{}) // closed: start no further delivery
 	outage := make(chan error, c.cfg.Concurrency)
+	batches := make(chan []amqp.Delivery)
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.gather(deliveries, batches, stop)
+	}()
 	for range c.cfg.Concurrency {
 		wg.Add(1)
 		go func() {
@@ -225,16 +255,16 @@ func (c *Consumer) consume(ctx context.Context) error {
 				select {
 				case <-stop:
 					return
-				case d, ok := <-deliveries:
+				case ds, ok := <-batches:
 					if !ok {
 						return
 					}
 					select {
 					case <-stop:
-						return // prefetched, not started: the channel's close returns it
+						return // gathered, not started: the channel's close returns them
 					default:
 					}
-					if err := c.deliver(ctx, d); err != nil {
+					if err := c.deliverAll(ctx, ds); err != nil {
 						outage <- err
 						return
 					}
@@ -266,6 +296,108 @@ func errString(err error) string {
 	return err.Error()
 }
 
+// gather hands the deliveries to the workers in batches of what has arrived, at most
+// BatchSize: a delivery that finds a worker idle goes at once, alone, and while every
+// worker is busy the next batch grows. With no batch handler a batch is one delivery.
+func (c *Consumer) gather(deliveries <-chan amqp.Delivery, batches chan<- []amqp.Delivery, stop <-chan struct{}) {
+	defer close(batches)
+	var batch []amqp.Delivery
+	for {
+		in, out := deliveries, batches
+		if len(batch) == c.cfg.BatchSize {
+			in = nil // full: wait for a worker
+		}
+		if len(batch) == 0 {
+			out = nil // empty: wait for a delivery
+		}
+		select {
+		case <-stop:
+			return // gathered, not started: the channel's close returns them
+		case d, ok := <-in:
+			if !ok {
+				return
+			}
+			batch = append(batch, d)
+		case out <- batch:
+			batch = nil
+		}
+	}
+}
+
+// deliverAll handles a batch: in one call of the batch handler when there is one and it
+// succeeds, otherwise one delivery at a time. It returns an outage as deliver does; the
+// deliveries not yet handled are left to the channel's close.
+func (c *Consumer) deliverAll(ctx context.Context, ds []amqp.Delivery) error {
+	for _, d := range ds {
+		if d.Redelivered || deliveryCount(d) > 0 {
+			c.m.redeliveries.Add(ctx, 1, c.attrSet)
+		}
+	}
+	if len(ds) > 1 && c.deliverBatch(ctx, ds) {
+		return nil
+	}
+	for _, d := range ds {
+		if err := c.deliver(ctx, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deliverBatch runs the batch handler over ds and acks them all. It reports false,
+// having acked nothing, when any delivery cannot be decoded or the handler failed.
+func (c *Consumer) deliverBatch(ctx context.Context, ds []amqp.Delivery) bool {
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.HandlerTimeout)
+	defer cancel()
+	msgs := make([]Message, 0, len(ds))
+	spans := make([]trace.Span, 0, len(ds))
+	links := make([]trace.Link, 0, len(ds))
+	endAll := func(failed error) {
+		for _, span := range spans {
+			if failed != nil {
+				span.SetStatus(codes.Error, "batch failed; handled alone")
+				span.RecordError(failed)
+			}
+			span.End()
+		}
+	}
+	for _, d := range ds {
+		env, err := c.decode(d)
+		if err != nil {
+			endAll(err)
+			return false // poison, for deliver to reject
+		}
+		_, span := c.startSpan(hctx, d)
+		spans = append(spans, span)
+		links = append(links, trace.Link{SpanContext: span.SpanContext()})
+		msgs = append(msgs, Message{Envelope: env, Span: span.SpanContext()})
+	}
+	bctx, batchSpan := c.tracer.Start(hctx, c.cfg.Queue+" process batch", trace.WithLinks(links...),
+		trace.WithAttributes(attribute.Int("messaging.batch.message_count", len(ds))))
+	defer batchSpan.End()
+
+	start := time.Now()
+	outcomes, err := c.cfg.Batch(bctx, msgs)
+	if err == nil && len(outcomes) != len(ds) {
+		err = fmt.Errorf("batch handler returned %d outcomes for %d messages", len(outcomes), len(ds))
+	}
+	if err != nil {
+		batchSpan.RecordError(err)
+		endAll(err)
+		c.m.batchFallbacks.Add(hctx, 1, c.attrSet)
+		c.log.DebugContext(hctx, "batch failed; handling its messages one at a time", "err", err, "size", len(ds))
+		return false
+	}
+	c.m.batchSize.Record(hctx, int64(len(ds)), c.attrSet)
+	elapsed := time.Since(start).Seconds()
+	for i, d := range ds {
+		c.m.duration.Record(hctx, elapsed, c.attrSet)
+		c.succeeded(trace.ContextWithSpan(hctx, spans[i]), d, outcomes[i], spans[i])
+		spans[i].End()
+	}
+	return true
+}
+
 // deliver handles one delivery to its end: ack, reject or requeue; or, when a dependency
 // of the handler is down, none of them: it returns the outage and leaves the message to
 // the channel's close. The handler runs on a context that survives shutdown for a bounded
@@ -274,21 +406,9 @@ func errString(err error) string {
 func (c *Consumer) deliver(ctx context.Context, d amqp.Delivery) error {
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.HandlerTimeout)
 	defer cancel()
-	hctx = telemetry.Propagator.Extract(hctx, headerCarrier(d.Headers))
-	hctx, span := c.tracer.Start(hctx, c.cfg.Queue+" process",
-		trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(
-			semconv.MessagingSystemRabbitmq,
-			semconv.MessagingDestinationName(c.cfg.Queue),
-			semconv.MessagingMessageID(d.MessageId),
-			semconv.MessagingRabbitmqDestinationRoutingKey(d.RoutingKey),
-			attribute.Int64("messaging.rabbitmq.delivery_count", deliveryCount(d)),
-		))
+	hctx, span := c.startSpan(hctx, d)
 	defer span.End()
 	start := time.Now()
-	if d.Redelivered || deliveryCount(d) > 0 {
-		c.m.redeliveries.Add(hctx, 1, c.attrSet)
-	}
 	log := c.log.With("message_id", d.MessageId, "type", d.Type)
 
 	var outcome Outcome
@@ -341,20 +461,41 @@ func (c *Consumer) deliver(ctx context.Context, d amqp.Delivery) error {
 		}
 		return nil
 	}
+	c.succeeded(hctx, d, outcome, span)
+	return nil
+}
+
+// startSpan starts the span of processing d, a child of the publisher's span whose
+// trace context d's headers carry.
+func (c *Consumer) startSpan(ctx context.Context, d amqp.Delivery) (context.Context, trace.Span) {
+	ctx = telemetry.Propagator.Extract(ctx, headerCarrier(d.Headers))
+	return c.tracer.Start(ctx, c.cfg.Queue+" process",
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(
+			semconv.MessagingSystemRabbitmq,
+			semconv.MessagingDestinationName(c.cfg.Queue),
+			semconv.MessagingMessageID(d.MessageId),
+			semconv.MessagingRabbitmqDestinationRoutingKey(d.RoutingKey),
+			attribute.Int64("messaging.rabbitmq.delivery_count", deliveryCount(d)),
+		))
+}
+
+// succeeded counts and acks a delivery whose work has committed.
+func (c *Consumer) succeeded(ctx context.Context, d amqp.Delivery, outcome Outcome, span trace.Span) {
+	log := c.log.With("message_id", d.MessageId, "type", d.Type)
 	c.forget(d.MessageId)
 	switch outcome {
 	case Duplicate:
-		c.m.duplicates.Add(hctx, 1, c.attrSet)
+		c.m.duplicates.Add(ctx, 1, c.attrSet)
 		span.SetAttributes(attribute.Bool("bookstore.duplicate", true))
-		log.InfoContext(hctx, "duplicate skipped")
+		log.InfoContext(ctx, "duplicate skipped")
 	default:
-		c.m.processed.Add(hctx, 1, c.attrSet)
+		c.m.processed.Add(ctx, 1, c.attrSet)
 	}
 	if err := d.Ack(false); err != nil {
 		// The work is committed; the redelivery this causes will be a duplicate.
-		log.WarnContext(hctx, "ack failed; the broker will redeliver", "err", err)
+		log.WarnContext(ctx, "ack failed; the broker will redeliver", "err", err)
 	}
-	return nil
 }
 
 // maxTracked bounds the failure counts kept; past it they start over, which only
@@ -379,14 +520,23 @@ func (c *Consumer) forget(id string) {
 }
 
 func (c *Consumer) process(ctx context.Context, d amqp.Delivery) (Outcome, error) {
-	env, err := event.Decode(d.Body, c.cfg.Types...)
+	env, err := c.decode(d)
 	if err != nil {
 		return 0, err
 	}
-	if d.MessageId != "" && d.MessageId != env.ID {
-		return 0, event.Poison(event.ReasonInvalidEnvelope, fmt.Errorf("message_id %q differs from event id %q", d.MessageId, env.ID))
-	}
 	return c.handle(ctx, env)
+}
+
+// decode reads d's event; every error is poison.
+func (c *Consumer) decode(d amqp.Delivery) (event.Envelope, error) {
+	env, err := event.Decode(d.Body, c.cfg.Types...)
+	if err != nil {
+		return env, err
+	}
+	if d.MessageId != "" && d.MessageId != env.ID {
+		return env, event.Poison(event.ReasonInvalidEnvelope, fmt.Errorf("message_id %q differs from event id %q", d.MessageId, env.ID))
+	}
+	return env, nil
 }
 
 func deliveryCount(d amqp.Delivery) int64 {
@@ -422,8 +572,9 @@ func (h headerCarrier) Keys() []string {
 func randomTag() string { return fmt.Sprintf("%08x", rand.Uint32()) }
 
 type metrics struct {
-	processed, duplicates, poison, redeliveries, failures, outages, inPlaceRetries metric.Int64Counter
-	duration                                                                       metric.Float64Histogram
+	processed, duplicates, poison, redeliveries, failures, outages, inPlaceRetries, batchFallbacks metric.Int64Counter
+	duration                                                                                       metric.Float64Histogram
+	batchSize                                                                                      metric.Int64Histogram
 }
 
 func newMetrics(m metric.Meter, c *Consumer) (metrics, error) {
@@ -441,6 +592,11 @@ func newMetrics(m metric.Meter, c *Consumer) (metrics, error) {
 	out.failures = counter("bookstore.consumer.transient_failures", "Handler failures with healthy dependencies, requeued for another try: each spends a delivery.")
 	out.outages = counter("bookstore.consumer.outages", "Handler failures while a dependency was down: the consumer paused, no delivery was spent on the message.")
 	out.inPlaceRetries = counter("bookstore.consumer.in_place_retries", "Transient failures (deadlock, serialization, dropped connection) retried without requeueing.")
+	out.batchFallbacks = counter("bookstore.consumer.batch_fallbacks", "Batches rolled back and handled one message at a time (a duplicate, a poison message or a failure inside).")
+	var err error
+	out.batchSize, err = m.Int64Histogram("bookstore.consumer.batch_size", metric.WithDescription("Messages handled together in one committed batch."),
+		metric.WithExplicitBucketBoundaries(2, 4, 8, 16, 32, 64))
+	errs = append(errs, err)
 	consuming, err := m.Int64ObservableGauge("bookstore.consumer.consuming", metric.WithDescription("1 while the consumer is consuming its queue, 0 while it is paused or reconnecting."))
 	errs = append(errs, err)
 	if err == nil {

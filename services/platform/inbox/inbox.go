@@ -14,6 +14,7 @@ package inbox
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -78,6 +79,36 @@ func Process(ctx context.Context, pool *pgxpool.Pool, consumer string, env event
 		return false, err
 	}
 	return processed, nil
+}
+
+// ErrNotAllNew reports a batch that holds a copy of a message processed before: the
+// batch is rolled back, and its messages are processed one at a time, which tells the
+// copies from the rest (consumer.BatchHandler).
+var ErrNotAllNew = errors.New("inbox: a message of the batch was processed before")
+
+// ProcessAll is Process for several messages in one transaction: one claim for all of
+// them, then work for all of them, then one commit. It is the fast path for what is
+// almost always true, that every message is new; when one is not, it returns
+// ErrNotAllNew and nothing is written. The primary key decides as it does for Process:
+// of two batches that share a message, the second waits for the first to commit and
+// then finds the conflict.
+func ProcessAll(ctx context.Context, pool *pgxpool.Pool, consumer string, envs []event.Envelope, work func(pgx.Tx) error) error {
+	claim := store.ClaimInboxBatchParams{Consumer: consumer}
+	for _, env := range envs {
+		claim.MessageIds = append(claim.MessageIds, env.UUID())
+		claim.ContentHashes = append(claim.ContentHashes, env.ContentHash())
+		claim.EventTypes = append(claim.EventTypes, env.Type)
+	}
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		n, err := store.New(tx).ClaimInboxBatch(ctx, claim)
+		if err != nil {
+			return fmt.Errorf("inbox claim of %d messages: %w", len(envs), err)
+		}
+		if n != int64(len(envs)) {
+			return ErrNotAllNew
+		}
+		return work(tx)
+	})
 }
 
 // Cleanup deletes inbox rows older than retention, in batches, in one instance at a time
