@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/internal/store"
@@ -33,6 +34,9 @@ type Event struct {
 	AggregateID   string
 	Sequence      int64 // the aggregate's version after the change: 1 for its first event
 	Data          any
+	// Cause is the span whose trace the event continues; zero: the span of the ctx given
+	// to Write. WriteAll needs it: one batch writes the events of several traces.
+	Cause trace.SpanContext
 }
 
 // Write stores e in the outbox inside tx, the transaction that also writes the change it
@@ -40,9 +44,49 @@ type Event struct {
 // The trace context of ctx is stored with the row, so the relay's publish span, seconds
 // or hours later and maybe in another process, joins the trace of the request.
 func Write(ctx context.Context, tx pgx.Tx, e Event) (event.Envelope, error) {
-	env, err := event.New(e.Source, e.Type, e.AggregateID, e.Sequence, e.Data)
+	env, row, err := prepare(ctx, e)
 	if err != nil {
 		return env, err
+	}
+	if err := store.New(tx).InsertOutbox(ctx, row); err != nil {
+		return env, fmt.Errorf("outbox: insert %s: %w", e.Type, err)
+	}
+	return env, nil
+}
+
+// WriteAll is Write for several events in one statement, for a transaction that does
+// the work of several messages at once.
+func WriteAll(ctx context.Context, tx pgx.Tx, events []Event) error {
+	var rows store.InsertOutboxBatchParams
+	for _, e := range events {
+		_, row, err := prepare(ctx, e)
+		if err != nil {
+			return err
+		}
+		rows.Ids = append(rows.Ids, row.ID)
+		rows.AggregateTypes = append(rows.AggregateTypes, row.AggregateType)
+		rows.AggregateIds = append(rows.AggregateIds, row.AggregateID)
+		rows.Sequences = append(rows.Sequences, row.Sequence)
+		rows.EventTypes = append(rows.EventTypes, row.EventType)
+		rows.SchemaVersions = append(rows.SchemaVersions, row.SchemaVersion)
+		rows.Envelopes = append(rows.Envelopes, string(row.Envelope))
+		rows.Traceparents = append(rows.Traceparents, row.Traceparent)
+		rows.Tracestates = append(rows.Tracestates, row.Tracestate)
+	}
+	if err := store.New(tx).InsertOutboxBatch(ctx, rows); err != nil {
+		return fmt.Errorf("outbox: insert %d events: %w", len(events), err)
+	}
+	return nil
+}
+
+// prepare makes e's envelope, its id and trace context included, and its outbox row.
+func prepare(ctx context.Context, e Event) (event.Envelope, store.InsertOutboxParams, error) {
+	env, err := event.New(e.Source, e.Type, e.AggregateID, e.Sequence, e.Data)
+	if err != nil {
+		return env, store.InsertOutboxParams{}, err
+	}
+	if e.Cause.IsValid() {
+		ctx = trace.ContextWithSpanContext(ctx, e.Cause)
 	}
 	carrier := propagation.MapCarrier{}
 	telemetry.Propagator.Inject(ctx, carrier)
@@ -50,9 +94,9 @@ func Write(ctx context.Context, tx pgx.Tx, e Event) (event.Envelope, error) {
 
 	body, err := json.Marshal(env)
 	if err != nil {
-		return env, fmt.Errorf("outbox: marshal envelope: %w", err)
+		return env, store.InsertOutboxParams{}, fmt.Errorf("outbox: marshal envelope: %w", err)
 	}
-	err = store.New(tx).InsertOutbox(ctx, store.InsertOutboxParams{
+	return env, store.InsertOutboxParams{
 		ID:            env.UUID(),
 		AggregateType: e.AggregateType,
 		AggregateID:   e.AggregateID,
@@ -62,11 +106,7 @@ func Write(ctx context.Context, tx pgx.Tx, e Event) (event.Envelope, error) {
 		Envelope:      body,
 		Traceparent:   env.TraceParent,
 		Tracestate:    env.TraceState,
-	})
-	if err != nil {
-		return env, fmt.Errorf("outbox: insert %s: %w", e.Type, err)
-	}
-	return env, nil
+	}, nil
 }
 
 // SchemaVersion reads the version from an event type's ".vN" suffix; 0 when it has none.

@@ -2,6 +2,14 @@
 INSERT INTO outbox (id, aggregate_type, aggregate_id, sequence, event_type, schema_version, envelope, traceparent, tracestate)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9);
 
+-- name: InsertOutboxBatch :exec
+-- InsertOutbox for several events in one statement (and one NOTIFY: the trigger fires
+-- once per statement).
+INSERT INTO outbox (id, aggregate_type, aggregate_id, sequence, event_type, schema_version, envelope, traceparent, tracestate)
+SELECT unnest(sqlc.arg(ids)::uuid[]), unnest(sqlc.arg(aggregate_types)::text[]), unnest(sqlc.arg(aggregate_ids)::text[]),
+       unnest(sqlc.arg(sequences)::bigint[]), unnest(sqlc.arg(event_types)::text[]), unnest(sqlc.arg(schema_versions)::int[]),
+       unnest(sqlc.arg(envelopes)::text[])::json, unnest(sqlc.arg(traceparents)::text[]), unnest(sqlc.arg(tracestates)::text[]);
+
 -- name: ClaimOutbox :many
 -- Claims a batch for one relay process with a lease. SKIP LOCKED lets several relays claim
 -- side by side without waiting on each other; the lease (claimed_until) lets another relay

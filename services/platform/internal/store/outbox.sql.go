@@ -155,6 +155,42 @@ func (q *Queries) InsertOutbox(ctx context.Context, arg InsertOutboxParams) erro
 	return err
 }
 
+const insertOutboxBatch = `-- name: InsertOutboxBatch :exec
+INSERT INTO outbox (id, aggregate_type, aggregate_id, sequence, event_type, schema_version, envelope, traceparent, tracestate)
+SELECT unnest($1::uuid[]), unnest($2::text[]), unnest($3::text[]),
+       unnest($4::bigint[]), unnest($5::text[]), unnest($6::int[]),
+       unnest($7::text[])::json, unnest($8::text[]), unnest($9::text[])
+`
+
+type InsertOutboxBatchParams struct {
+	Ids            []uuid.UUID
+	AggregateTypes []string
+	AggregateIds   []string
+	Sequences      []int64
+	EventTypes     []string
+	SchemaVersions []int32
+	Envelopes      []string
+	Traceparents   []string
+	Tracestates    []string
+}
+
+// InsertOutbox for several events in one statement (and one NOTIFY: the trigger fires
+// once per statement).
+func (q *Queries) InsertOutboxBatch(ctx context.Context, arg InsertOutboxBatchParams) error {
+	_, err := q.db.Exec(ctx, insertOutboxBatch,
+		arg.Ids,
+		arg.AggregateTypes,
+		arg.AggregateIds,
+		arg.Sequences,
+		arg.EventTypes,
+		arg.SchemaVersions,
+		arg.Envelopes,
+		arg.Traceparents,
+		arg.Tracestates,
+	)
+	return err
+}
+
 const markPublished = `-- name: MarkPublished :execrows
 UPDATE outbox
 SET state = 'published', published_at = now(), claimed_by = NULL, claimed_until = NULL, claim_token = NULL
