@@ -48,3 +48,15 @@ SELECT * FROM reservations WHERE order_id = $1 ORDER BY book_id;
 INSERT INTO order_answers (order_id, outcome)
 VALUES ($1, $2)
 ON CONFLICT (order_id) DO NOTHING;
+
+-- name: RecordAnswers :execrows
+-- RecordAnswer for the orders of a batch. Fewer rows than orders: one was answered before.
+INSERT INTO order_answers (order_id, outcome)
+SELECT unnest(sqlc.arg(order_ids)::uuid[]), unnest(sqlc.arg(outcomes)::text[])
+ON CONFLICT (order_id) DO NOTHING;
+
+-- name: InsertReservationsOfOrders :execrows
+-- InsertReservations for the lines of several orders, one row per line.
+INSERT INTO reservations (order_id, book_id, quantity)
+SELECT unnest(sqlc.arg(order_ids)::uuid[]), unnest(sqlc.arg(book_ids)::uuid[]), unnest(sqlc.arg(quantities)::int[])
+ON CONFLICT (order_id, book_id) DO NOTHING;

@@ -107,7 +107,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	orders, err := consumer.New(consumeConn, tel, consumer.Config{
+	ordersCfg := consumer.Config{
 		Name:        stock.ConsumerName,
 		Queue:       broker.QueueInventoryOrderPlaced,
 		Types:       stock.OrderEventTypes,
@@ -115,7 +115,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		RetryBase:   retry.Base,
 		RetryMax:    retry.Max,
 		Healthy:     pool.Ping,
-	}, svc.ReserveStock)
+	}
+	if strategy == stock.Inbox {
+		// Orders that arrive together are reserved in one transaction. The wrong
+		// strategies stay one message at a time, as the demonstrations show them.
+		ordersCfg.Batch = svc.ReserveStockBatch
+	}
+	orders, err := consumer.New(consumeConn, tel, ordersCfg, svc.ReserveStock)
 	if err != nil {
 		return err
 	}

@@ -81,9 +81,17 @@ func BenchmarkConsumerAgainstBareAck(b *testing.B) {
 			}
 			return o, err
 		}
+		countingBatch := func(ctx context.Context, msgs []consumer.Message) ([]consumer.Outcome, error) {
+			outcomes, err := svc.ReserveStockBatch(ctx, msgs)
+			if err == nil && handled.Add(int64(len(msgs))) == messages {
+				close(done)
+			}
+			return outcomes, err
+		}
 		conn := broker.NewConn(amqpURL, "bench")
 		c, err := consumer.New(conn, tel, consumer.Config{
 			Name: stock.ConsumerName, Queue: broker.QueueInventoryOrderPlaced, Types: stock.OrderEventTypes, Concurrency: concurrency,
+			Batch: countingBatch,
 		}, counting)
 		if err != nil {
 			b.Fatal(err)

@@ -117,8 +117,7 @@ const (
 // announcement commit together or not at all.
 func reserve(ctx context.Context, tx pgx.Tx, o event.OrderPlacedData, key keying) (decision, error) {
 	q := store.New(tx)
-	lines := slices.Clone(o.Lines)
-	slices.SortFunc(lines, func(a, b event.Line) int { return cmp.Compare(a.BookID.String(), b.BookID.String()) })
+	lines := byBook(o.Lines)
 	ids, quantities := make([]uuid.UUID, len(lines)), make([]int32, len(lines))
 	for i, l := range lines {
 		ids[i], quantities[i] = l.BookID, int32(l.Quantity)
@@ -130,7 +129,7 @@ func reserve(ctx context.Context, tx pgx.Tx, o event.OrderPlacedData, key keying
 	if err != nil {
 		return decision{}, fmt.Errorf("lock books: %w", err)
 	}
-	d := decide(lines, books)
+	d := decide(lines, availableOf(books))
 	if key == byReservationKey {
 		n, err := q.RecordAnswer(ctx, store.RecordAnswerParams{OrderID: o.OrderID, Outcome: d.outcome()})
 		if err != nil {
@@ -178,19 +177,31 @@ func reserve(ctx context.Context, tx pgx.Tx, o event.OrderPlacedData, key keying
 	return d, nil
 }
 
-// decide answers an order from its books, locked and sorted by id like lines. The first
-// line that cannot be served, in book id order, names the reason.
-func decide(lines []event.Line, books []store.LockBooksRow) decision {
-	byID := make(map[uuid.UUID]store.LockBooksRow, len(books))
+// byBook is the lines sorted by book id: the order in which reserve locks and decides.
+func byBook(lines []event.Line) []event.Line {
+	lines = slices.Clone(lines)
+	slices.SortFunc(lines, func(a, b event.Line) int { return cmp.Compare(a.BookID.String(), b.BookID.String()) })
+	return lines
+}
+
+// availableOf is how many copies of each locked book are free to reserve.
+func availableOf(books []store.LockBooksRow) map[uuid.UUID]int {
+	free := make(map[uuid.UUID]int, len(books))
 	for _, b := range books {
-		byID[b.ID] = b
+		free[b.ID] = int(b.OnHand - b.Reserved)
 	}
+	return free
+}
+
+// decide answers an order from the free copies of its books. The first line, in book id
+// order, that cannot be served names the reason.
+func decide(lines []event.Line, free map[uuid.UUID]int) decision {
 	for _, l := range lines {
-		b, ok := byID[l.BookID]
+		available, ok := free[l.BookID]
 		if !ok {
 			return decision{reason: "unknown book " + l.BookID.String()}
 		}
-		if available := int(b.OnHand - b.Reserved); available < l.Quantity {
+		if available < l.Quantity {
 			return decision{reason: fmt.Sprintf("insufficient stock for %s: %d available, %d wanted", l.BookID, available, l.Quantity)}
 		}
 	}

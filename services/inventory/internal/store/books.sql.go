@@ -72,6 +72,27 @@ func (q *Queries) InsertReservations(ctx context.Context, arg InsertReservations
 	return result.RowsAffected(), nil
 }
 
+const insertReservationsOfOrders = `-- name: InsertReservationsOfOrders :execrows
+INSERT INTO reservations (order_id, book_id, quantity)
+SELECT unnest($1::uuid[]), unnest($2::uuid[]), unnest($3::int[])
+ON CONFLICT (order_id, book_id) DO NOTHING
+`
+
+type InsertReservationsOfOrdersParams struct {
+	OrderIds   []uuid.UUID
+	BookIds    []uuid.UUID
+	Quantities []int32
+}
+
+// InsertReservations for the lines of several orders, one row per line.
+func (q *Queries) InsertReservationsOfOrders(ctx context.Context, arg InsertReservationsOfOrdersParams) (int64, error) {
+	result, err := q.db.Exec(ctx, insertReservationsOfOrders, arg.OrderIds, arg.BookIds, arg.Quantities)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const listBooks = `-- name: ListBooks :many
 SELECT id, title, on_hand, reserved, updated_at FROM books ORDER BY id
 `
@@ -182,6 +203,26 @@ type RecordAnswerParams struct {
 // 0 rows: this order was answered before, under another message id.
 func (q *Queries) RecordAnswer(ctx context.Context, arg RecordAnswerParams) (int64, error) {
 	result, err := q.db.Exec(ctx, recordAnswer, arg.OrderID, arg.Outcome)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const recordAnswers = `-- name: RecordAnswers :execrows
+INSERT INTO order_answers (order_id, outcome)
+SELECT unnest($1::uuid[]), unnest($2::text[])
+ON CONFLICT (order_id) DO NOTHING
+`
+
+type RecordAnswersParams struct {
+	OrderIds []uuid.UUID
+	Outcomes []string
+}
+
+// RecordAnswer for the orders of a batch. Fewer rows than orders: one was answered before.
+func (q *Queries) RecordAnswers(ctx context.Context, arg RecordAnswersParams) (int64, error) {
+	result, err := q.db.Exec(ctx, recordAnswers, arg.OrderIds, arg.Outcomes)
 	if err != nil {
 		return 0, err
 	}
