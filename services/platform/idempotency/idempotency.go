@@ -7,14 +7,19 @@
 // and the key commit together or not at all: a crash before the commit leaves no key, and
 // the client's retry does the work afresh. The order of its steps is the point:
 //
-//  1. Look the key up. A request whose first copy has committed is a replay (or, with
-//     another body, a mismatch), answered without a lock: any number of replays may run
-//     at once, and none is told "in flight" for a request that finished long ago.
-//  2. Only for a key not found: take a transaction-scoped advisory lock on it, without
-//     waiting. A concurrent first copy holds it: this one gets ErrInFlight (409) rather
-//     than doing the work a second time.
-//  3. Look again, under the lock: the holder may have committed between 1 and 2.
-//  4. Do the work, which stores the response under the key in the same transaction.
+//  1. Try to take a transaction-scoped advisory lock on the key, without waiting. The
+//     first copy of a request holds it while it works, until it commits or rolls back.
+//  2. Look the key up. A request whose first copy has committed is a replay (or, with
+//     another body, a mismatch), whether or not step 1 took the lock: any number of
+//     replays may run at once, and none is told "in flight" for a request that finished
+//     long ago.
+//  3. Not found and not locked: another copy is at work right now. This one gets
+//     ErrInFlight (409) rather than doing the work a second time.
+//  4. Not found and locked: this is the first copy. Do the work, which stores the
+//     response under the key in the same transaction.
+//
+// Steps 1 and 2 are two statements sent to Postgres together, in one round trip (see
+// Do for why they can share it and why they must stay two).
 package idempotency
 
 import (
@@ -26,6 +31,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 var (
@@ -56,23 +62,34 @@ type Key struct {
 	RequestHash []byte // Hash of the decoded request
 }
 
-// Do answers the request of k in tx. lookup returns what was stored for k.Key, or an error
-// wrapping pgx.ErrNoRows; work does the work, stores its response under the key in tx, and
-// returns that response.
-func Do(ctx context.Context, tx pgx.Tx, k Key, lookup func() (Stored, error), work func() ([]byte, error)) (Result, error) {
-	if r, found, err := replay(k, lookup); found || err != nil {
-		return r, err
-	}
-	var locked bool
-	err := tx.QueryRow(ctx, "SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))", k.Scope+":"+k.Key).Scan(&locked)
-	if err != nil {
-		return Result{}, fmt.Errorf("lock idempotency key: %w", err)
-	}
-	if !locked {
+// Do answers the request of k in tx. lookup reads what was stored for k.Key with one
+// query on db, and returns an error wrapping pgx.ErrNoRows when nothing was; work does
+// the work, stores its response under the key in tx, and returns that response.
+//
+// The lock and the lookup share a round trip: db sends the lookup's query in one batch
+// behind the lock's statement. They can, because neither needs the other's answer to be
+// sent: whatever the lock says, a key found is a replay. They must stay two statements,
+// in this order, because in READ COMMITTED each statement reads from a snapshot taken
+// when it starts. A holder releases the lock only once its commit is visible, so when
+// the lock statement takes the lock, the lookup that starts after it sees the first
+// copy's row if that copy committed. Folded into one statement, the lookup would read
+// from a snapshot taken before the lock, could miss a first copy that committed in
+// between, and would do the work a second time.
+func Do(ctx context.Context, tx pgx.Tx, k Key, lookup func(db *LookupDB) (Stored, error), work func() ([]byte, error)) (Result, error) {
+	db := &LookupDB{tx: tx, lock: k.Scope + ":" + k.Key}
+	prev, err := lookup(db)
+	err = db.done(err)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows) && !db.locked:
 		return Result{}, ErrInFlight
-	}
-	if r, found, err := replay(k, lookup); found || err != nil {
-		return r, err
+	case errors.Is(err, pgx.ErrNoRows):
+		// The first copy: work below.
+	case err != nil:
+		return Result{}, fmt.Errorf("lock and look up idempotency key: %w", err)
+	case !bytes.Equal(prev.RequestHash, k.RequestHash):
+		return Result{}, ErrMismatch
+	default:
+		return Result{Response: prev.Response, Replayed: true}, nil
 	}
 	resp, err := work()
 	if err != nil {
@@ -81,18 +98,67 @@ func Do(ctx context.Context, tx pgx.Tx, k Key, lookup func() (Stored, error), wo
 	return Result{Response: resp}, nil
 }
 
-func replay(k Key, lookup func() (Stored, error)) (Result, bool, error) {
-	prev, err := lookup()
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return Result{}, false, nil
-	case err != nil:
-		return Result{}, false, fmt.Errorf("look up idempotency key: %w", err)
-	case !bytes.Equal(prev.RequestHash, k.RequestHash):
-		return Result{}, true, ErrMismatch
-	}
-	return Result{Response: prev.Response, Replayed: true}, true, nil
+// LookupDB is what a lookup reads the key's row from. It has the methods of the DBTX
+// interface that sqlc generates, so a lookup is a call of the service's own query:
+//
+//	func(db *idempotency.LookupDB) (idempotency.Stored, error) {
+//		row, err := store.New(db).GetEmailByKey(ctx, key)
+//		return idempotency.Stored{RequestHash: row.RequestHash, Response: row.ResponseBody}, err
+//	}
+//
+// Its QueryRow sends that query in one batch with the lock's statement (see Do). A lookup
+// is that one QueryRow: Exec and Query fail, and so does a second QueryRow.
+type LookupDB struct {
+	tx      pgx.Tx
+	lock    string           // the advisory lock's name, "scope:key"
+	results pgx.BatchResults // nil until QueryRow has sent the batch
+	locked  bool             // whether the lock statement took the lock
 }
+
+var errOneQuery = errors.New("idempotency: a lookup is exactly one QueryRow")
+
+// QueryRow sends the lock's statement and then the lookup's query in one batch, reads
+// whether the lock was taken, and returns the lookup's row.
+func (db *LookupDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if db.results != nil {
+		return errRow{errOneQuery}
+	}
+	b := &pgx.Batch{}
+	b.Queue("SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))", db.lock)
+	b.Queue(sql, args...)
+	db.results = db.tx.SendBatch(ctx, b)
+	if err := db.results.QueryRow().Scan(&db.locked); err != nil {
+		return errRow{err}
+	}
+	return db.results.QueryRow()
+}
+
+// Exec fails: a lookup is one QueryRow.
+func (db *LookupDB) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
+	return pgconn.CommandTag{}, errOneQuery
+}
+
+// Query fails: a lookup is one QueryRow.
+func (db *LookupDB) Query(context.Context, string, ...any) (pgx.Rows, error) {
+	return nil, errOneQuery
+}
+
+// done finishes the batch, so tx is free for the work, and returns the lookup's error,
+// or the batch's. A lookup that sent no query took no lock and read nothing: its own
+// error, pgx.ErrNoRows say, must not pass for an answer.
+func (db *LookupDB) done(lookupErr error) error {
+	if db.results == nil {
+		return errOneQuery
+	}
+	if err := db.results.Close(); lookupErr == nil {
+		return err
+	}
+	return lookupErr
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
 
 // Hash fingerprints a decoded request, so the same request sent with other whitespace or
 // field order is still "the same body" for its key.

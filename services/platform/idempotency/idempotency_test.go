@@ -3,6 +3,8 @@ package idempotency_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -17,6 +19,13 @@ import (
 // keys is a service's table of keys, as ordering and the email provider each have one.
 func keys(t *testing.T) *pgxpool.Pool {
 	t.Helper()
+	pool, _ := keysAt(t)
+	return pool
+}
+
+// keysAt is keys, with the URL of its database.
+func keysAt(t *testing.T) (*pgxpool.Pool, string) {
+	t.Helper()
 	admin, dbURL := testenv.Database(t, "idem")
 	pool, err := pgdb.Open(context.Background(), admin, dbURL)
 	if err != nil {
@@ -27,7 +36,7 @@ func keys(t *testing.T) *pgxpool.Pool {
 		CREATE TABLE work (n int)`); err != nil {
 		t.Fatal(err)
 	}
-	return pool
+	return pool, dbURL
 }
 
 // request runs one request of key through Do, in a transaction of its own. inWork, if not
@@ -39,9 +48,9 @@ func request(ctx context.Context, pool *pgxpool.Pool, key string, body any, inWo
 	}
 	var res idempotency.Result
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		lookup := func() (idempotency.Stored, error) {
+		lookup := func(db *idempotency.LookupDB) (idempotency.Stored, error) {
 			var s idempotency.Stored
-			err := tx.QueryRow(ctx, "SELECT hash, response FROM keys WHERE key = $1", key).Scan(&s.RequestHash, &s.Response)
+			err := db.QueryRow(ctx, "SELECT hash, response FROM keys WHERE key = $1", key).Scan(&s.RequestHash, &s.Response)
 			return s, err
 		}
 		work := func() ([]byte, error) {
@@ -134,3 +143,122 @@ func TestFiftyConcurrentReplaysOfAFinishedKeyAreAllReplays(t *testing.T) {
 		}
 	}
 }
+
+// The lock and the lookup go to Postgres in one round trip, for a new key and for a
+// replay alike; the rest are the work's statements and the transaction's own.
+func TestTheLockAndTheLookupShareOneRoundTrip(t *testing.T) {
+	_, dbURL := keysAt(t)
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := &roundTrips{}
+	cfg.ConnConfig.Tracer = sent
+	cfg.MaxConns = 1 // one connection, whose statements are prepared by the first request
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	body := map[string]int{"n": 1}
+	if _, err := request(ctx, pool, "warm-up", body, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	const lockAndLookup = "SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) + SELECT hash, response FROM keys WHERE key = $1"
+	for _, c := range []struct {
+		name string
+		want []string
+	}{
+		{"new key", []string{"begin", lockAndLookup, "INSERT INTO work VALUES (1)", "INSERT INTO keys VALUES ($1, $2, $3)", "commit"}},
+		{"replay", []string{"begin", lockAndLookup, "commit"}},
+	} {
+		sent.reset()
+		if _, err := request(ctx, pool, "k", body, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := sent.reset(); !slices.Equal(got, c.want) {
+			t.Errorf("%s: round trips\n\t%s\nwant\n\t%s", c.name, strings.Join(got, "\n\t"), strings.Join(c.want, "\n\t"))
+		}
+	}
+}
+
+// A lookup that sends no query, or more than its one QueryRow, is refused: it would
+// otherwise decide without the lock, or read past the batch.
+func TestALookupIsExactlyOneQueryRow(t *testing.T) {
+	pool := keys(t)
+	ctx := context.Background()
+	const query = "SELECT hash, response FROM keys WHERE key = $1"
+	for name, lookup := range map[string]func(db *idempotency.LookupDB) (idempotency.Stored, error){
+		"no query": func(*idempotency.LookupDB) (idempotency.Stored, error) {
+			return idempotency.Stored{}, pgx.ErrNoRows
+		},
+		"an Exec": func(db *idempotency.LookupDB) (idempotency.Stored, error) {
+			_, err := db.Exec(ctx, query, "k")
+			return idempotency.Stored{}, err
+		},
+		"two QueryRows": func(db *idempotency.LookupDB) (idempotency.Stored, error) {
+			var s idempotency.Stored
+			if err := db.QueryRow(ctx, query, "k").Scan(&s.RequestHash, &s.Response); !errors.Is(err, pgx.ErrNoRows) {
+				return s, err
+			}
+			return s, db.QueryRow(ctx, query, "k").Scan(&s.RequestHash, &s.Response)
+		},
+	} {
+		worked := false
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			_, err := idempotency.Do(ctx, tx, idempotency.Key{Scope: "test", Key: "k"}, lookup, func() ([]byte, error) {
+				worked = true
+				return nil, nil
+			})
+			return err
+		})
+		if err == nil || errors.Is(err, idempotency.ErrInFlight) || worked {
+			t.Errorf("%s: %v (worked: %v), want an error and no work", name, err, worked)
+		}
+	}
+}
+
+// roundTrips is a pgx tracer that records what a pool sends to Postgres, an entry per
+// round trip: the statement, or a batch's statements joined by " + ". (A statement's
+// first use on a connection also prepares it, in a round trip not recorded here.)
+type roundTrips struct {
+	mu   sync.Mutex
+	sent []string
+}
+
+func (r *roundTrips) add(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sent = append(r.sent, s)
+}
+
+// reset returns what was sent since the last reset.
+func (r *roundTrips) reset() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sent := r.sent
+	r.sent = nil
+	return sent
+}
+
+func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	r.add(d.SQL)
+	return ctx
+}
+
+func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	statements := make([]string, len(d.Batch.QueuedQueries))
+	for i, q := range d.Batch.QueuedQueries {
+		statements[i] = q.SQL
+	}
+	r.add(strings.Join(statements, " + "))
+	return ctx
+}
+
+func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}

@@ -168,8 +168,8 @@ func (s *Service) Send(ctx context.Context, key string, req Request) (Sent, erro
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after Commit, a no-op
 	q := store.New(tx)
-	lookup := func() (idempotency.Stored, error) {
-		prev, err := q.GetEmailByKey(ctx, key)
+	lookup := func(db *idempotency.LookupDB) (idempotency.Stored, error) {
+		prev, err := store.New(db).GetEmailByKey(ctx, key)
 		return idempotency.Stored{RequestHash: prev.RequestHash, Response: prev.ResponseBody}, err
 	}
 	send := func() ([]byte, error) {

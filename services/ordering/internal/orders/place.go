@@ -55,8 +55,9 @@ type Placed struct {
 // Idempotency-Key, "" when the client sent none.
 //
 // The order of statements is what makes this safe:
-//  1. With a key, idempotency.Do looks it up and replays a committed earlier request, or
-//     locks it so that a concurrent copy gets ErrKeyInFlight instead of a second order.
+//  1. With a key, idempotency.Do locks it and looks it up, in one round trip: it replays
+//     a committed earlier request, and a copy that arrives while the first is at work
+//     gets ErrKeyInFlight instead of a second order.
 //  2. Insert the order, its lines and the outbox row, then the key with the response.
 //  3. Commit. A crash anywhere before this leaves nothing: no order, no event, no key, so
 //     the client's retry with the same key places the order afresh.
@@ -97,8 +98,8 @@ func (s *Service) PlaceOrder(ctx context.Context, key string, req PlaceOrderRequ
 			placed.Body, err = place()
 			return err
 		}
-		lookup := func() (idempotency.Stored, error) {
-			prev, err := q.GetIdempotencyKey(ctx, key)
+		lookup := func(db *idempotency.LookupDB) (idempotency.Stored, error) {
+			prev, err := store.New(db).GetIdempotencyKey(ctx, key)
 			return idempotency.Stored{RequestHash: prev.RequestHash, Response: prev.ResponseBody}, err
 		}
 		res, err := idempotency.Do(ctx, tx, idempotency.Key{Scope: "ordering/orders", Key: key, RequestHash: requestHash}, lookup, place)
