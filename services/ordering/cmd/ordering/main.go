@@ -143,6 +143,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		RetryBase:   retry.Base,
 		RetryMax:    retry.Max,
 		Healthy:     pool.Ping,
+		Batch:       svc.ApplyStockOutcomes,
 	}, svc.ApplyStockOutcome)
 	if err != nil {
 		return err

@@ -50,6 +50,47 @@ func (s *Service) ApplyStockOutcome(ctx context.Context, env event.Envelope) (co
 	return consumer.Processed, nil
 }
 
+// errNotAllPending: an outcome of the batch met an order that is not pending. The batch
+// rolls back and its outcomes are applied one at a time, where ApplyStockOutcome tells
+// a repeated outcome from an unknown order.
+var errNotAllPending = errors.New("an order of the batch is not pending")
+
+// ApplyStockOutcomes is ApplyStockOutcome for outcomes that arrived together: one
+// transaction, one inbox claim and one update for all of them. Anything unusual (a copy
+// of a message processed before, an order not pending) rolls the batch back, and the
+// consumer applies each outcome alone.
+func (s *Service) ApplyStockOutcomes(ctx context.Context, msgs []consumer.Message) ([]consumer.Outcome, error) {
+	envs := make([]event.Envelope, len(msgs))
+	var changes store.ApplyStockOutcomesParams
+	for i, m := range msgs {
+		id, status, err := outcomeOf(m.Envelope)
+		if err != nil {
+			return nil, err
+		}
+		envs[i] = m.Envelope
+		changes.Ids = append(changes.Ids, id)
+		changes.Statuses = append(changes.Statuses, string(status))
+	}
+	err := inbox.ProcessAll(ctx, s.pool, ConsumerName, envs, func(tx pgx.Tx) error {
+		n, err := store.New(tx).ApplyStockOutcomes(ctx, changes)
+		if err == nil && n != int64(len(msgs)) {
+			err = errNotAllPending
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := failpoint.Inject(ctx, failpoint.OrderingAfterCommit); err != nil {
+		return nil, err
+	}
+	outcomes := make([]consumer.Outcome, len(msgs))
+	for i := range outcomes {
+		outcomes[i] = consumer.Processed
+	}
+	return outcomes, nil
+}
+
 // explainNoTransition handles an outcome that changed no row. An order that already has
 // an outcome keeps it (the same outcome sent under a second message id changes nothing);
 // an order that does not exist is poison: retrying cannot make it appear.
