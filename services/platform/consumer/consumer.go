@@ -58,10 +58,10 @@ type Handler func(ctx context.Context, env event.Envelope) (Outcome, error)
 
 // BatchHandler does the work of several events at once, typically in one transaction,
 // and returns one outcome per message. It is an optimisation of the common case only:
-// when it returns an error, nothing of the batch may have been committed, and the
-// consumer hands each message to the Handler alone, where every rule above applies (a
-// poison message rejected, a failure retried, an outage waited out), so one bad message
-// cannot fail its neighbours.
+// when it returns an error, the consumer hands each message of the batch to the Handler
+// alone, where every rule above applies (a poison message rejected, a failure retried,
+// an outage waited out), so one bad message cannot fail its neighbours. Behind an inbox
+// that is safe whatever the batch had committed: a message done already is a duplicate.
 type BatchHandler func(ctx context.Context, msgs []Message) ([]Outcome, error)
 
 // Message is one delivery of a batch: its event, and the span that processes it, which
