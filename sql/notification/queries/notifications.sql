@@ -66,3 +66,25 @@ LIMIT sqlc.arg(batch_size);
 
 -- name: ListNotificationsByOrder :many
 SELECT * FROM notifications WHERE order_id = $1 ORDER BY kind;
+
+-- name: CreateNotifications :execrows
+-- CreateNotification for the emails of a batch. Fewer rows than emails: some record
+-- existed, which the batch leaves to the one-at-a-time path.
+INSERT INTO notifications (order_id, kind, idempotency_key, recipient, subject, body, event_id)
+SELECT unnest(sqlc.arg(order_ids)::uuid[]), unnest(sqlc.arg(kinds)::text[]), unnest(sqlc.arg(idempotency_keys)::text[]),
+       unnest(sqlc.arg(recipients)::text[]), unnest(sqlc.arg(subjects)::text[]), unnest(sqlc.arg(bodies)::text[]),
+       unnest(sqlc.arg(event_ids)::uuid[])
+ON CONFLICT (order_id, kind) DO NOTHING;
+
+-- name: ClaimNotifications :many
+-- ClaimNotification for the records of a batch, under one claim token.
+UPDATE notifications
+SET status        = 'processing',
+    attempts      = attempts + 1,
+    claim_token   = sqlc.arg(claim_token),
+    claimed_until = now() + make_interval(secs => sqlc.arg(lease_seconds)::float8),
+    updated_at    = now()
+WHERE (order_id, kind) IN (SELECT unnest(sqlc.arg(order_ids)::uuid[]), unnest(sqlc.arg(kinds)::text[]))
+  AND status IN ('processing', 'needs-reconciliation')
+  AND (claimed_until IS NULL OR claimed_until <= now())
+RETURNING *;

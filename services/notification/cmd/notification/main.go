@@ -120,6 +120,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		RetryMax: retry.Max,
 		// Its database down is an outage: the consumer pauses and spends no delivery.
 		Healthy: pool.Ping,
+		Batch:   svc.HandleStockEvents,
 	}, svc.HandleStockEvent)
 	if err != nil {
 		return err

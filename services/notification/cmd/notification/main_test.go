@@ -48,7 +48,7 @@ func (w *world) startProvider(t *testing.T, extra ...string) *testenv.Process {
 	bin := testenv.Build(t, "github.com/bookstore-go/bookstore/services/emailprovider/cmd/emailprovider")
 	return testenv.StartProcess(t, bin, nil, withExtra(map[string]string{
 		"HTTP_ADDR":          w.providerAddr,
-		"LOG_LEVEL":          "info", // its request log shows the trace it was called in
+		"LOG_LEVEL":          "debug", // its request log, a debug line, shows the trace it was called in
 		"DATABASE_URL":       w.provider,
 		"DATABASE_ADMIN_URL": w.providerAdmin,
 	}, extra))

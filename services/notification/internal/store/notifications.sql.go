@@ -64,6 +64,69 @@ func (q *Queries) ClaimNotification(ctx context.Context, arg ClaimNotificationPa
 	return i, err
 }
 
+const claimNotifications = `-- name: ClaimNotifications :many
+UPDATE notifications
+SET status        = 'processing',
+    attempts      = attempts + 1,
+    claim_token   = $1,
+    claimed_until = now() + make_interval(secs => $2::float8),
+    updated_at    = now()
+WHERE (order_id, kind) IN (SELECT unnest($3::uuid[]), unnest($4::text[]))
+  AND status IN ('processing', 'needs-reconciliation')
+  AND (claimed_until IS NULL OR claimed_until <= now())
+RETURNING order_id, kind, status, idempotency_key, recipient, subject, body, event_id, attempts, claim_token, claimed_until, provider_email_id, last_error, created_at, updated_at, completed_at
+`
+
+type ClaimNotificationsParams struct {
+	ClaimToken   uuid.NullUUID
+	LeaseSeconds float64
+	OrderIds     []uuid.UUID
+	Kinds        []string
+}
+
+// ClaimNotification for the records of a batch, under one claim token.
+func (q *Queries) ClaimNotifications(ctx context.Context, arg ClaimNotificationsParams) ([]Notification, error) {
+	rows, err := q.db.Query(ctx, claimNotifications,
+		arg.ClaimToken,
+		arg.LeaseSeconds,
+		arg.OrderIds,
+		arg.Kinds,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Notification
+	for rows.Next() {
+		var i Notification
+		if err := rows.Scan(
+			&i.OrderID,
+			&i.Kind,
+			&i.Status,
+			&i.IdempotencyKey,
+			&i.Recipient,
+			&i.Subject,
+			&i.Body,
+			&i.EventID,
+			&i.Attempts,
+			&i.ClaimToken,
+			&i.ClaimedUntil,
+			&i.ProviderEmailID,
+			&i.LastError,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.CompletedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const completeNotification = `-- name: CompleteNotification :execrows
 UPDATE notifications
 SET status            = 'completed',
@@ -122,6 +185,42 @@ func (q *Queries) CreateNotification(ctx context.Context, arg CreateNotification
 		arg.EventID,
 	)
 	return err
+}
+
+const createNotifications = `-- name: CreateNotifications :execrows
+INSERT INTO notifications (order_id, kind, idempotency_key, recipient, subject, body, event_id)
+SELECT unnest($1::uuid[]), unnest($2::text[]), unnest($3::text[]),
+       unnest($4::text[]), unnest($5::text[]), unnest($6::text[]),
+       unnest($7::uuid[])
+ON CONFLICT (order_id, kind) DO NOTHING
+`
+
+type CreateNotificationsParams struct {
+	OrderIds        []uuid.UUID
+	Kinds           []string
+	IdempotencyKeys []string
+	Recipients      []string
+	Subjects        []string
+	Bodies          []string
+	EventIds        []uuid.UUID
+}
+
+// CreateNotification for the emails of a batch. Fewer rows than emails: some record
+// existed, which the batch leaves to the one-at-a-time path.
+func (q *Queries) CreateNotifications(ctx context.Context, arg CreateNotificationsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, createNotifications,
+		arg.OrderIds,
+		arg.Kinds,
+		arg.IdempotencyKeys,
+		arg.Recipients,
+		arg.Subjects,
+		arg.Bodies,
+		arg.EventIds,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const getNotification = `-- name: GetNotification :one
