@@ -39,8 +39,8 @@ test-race: services ## the shared module and every service's tests under the rac
 	RACE=1 go test -race -count=1 -timeout 20m $(RACE_PKGS)
 
 .PHONY: bench
-bench: services ## benchmarks, each reported as a ratio to a baseline measured in the same run
-	go test -count=1 -run '^$$' -bench . -benchmem -timeout 20m $(PKGS)
+bench: services ## benchmarks, each reported as a ratio to a baseline measured in the same run (docs/performance.md)
+	go test -p 1 -count=1 -run '^$$' -bench . -benchmem -timeout 30m $(PKGS)
 
 .PHONY: generate
 generate: ## regenerate the sqlc code from sql/
