@@ -282,6 +282,44 @@ func TestCrashAfterSendSendsOnce(t *testing.T) {
 	}
 }
 
+// Events that wait in the queue together are handled as a batch: phase one for all in one
+// transaction, the sends at once. Each order still gets exactly one email, and a copy of
+// an event inside the batch sends the batch down the one-at-a-time path, which finds it a
+// duplicate.
+func TestEventsWaitingTogetherAreEmailedAsABatchOnceEach(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	p := w.startProvider(t)
+	if err := broker.DeclareTopology(testenv.Channel(t, w.amqpURL)); err != nil {
+		t.Fatal(err)
+	}
+	const orders = 40
+	ids := make([]uuid.UUID, orders)
+	envs := make([]event.Envelope, 0, orders+1)
+	for i := range ids {
+		ids[i] = uuid.New()
+		envs = append(envs, stockEvent(t, event.StockReserved, ids[i], fmt.Sprintf("batch%d@example.com", i)))
+	}
+	publish(t, w.amqpURL, "", append(envs, envs[orders-1])...) // the last one twice
+	// One worker: while it handles the first event alone, the rest arrive and wait for it
+	// as batches.
+	n := w.startNotification(t, "CONSUMER_CONCURRENCY", "1")
+
+	for i, id := range ids {
+		waitStatus(t, n, id, "completed", 60*time.Second)
+		wantOneEmail(t, p, fmt.Sprintf("batch%d@example.com", i), id, "order-confirmed")
+	}
+	testenv.Eventually(t, 60*time.Second, "every message acked", func() bool {
+		return testenv.Metric(t, n.Base, "bookstore_consumer_processed_total")+testenv.Metric(t, n.Base, "bookstore_consumer_duplicates_total") == orders+1
+	})
+	if got := testenv.Metric(t, p.Base, "bookstore_emailprovider_sent_total"); got != orders {
+		t.Fatalf("the provider sent %v emails, want %d", got, orders)
+	}
+	if got := testenv.Metric(t, n.Base, "bookstore_consumer_batch_size_count"); got == 0 {
+		t.Fatal("no batch was handled: the events went one at a time")
+	}
+}
+
 // The provider sends and then stalls past notification's timeout: the caller cannot know.
 // The retry reconciles, finds the email, and there is still exactly one delivery.
 func TestAmbiguousProviderTimeoutIsReconciled(t *testing.T) {
