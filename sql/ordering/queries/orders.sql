@@ -1,7 +1,8 @@
--- name: InsertOrder :one
-INSERT INTO orders (id, customer_email)
-VALUES ($1, $2)
-RETURNING *;
+-- name: InsertOrder :exec
+-- Every value comes from Go, created_at and version included, so nothing has to come
+-- back: the insert can go in one batch with the order's lines and its idempotency key.
+INSERT INTO orders (id, customer_email, status, version, created_at, updated_at)
+VALUES (sqlc.arg(id), sqlc.arg(customer_email), sqlc.arg(status), sqlc.arg(version), sqlc.arg(created_at), sqlc.arg(created_at));
 
 -- name: InsertOrderLines :exec
 INSERT INTO order_lines (order_id, book_id, quantity)

@@ -7,6 +7,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -100,29 +101,30 @@ func (q *Queries) InsertIdempotencyKey(ctx context.Context, arg InsertIdempotenc
 	return err
 }
 
-const insertOrder = `-- name: InsertOrder :one
-INSERT INTO orders (id, customer_email)
-VALUES ($1, $2)
-RETURNING id, customer_email, status, version, created_at, updated_at
+const insertOrder = `-- name: InsertOrder :exec
+INSERT INTO orders (id, customer_email, status, version, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $5)
 `
 
 type InsertOrderParams struct {
 	ID            uuid.UUID
 	CustomerEmail string
+	Status        string
+	Version       int64
+	CreatedAt     time.Time
 }
 
-func (q *Queries) InsertOrder(ctx context.Context, arg InsertOrderParams) (Order, error) {
-	row := q.db.QueryRow(ctx, insertOrder, arg.ID, arg.CustomerEmail)
-	var i Order
-	err := row.Scan(
-		&i.ID,
-		&i.CustomerEmail,
-		&i.Status,
-		&i.Version,
-		&i.CreatedAt,
-		&i.UpdatedAt,
+// Every value comes from Go, created_at and version included, so nothing has to come
+// back: the insert can go in one batch with the order's lines and its idempotency key.
+func (q *Queries) InsertOrder(ctx context.Context, arg InsertOrderParams) error {
+	_, err := q.db.Exec(ctx, insertOrder,
+		arg.ID,
+		arg.CustomerEmail,
+		arg.Status,
+		arg.Version,
+		arg.CreatedAt,
 	)
-	return i, err
+	return err
 }
 
 const insertOrderLines = `-- name: InsertOrderLines :exec
