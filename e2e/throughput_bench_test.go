@@ -114,7 +114,12 @@ func measureThroughput(b *testing.B) *throughput {
 
 	// startSystem's settings are make run's: LOG_LEVEL=info is the default, and
 	// OTEL_BSP_SCHEDULE_DELAY means nothing without an exporter. No faults, no failpoints.
-	s := startSystem(b, nil)
+	// An empty DATABASE_MAX_CONNS gives each service its own default pool, not the small
+	// one tests get.
+	asMakeRun := map[string]string{"DATABASE_MAX_CONNS": ""}
+	s := startSystem(b, map[string]map[string]string{
+		"ordering": asMakeRun, "inventory": asMakeRun, "notification": asMakeRun, "emailprovider": asMakeRun,
+	})
 	for i := 1; i <= benchBooks; i++ {
 		s.setStock(bookID(i), fmt.Sprintf("Benchmark book %d", i), benchStock)
 	}

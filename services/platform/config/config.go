@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -65,6 +66,20 @@ type Common struct {
 	LogLevel         string
 	Failpoints       string
 	PprofAddr        string
+	DatabaseMaxConns int
+}
+
+// PoolURL is DatabaseURL with the pool size of DATABASE_MAX_CONNS, unless the URL sets
+// pool_max_conns itself.
+func (c *Common) PoolURL() string {
+	u, err := url.Parse(c.DatabaseURL)
+	if err != nil || u.Query().Has("pool_max_conns") {
+		return c.DatabaseURL // a malformed URL fails, with its own message, where it is used
+	}
+	q := u.Query()
+	q.Set("pool_max_conns", strconv.Itoa(c.DatabaseMaxConns))
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // Standard returns the variables every service reads, bound to a Common, with defaults
@@ -74,6 +89,9 @@ func Standard(service string, port int) (*Common, []Var) {
 	return c, []Var{
 		String("DATABASE_URL", "postgres://"+service+"@localhost:5432/"+service+"?sslmode=disable", "the service's own database and role; created if missing", &c.DatabaseURL),
 		String("DATABASE_ADMIN_URL", "postgres://postgres@localhost:5432/postgres?sslmode=disable", "superuser connection that creates the role and database; empty: assume they exist", &c.DatabaseAdminURL),
+		// pgxpool's own default, one connection per core and at least four, queued a busy
+		// API's requests in the pool while Postgres waited on fsync with cores to spare.
+		Int("DATABASE_MAX_CONNS", "12", "connections in the service's database pool", &c.DatabaseMaxConns),
 		String("AMQP_URL", "amqp://guest:guest@localhost:5672/", "RabbitMQ", &c.AMQPURL),
 		String("HTTP_ADDR", ":"+strconv.Itoa(port), "HTTP listen address", &c.HTTPAddr),
 		String("OTEL_EXPORTER_OTLP_ENDPOINT", "", "OTLP/HTTP endpoint for traces (e.g. http://localhost:4318); empty: traces stay in the process", &c.OTLPEndpoint),

@@ -229,7 +229,7 @@ func dlqReplay(ctx context.Context, svc Service, cfg *config.Common, queue strin
 }
 
 func outboxList(ctx context.Context, svc Service, cfg *config.Common, stdout io.Writer) error {
-	pool, err := pgdb.Open(ctx, cfg.DatabaseAdminURL, cfg.DatabaseURL, svc.Migrations...)
+	pool, err := pgdb.Open(ctx, cfg.DatabaseAdminURL, cfg.PoolURL(), svc.Migrations...)
 	if err != nil {
 		return err
 	}
@@ -255,7 +255,7 @@ func outboxList(ctx context.Context, svc Service, cfg *config.Common, stdout io.
 }
 
 func outboxRetry(ctx context.Context, svc Service, cfg *config.Common, ids []string, stdout io.Writer) error {
-	pool, err := pgdb.Open(ctx, cfg.DatabaseAdminURL, cfg.DatabaseURL, svc.Migrations...)
+	pool, err := pgdb.Open(ctx, cfg.DatabaseAdminURL, cfg.PoolURL(), svc.Migrations...)
 	if err != nil {
 		return err
 	}

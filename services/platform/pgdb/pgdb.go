@@ -142,29 +142,16 @@ func mustStore(table string) database.Store {
 	return s
 }
 
-// DefaultMaxConns is a service's pool size unless its DATABASE_URL sets pool_max_conns.
-// Four services at full load stay well inside Postgres's default max_connections (100).
-var DefaultMaxConns int32 = 12
-
 // Open ensures the database exists (when adminURL is set), connects as the service's own
-// role, and migrates. It returns a pool ready for traffic.
+// role, and migrates. It returns a pool ready for traffic, of the size the URL's
+// pool_max_conns asks for (config.Common.PoolURL sets it from DATABASE_MAX_CONNS).
 func Open(ctx context.Context, adminURL, databaseURL string, sets ...Migrations) (*pgxpool.Pool, error) {
 	if adminURL != "" {
 		if err := Ensure(ctx, adminURL, databaseURL); err != nil {
 			return nil, err
 		}
 	}
-	cfg, err := pgxpool.ParseConfig(databaseURL)
-	if err != nil {
-		return nil, fmt.Errorf("open database: %w", err)
-	}
-	if !strings.Contains(databaseURL, "pool_max_conns") {
-		// pgxpool's default, one connection per core and at least four, queues a busy
-		// API's requests in the pool while Postgres waits on fsync with cores to spare;
-		// more connections let more commits share one WAL flush.
-		cfg.MaxConns = DefaultMaxConns
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := pgxpool.New(ctx, databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}

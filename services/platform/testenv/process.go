@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -145,7 +146,7 @@ func StartProcess(t testing.TB, bin string, args []string, env map[string]string
 		addr = FreeAddr(t)
 	}
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "HTTP_ADDR="+addr)
+	cmd.Env = append(os.Environ(), "HTTP_ADDR="+addr, "DATABASE_MAX_CONNS="+strconv.Itoa(PoolSize))
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}

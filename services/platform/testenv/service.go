@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -32,6 +33,9 @@ func StartInProcess(t testing.TB, run RunFunc, env map[string]string) (baseURL s
 	}
 	if vars["HTTP_ADDR"] == "" {
 		vars["HTTP_ADDR"] = FreeAddr(t)
+	}
+	if vars["DATABASE_MAX_CONNS"] == "" {
+		vars["DATABASE_MAX_CONNS"] = strconv.Itoa(PoolSize)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	exited := make(chan struct{})

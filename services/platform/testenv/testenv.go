@@ -59,6 +59,12 @@ func Name(prefix string) string {
 	return prefix + "_" + hex.EncodeToString(b)
 }
 
+// PoolSize is the database pool (DATABASE_MAX_CONNS) of a service a test starts, unless
+// the test sets one: pgxpool's old default. Dozens of services run at once against one
+// server during make test; production's pool in each would run Postgres out of
+// connections.
+const PoolSize = 4
+
 // Database names a fresh database and role for one test and returns the admin URL and
 // the service's DATABASE_URL. The service creates both on start (pgdb.Ensure), exactly as
 // in production; the test drops them when it ends.

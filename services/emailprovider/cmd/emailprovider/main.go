@@ -74,7 +74,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	defer func() { _ = tel.Shutdown(context.WithoutCancel(ctx)) }()
 	log := tel.Logger
 
-	pool, err := pgdb.Open(ctx, cfg.DatabaseAdminURL, cfg.DatabaseURL,
+	pool, err := pgdb.Open(ctx, cfg.DatabaseAdminURL, cfg.PoolURL(),
 		pgdb.Migrations{FS: sql.EmailProvider, VersionTable: "goose_emailprovider_version"})
 	if err != nil {
 		return err

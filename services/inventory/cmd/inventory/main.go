@@ -84,7 +84,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 
 	// Migrations (and the seeded catalogue) before anything listens: no order meets an
 	// empty or old schema.
-	pool, err := pgdb.Open(ctx, cfg.DatabaseAdminURL, cfg.DatabaseURL, stock.Migrations...)
+	pool, err := pgdb.Open(ctx, cfg.DatabaseAdminURL, cfg.PoolURL(), stock.Migrations...)
 	if err != nil {
 		return err
 	}

@@ -82,7 +82,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	log := tel.Logger
 
 	// Migrations run before anything consumes: no event meets an old schema.
-	pool, err := pgdb.Open(ctx, cfg.DatabaseAdminURL, cfg.DatabaseURL,
+	pool, err := pgdb.Open(ctx, cfg.DatabaseAdminURL, cfg.PoolURL(),
 		pgdb.Migrations{FS: sql.Platform, VersionTable: "goose_platform_version"},
 		pgdb.Migrations{FS: sql.Notification, VersionTable: "goose_notification_version"})
 	if err != nil {

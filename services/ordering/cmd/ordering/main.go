@@ -88,7 +88,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	log := tel.Logger.With("mode", mode)
 
 	// Migrations run before anything listens: no request or event meets an old schema.
-	pool, err := pgdb.Open(ctx, cfg.DatabaseAdminURL, cfg.DatabaseURL,
+	pool, err := pgdb.Open(ctx, cfg.DatabaseAdminURL, cfg.PoolURL(),
 		pgdb.Migrations{FS: sql.Platform, VersionTable: "goose_platform_version"},
 		pgdb.Migrations{FS: sql.Ordering, VersionTable: "goose_ordering_version"})
 	if err != nil {
