@@ -365,6 +365,7 @@ func (c *Consumer) deliverBatch(ctx context.Context, ds []amqp.Delivery) bool {
 		env, err := c.decode(d)
 		if err != nil {
 			endAll(err)
+			c.m.batchFallbacks.Add(hctx, 1, c.attrSet)
 			return false // poison, for deliver to reject
 		}
 		_, span := c.startSpan(hctx, d)
