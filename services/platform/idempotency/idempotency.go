@@ -67,8 +67,8 @@ type Key struct {
 // the work, stores its response under the key in tx, and returns that response.
 //
 // The lock and the lookup share a round trip: db sends the lookup's query in one batch
-// behind the lock's statement. They can, because neither needs the other's answer to be
-// sent: whatever the lock says, a key found is a replay. They must stay two statements,
+// behind the lock's statement. They can, because the lookup does not depend on what the
+// lock answers: whatever it says, a key found is a replay. They must stay two statements,
 // in this order, because in READ COMMITTED each statement reads from a snapshot taken
 // when it starts. A holder releases the lock only once its commit is visible, so when
 // the lock statement takes the lock, the lookup that starts after it sees the first
@@ -150,10 +150,11 @@ func (db *LookupDB) done(lookupErr error) error {
 	if db.results == nil {
 		return errOneQuery
 	}
-	if err := db.results.Close(); lookupErr == nil {
-		return err
+	closeErr := db.results.Close()
+	if lookupErr != nil {
+		return lookupErr
 	}
-	return lookupErr
+	return closeErr
 }
 
 type errRow struct{ err error }
