@@ -23,6 +23,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"go.yaml.in/yaml/v4"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
@@ -474,15 +475,15 @@ func drive(t *testing.T, sys system, amqpURL string) {
 	// one duplicate, for every consumer. Then poison for each queue.
 	reserved := stockReserved(t, order)
 	other := uuid.New()
-	placed, err := event.New("bookstore/ordering", event.OrderPlaced, other.String(), 1,
-		event.OrderPlacedData{OrderID: other, CustomerEmail: "other@example.com", Lines: []event.Line{{BookID: dune, Quantity: 1}}, PlacedAt: time.Now().UTC()})
+	placed, err := event.New("bookstore/ordering", contracts.OrderPlaced, other.String(), 1,
+		contracts.OrderPlacedData{OrderID: other, CustomerEmail: "other@example.com", Lines: []contracts.Line{{BookID: dune, Quantity: 1}}, PlacedAt: time.Now().UTC()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, env := range []event.Envelope{reserved, reserved, placed, placed} {
 		publishEvent(t, amqpURL, env)
 	}
-	for _, key := range []string{event.OrderPlaced, event.StockRejected} {
+	for _, key := range []string{contracts.OrderPlaced, contracts.StockRejected} {
 		publish(t, amqpURL, key, amqp.Publishing{MessageId: uuid.NewString(), Type: key, ContentType: event.ContentType, Body: []byte("not json")})
 	}
 
@@ -523,7 +524,7 @@ func drive(t *testing.T, sys system, amqpURL string) {
 		v, ok := testenv.MetricOK(t, sys.urls["ordering"], "bookstore_outbox_pending")
 		return ok && v == 0
 	})
-	if err := testenv.Channel(t, amqpURL).QueueUnbind(broker.QueueInventoryOrderPlaced, event.OrderPlaced, broker.Exchange, nil); err != nil {
+	if err := testenv.Channel(t, amqpURL).QueueUnbind(broker.QueueInventoryOrderPlaced, contracts.OrderPlaced, broker.Exchange, nil); err != nil {
 		t.Fatal(err)
 	}
 	placeOrder(t, sys.urls["ordering"], uuid.NewString(), false)
@@ -547,8 +548,8 @@ func placeOrder(t testing.TB, ordering, key string, replay bool) uuid.UUID {
 
 func stockReserved(t testing.TB, order uuid.UUID) event.Envelope {
 	t.Helper()
-	env, err := event.New("bookstore/inventory", event.StockReserved, order.String(), 1,
-		event.StockReservedData{OrderID: order, CustomerEmail: "dashboard@example.com", Lines: []event.Line{{BookID: dune, Quantity: 1}}})
+	env, err := event.New("bookstore/inventory", contracts.StockReserved, order.String(), 1,
+		contracts.StockReservedData{OrderID: order, CustomerEmail: "dashboard@example.com", Lines: []contracts.Line{{BookID: dune, Quantity: 1}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,11 +3,13 @@ module github.com/bookstore-go/bookstore/deploy
 go 1.26.8
 
 replace (
+	github.com/bookstore-go/bookstore/services/contracts => ../services/contracts
 	github.com/bookstore-go/bookstore/services/platform => ../services/platform
 	github.com/bookstore-go/bookstore/sql => ../sql
 )
 
 require (
+	github.com/bookstore-go/bookstore/services/contracts v0.0.0
 	github.com/bookstore-go/bookstore/services/platform v0.0.0-00010101000000-000000000000
 	github.com/compose-spec/compose-go/v2 v2.16.2
 	github.com/google/uuid v1.6.0

@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
@@ -477,7 +478,7 @@ func runBarePipeline(b *testing.B, orders, concurrency int) bareRun {
 	defer consumeConn.Close()
 	consumed := &countdown{total: int64(orders), done: make(chan struct{})}
 	c, err := consumer.New(consumeConn, tel, consumer.Config{
-		Name: "bare", Queue: broker.QueueInventoryOrderPlaced, Types: []string{event.OrderPlaced},
+		Name: "bare", Queue: broker.QueueInventoryOrderPlaced, Types: []string{contracts.OrderPlaced},
 		Concurrency: concurrency, Healthy: consumerPool.Ping, // prefetch and retries: the defaults, as inventory's
 	}, consumed.handler(consumerPool))
 	if err != nil {
@@ -547,7 +548,7 @@ func placeBareOrder(ctx context.Context, pool *pgxpool.Pool) error {
 			return err
 		}
 		_, err := outbox.Write(ctx, tx, outbox.Event{
-			Source: "bookstore/ordering", Type: event.OrderPlaced, AggregateType: "order", AggregateID: id, Sequence: 1,
+			Source: "bookstore/ordering", Type: contracts.OrderPlaced, AggregateType: "order", AggregateID: id, Sequence: 1,
 			Data: map[string]any{"order_id": id, "customer_email": "reader@example.com", "placed_at": time.Now().UTC(),
 				"lines": []line{{bookID(1), 1}}},
 		})

@@ -3,11 +3,13 @@ module github.com/bookstore-go/bookstore/services/notification
 go 1.26.0
 
 replace (
+	github.com/bookstore-go/bookstore/services/contracts => ../contracts
 	github.com/bookstore-go/bookstore/services/platform => ../platform
 	github.com/bookstore-go/bookstore/sql => ../../sql
 )
 
 require (
+	github.com/bookstore-go/bookstore/services/contracts v0.0.0
 	github.com/bookstore-go/bookstore/services/platform v0.0.0-00010101000000-000000000000
 	github.com/bookstore-go/bookstore/sql v0.0.0-00010101000000-000000000000
 	github.com/go-chi/chi/v5 v5.5.0

@@ -15,9 +15,9 @@ import (
 
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
-	"github.com/bookstore-go/bookstore/services/platform/failpoint"
 )
 
 // Fault kinds. Each opens a failure window some part of the design claims to close.
@@ -62,12 +62,12 @@ func failpointProcesses(cfg Config) map[string][]string {
 		relays = append(relays, "ordering", "ordering-relay")
 	}
 	return map[string][]string{
-		failpoint.OrderingBeforeCommit:  {"ordering"},
-		failpoint.RelayAfterPublish:     relays,
-		failpoint.InventoryBeforeCommit: {"inventory-1", "inventory-2"},
-		failpoint.InventoryAfterCommit:  {"inventory-1", "inventory-2"},
-		failpoint.NotificationAfterSend: {"notification"},
-		failpoint.OrderingAfterCommit:   {"ordering"},
+		contracts.OrderingBeforeCommit:  {"ordering"},
+		contracts.RelayAfterPublish:     relays,
+		contracts.InventoryBeforeCommit: {"inventory-1", "inventory-2"},
+		contracts.InventoryAfterCommit:  {"inventory-1", "inventory-2"},
+		contracts.NotificationAfterSend: {"notification"},
+		contracts.OrderingAfterCommit:   {"ordering"},
 	}
 }
 
@@ -126,7 +126,7 @@ func Schedule(cfg Config, processes, links []string) []Fault {
 				f.Target, f.Duration = pick(processes), between(100*time.Millisecond, 1500*time.Millisecond)
 			case FaultFailpoint:
 				// Cycle through the names so every failpoint is opened about equally often.
-				name := failpoint.Names[i%len(failpoint.Names)]
+				name := contracts.Failpoints[i%len(contracts.Failpoints)]
 				f.Target, f.Detail = pick(fps[name]), fmt.Sprintf("%s=p(%g)*crash", name, failpointProbability)
 				f.Duration = 8 * time.Second // disarmed after this if it has not fired
 			case FaultResetPeer, FaultTimeout, FaultLinkDown:

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/failpoint"
 )
 
@@ -45,7 +46,7 @@ func TestScheduleCoversEveryKindNameAndPoison(t *testing.T) {
 		case FaultFailpoint:
 			name := strings.SplitN(f.Detail, "=", 2)[0]
 			names[name] = true
-			if _, err := failpoint.Parse(f.Detail); err != nil {
+			if _, err := failpoint.Parse(f.Detail, contracts.Failpoints); err != nil {
 				t.Errorf("failpoint spec %q: %v", f.Detail, err)
 			}
 		case FaultPoison:
@@ -64,8 +65,8 @@ func TestScheduleCoversEveryKindNameAndPoison(t *testing.T) {
 	if byKind[FaultBrokerRestart] != 0 {
 		t.Error("broker restarts scheduled without --broker-restart")
 	}
-	if len(names) != len(failpoint.Names) {
-		t.Errorf("failpoints %v, want all of %v", names, failpoint.Names)
+	if len(names) != len(contracts.Failpoints) {
+		t.Errorf("failpoints %v, want all of %v", names, contracts.Failpoints)
 	}
 	if len(poison) != 12 {
 		t.Errorf("%d (queue, kind) pairs of poison, want all 3 × 4: %v", len(poison), poison)
@@ -171,7 +172,7 @@ func TestAnOutageShorterThanABudgetIsRefused(t *testing.T) {
 func TestDirectPublisherGetsNoOrderingRelayFailpoint(t *testing.T) {
 	cfg := DefaultConfig
 	cfg.Publisher = "direct"
-	for _, p := range failpointProcesses(cfg)[failpoint.RelayAfterPublish] {
+	for _, p := range failpointProcesses(cfg)[contracts.RelayAfterPublish] {
 		if strings.HasPrefix(p, "ordering") {
 			t.Errorf("%s runs no relay with the direct publisher; its failpoint would never fire", p)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 )
@@ -130,9 +131,9 @@ func (m *Messages) Duplicate(ctx context.Context, service string, events, copies
 // queueType is the event type a work queue normally carries.
 func queueType(queue string) string {
 	if queue == broker.QueueInventoryOrderPlaced {
-		return event.OrderPlaced
+		return contracts.OrderPlaced
 	}
-	return event.StockReserved
+	return contracts.StockReserved
 }
 
 // Poison publishes one poison message of kind straight into queue (through the default

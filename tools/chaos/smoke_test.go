@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bookstore-go/bookstore/services/platform/failpoint"
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
 
@@ -164,7 +164,7 @@ func TestChaosSmoke(t *testing.T) {
 			fired[strings.SplitN(f.Detail, "=", 2)[0]]++
 		}
 	}
-	t.Logf("failpoints that crashed a process: %v (of %v)", fired, failpoint.Names)
+	t.Logf("failpoints that crashed a process: %v (of %v)", fired, contracts.Failpoints)
 	var crashes int
 	for _, p := range res.Processes {
 		crashes += p.Kills + p.FailpointCrashes

@@ -61,7 +61,7 @@ func (b *batchRun) start(t *testing.T, tune ...func(*consumer.Config)) *consumer
 	b.metrics = srv.URL
 	conn := broker.NewConn(b.amqpURL, "consumer-test")
 	cfg := consumer.Config{
-		Name: "test", Queue: broker.QueueInventoryOrderPlaced, Types: []string{event.OrderPlaced},
+		Name: "test", Queue: broker.QueueInventoryOrderPlaced, Types: []string{orderPlaced},
 		Concurrency: 2, Batch: b.handleBatch, BatchSize: 16,
 		RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond, Healthy: b.db.Ping,
 	}
@@ -324,8 +324,8 @@ func TestMessagesAlreadyWaitingGoToTheBatchHandlerTogether(t *testing.T) {
 // without a failure or a requeue.
 func TestPoisonInABatchDoesNotFailItsNeighbours(t *testing.T) {
 	undecodable := func(t *testing.T) broker.Message {
-		return broker.Message{RoutingKey: event.OrderPlaced, Publishing: amqp.Publishing{
-			Type: event.OrderPlaced, ContentType: event.ContentType, Body: []byte("not json at all")}}
+		return broker.Message{RoutingKey: orderPlaced, Publishing: amqp.Publishing{
+			Type: orderPlaced, ContentType: event.ContentType, Body: []byte("not json at all")}}
 	}
 	refused := func(t *testing.T) broker.Message {
 		_, m := message(t, map[string]any{"poison": true})

@@ -24,6 +24,9 @@ import (
 	"github.com/bookstore-go/bookstore/sql"
 )
 
+// orderPlaced is the event type bound to broker.QueueInventoryOrderPlaced.
+const orderPlaced = "ordering.order-placed.v1"
+
 // harness runs a real consumer of inventory.order-placed in a fresh vhost, whose handler
 // records each processed event in a table through the real inbox.
 type harness struct {
@@ -82,7 +85,7 @@ func (h *harness) run(t *testing.T, tune ...func(*consumer.Config)) *consumer.Co
 	tel := telemetryFor(t)
 	conn := broker.NewConn(h.amqpURL, "consumer-test")
 	cfg := consumer.Config{
-		Name: "test", Queue: broker.QueueInventoryOrderPlaced, Types: []string{event.OrderPlaced},
+		Name: "test", Queue: broker.QueueInventoryOrderPlaced, Types: []string{orderPlaced},
 		Concurrency: 2, RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond,
 		Healthy: h.db.Ping,
 	}
@@ -118,7 +121,7 @@ func (h *harness) callsOf(id string) int {
 
 func (h *harness) publish(t *testing.T, id, typ string, body []byte) {
 	t.Helper()
-	err := h.ch.PublishWithContext(context.Background(), broker.Exchange, event.OrderPlaced, true, false,
+	err := h.ch.PublishWithContext(context.Background(), broker.Exchange, orderPlaced, true, false,
 		amqp.Publishing{MessageId: id, Type: typ, ContentType: event.ContentType, DeliveryMode: amqp.Persistent, Body: body})
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +130,7 @@ func (h *harness) publish(t *testing.T, id, typ string, body []byte) {
 
 func envelope(t *testing.T, subject string, data any) (event.Envelope, []byte) {
 	t.Helper()
-	env, err := event.New("bookstore/ordering", event.OrderPlaced, subject, 1, data)
+	env, err := event.New("bookstore/ordering", orderPlaced, subject, 1, data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +174,7 @@ func TestPoisonGoesToTheDLQAndTheQueueMovesOn(t *testing.T) {
 		event.ReasonContentMismatch: reusedBody,
 	}
 	for _, body := range poison {
-		h.publish(t, "", event.OrderPlaced, body)
+		h.publish(t, "", orderPlaced, body)
 	}
 	last, lastBody := envelope(t, "order-2", map[string]int{"n": 3})
 	h.publish(t, last.ID, last.Type, lastBody)

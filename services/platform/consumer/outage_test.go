@@ -115,7 +115,7 @@ func TestShutdownReturnsPrefetchedDeliveriesUnstarted(t *testing.T) {
 	conn := broker.NewConn(h.amqpURL, "consumer-test")
 	defer conn.Close()
 	c, err := consumer.New(conn, tel, consumer.Config{
-		Name: "test", Queue: broker.QueueInventoryOrderPlaced, Types: []string{event.OrderPlaced},
+		Name: "test", Queue: broker.QueueInventoryOrderPlaced, Types: []string{orderPlaced},
 		Concurrency: 1, Prefetch: 10,
 	}, handle)
 	if err != nil {

@@ -1,5 +1,6 @@
-// Package event is the wire format every Bookstore service speaks: a CloudEvents 1.0
-// envelope in structured JSON mode, with the event types of the contracts.
+// Package event is the wire format of events: a CloudEvents 1.0 envelope in structured
+// JSON mode. The event types and their data are the system's (Bookstore's are in
+// services/contracts); the envelope carries any of them.
 //
 // It closes the "poison message" failure: Decode sorts every delivery into a valid event
 // or a *PoisonError that says why the message can never succeed, so a consumer can
@@ -21,15 +22,6 @@ import (
 // ContentType is the AMQP content type of every event body.
 const ContentType = "application/cloudevents+json"
 
-// Event types: the routing keys on the bookstore.events exchange. The version suffix is
-// part of the type, so a consumer that meets a version it does not know dead-letters it
-// instead of misreading it.
-const (
-	OrderPlaced   = "ordering.order-placed.v1"
-	StockReserved = "inventory.stock-reserved.v1"
-	StockRejected = "inventory.stock-rejected.v1"
-)
-
 // Envelope is a CloudEvents 1.0 event. Data stays raw so that the bytes a producer wrote
 // into its outbox are the bytes every consumer hashes.
 type Envelope struct {
@@ -44,35 +36,6 @@ type Envelope struct {
 	TraceParent     string          `json:"traceparent,omitempty"`
 	TraceState      string          `json:"tracestate,omitempty"`
 	Data            json.RawMessage `json:"data"`
-}
-
-// Line is one book and quantity of an order, as events carry it.
-type Line struct {
-	BookID   uuid.UUID `json:"book_id"`
-	Quantity int       `json:"quantity"`
-}
-
-// OrderPlacedData is the data of ordering.order-placed.v1.
-type OrderPlacedData struct {
-	OrderID       uuid.UUID `json:"order_id"`
-	CustomerEmail string    `json:"customer_email"`
-	Lines         []Line    `json:"lines"`
-	PlacedAt      time.Time `json:"placed_at"`
-}
-
-// StockReservedData is the data of inventory.stock-reserved.v1.
-type StockReservedData struct {
-	OrderID       uuid.UUID `json:"order_id"`
-	CustomerEmail string    `json:"customer_email"`
-	Lines         []Line    `json:"lines"`
-}
-
-// StockRejectedData is the data of inventory.stock-rejected.v1.
-type StockRejectedData struct {
-	OrderID       uuid.UUID `json:"order_id"`
-	CustomerEmail string    `json:"customer_email"`
-	Lines         []Line    `json:"lines"`
-	Reason        string    `json:"reason"`
 }
 
 // New builds an envelope with a fresh UUIDv7 id. Call it exactly once per event, when the

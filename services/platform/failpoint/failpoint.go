@@ -1,10 +1,12 @@
-// Package failpoint opens the failure windows that the rest of Bookstore claims to
-// survive. A failpoint is a named place in the code ("ordering/before-commit") where a
-// test or the chaos run can make the process die as a power cut would, return an error,
-// or stall. Without a failpoint the windows between "written" and "committed", or
+// Package failpoint opens the failure windows that the rest of a system claims to
+// survive. A failpoint is a named place in the code (Bookstore's "ordering/before-commit")
+// where a test or the chaos run can make the process die as a power cut would, return an
+// error, or stall. Without a failpoint the windows between "written" and "committed", or
 // "published" and "marked", could only be argued about; with one they are run.
 //
-// Failpoints are configured once from BOOKSTORE_FAILPOINTS:
+// The system names its failpoints (Bookstore's are in services/contracts) and gives
+// Configure the list; the package runs them. Failpoints are configured once, from
+// BOOKSTORE_FAILPOINTS:
 //
 //	BOOKSTORE_FAILPOINTS="ordering/before-commit=crash;relay/after-publish=p(0.05)*crash"
 //
@@ -19,6 +21,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -28,22 +31,6 @@ import (
 
 // EnvVar is the environment variable read by Configure.
 const EnvVar = "BOOKSTORE_FAILPOINTS"
-
-// The failpoint names of the contracts.
-const (
-	OrderingBeforeCommit  = "ordering/before-commit"
-	RelayAfterPublish     = "relay/after-publish"
-	InventoryBeforeCommit = "inventory/before-commit"
-	InventoryAfterCommit  = "inventory/after-commit"
-	NotificationAfterSend = "notification/after-send"
-	OrderingAfterCommit   = "ordering/after-commit"
-)
-
-// Names lists every failpoint of the contracts; Parse refuses any other.
-var Names = []string{
-	OrderingBeforeCommit, RelayAfterPublish, InventoryBeforeCommit,
-	InventoryAfterCommit, NotificationAfterSend, OrderingAfterCommit,
-}
 
 // ErrInjected is returned by Inject for the action "error".
 var ErrInjected = errors.New("failpoint: injected error")
@@ -76,10 +63,10 @@ var crash = func() {
 	select {} // SIGKILL is not instantaneous; never return into the code after the failpoint
 }
 
-// Configure parses spec (the value of BOOKSTORE_FAILPOINTS) and makes it the active set.
-// An empty spec clears every failpoint.
-func Configure(spec string) error {
-	set, err := Parse(spec)
+// Configure parses spec (the value of BOOKSTORE_FAILPOINTS) against the system's
+// failpoint names and makes it the active set. An empty spec clears every failpoint.
+func Configure(spec string, names []string) error {
+	set, err := Parse(spec, names)
 	if err != nil {
 		return err
 	}
@@ -123,9 +110,10 @@ func Inject(ctx context.Context, name string) error {
 	return nil
 }
 
-// Parse reads a failpoint specification. It rejects unknown names and actions, so a typo
-// in a chaos run fails loudly instead of silently testing nothing.
-func Parse(spec string) (Set, error) {
+// Parse reads a failpoint specification. It rejects actions it does not know and names
+// not in names, so a typo in a chaos run fails loudly instead of silently testing
+// nothing.
+func Parse(spec string, names []string) (Set, error) {
 	set := Set{}
 	for _, part := range strings.Split(spec, ";") {
 		part = strings.TrimSpace(part)
@@ -137,8 +125,8 @@ func Parse(spec string) (Set, error) {
 			return nil, fmt.Errorf("failpoint %q: want name=action", part)
 		}
 		name = strings.TrimSpace(name)
-		if !known(name) {
-			return nil, fmt.Errorf("failpoint %q: unknown name (known: %s)", name, strings.Join(Names, ", "))
+		if !slices.Contains(names, name) {
+			return nil, fmt.Errorf("failpoint %q: unknown name (known: %s)", name, strings.Join(names, ", "))
 		}
 		a, err := parseAction(strings.TrimSpace(action))
 		if err != nil {
@@ -177,13 +165,4 @@ func parseAction(s string) (Action, error) {
 		return a, fmt.Errorf("action %q: want crash, error or delay(duration)", s)
 	}
 	return a, nil
-}
-
-func known(name string) bool {
-	for _, n := range Names {
-		if n == name {
-			return true
-		}
-	}
-	return false
 }

@@ -7,15 +7,26 @@ import (
 	"time"
 )
 
+// The failpoints of a system made up for these tests: the package knows no system's.
+const (
+	shopBeforeCommit  = "shop/before-commit"
+	relayAfterPublish = "relay/after-publish"
+	stockAfterCommit  = "stock/after-commit"
+	mailAfterSend     = "mail/after-send"
+	shopAfterCommit   = "shop/after-commit"
+)
+
+var names = []string{shopBeforeCommit, relayAfterPublish, stockAfterCommit, mailAfterSend, shopAfterCommit}
+
 func TestParseReadsEveryActionAndProbability(t *testing.T) {
-	set, err := Parse("ordering/before-commit=crash; relay/after-publish=p(0.25)*error;inventory/after-commit=delay(50ms)")
+	set, err := Parse("shop/before-commit=crash; relay/after-publish=p(0.25)*error;stock/after-commit=delay(50ms)", names)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Set{
-		OrderingBeforeCommit: {Kind: Crash, Probability: 1},
-		RelayAfterPublish:    {Kind: Error, Probability: 0.25},
-		InventoryAfterCommit: {Kind: Delay, Delay: 50 * time.Millisecond, Probability: 1},
+		shopBeforeCommit:  {Kind: Crash, Probability: 1},
+		relayAfterPublish: {Kind: Error, Probability: 0.25},
+		stockAfterCommit:  {Kind: Delay, Delay: 50 * time.Millisecond, Probability: 1},
 	}
 	if len(set) != len(want) {
 		t.Fatalf("got %v", set)
@@ -26,14 +37,14 @@ func TestParseReadsEveryActionAndProbability(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{
-		"ordering/before-comit=crash", // a typo must not silently test nothing
-		"ordering/before-commit",
-		"ordering/before-commit=explode",
-		"ordering/before-commit=p(2)*crash",
-		"ordering/before-commit=p(0.5)crash",
-		"ordering/before-commit=delay(soon)",
+		"shop/before-comit=crash", // a typo must not silently test nothing
+		"shop/before-commit",
+		"shop/before-commit=explode",
+		"shop/before-commit=p(2)*crash",
+		"shop/before-commit=p(0.5)crash",
+		"shop/before-commit=delay(soon)",
 	} {
-		if _, err := Parse(bad); err == nil {
+		if _, err := Parse(bad, names); err == nil {
 			t.Errorf("Parse(%q) accepted it", bad)
 		}
 	}
@@ -43,54 +54,54 @@ func TestInjectCrashesFailsOrDelaysAsConfigured(t *testing.T) {
 	crashed := 0
 	orig := crash
 	crash = func() { crashed++ }
-	t.Cleanup(func() { crash = orig; _ = Configure("") })
+	t.Cleanup(func() { crash = orig; _ = Configure("", names) })
 
 	ctx := context.Background()
-	if err := Configure(""); err != nil {
+	if err := Configure("", names); err != nil {
 		t.Fatal(err)
 	}
-	if err := Inject(ctx, OrderingBeforeCommit); err != nil {
+	if err := Inject(ctx, shopBeforeCommit); err != nil {
 		t.Fatalf("unconfigured failpoint: %v", err)
 	}
-	if err := Configure("ordering/before-commit=crash;relay/after-publish=error;inventory/after-commit=delay(30ms);notification/after-send=p(0)*error"); err != nil {
+	if err := Configure("shop/before-commit=crash;relay/after-publish=error;stock/after-commit=delay(30ms);mail/after-send=p(0)*error", names); err != nil {
 		t.Fatal(err)
 	}
-	if err := Inject(ctx, OrderingBeforeCommit); err != nil || crashed != 1 {
+	if err := Inject(ctx, shopBeforeCommit); err != nil || crashed != 1 {
 		t.Errorf("crash: err %v, crashed %d", err, crashed)
 	}
-	if err := Inject(ctx, RelayAfterPublish); !errors.Is(err, ErrInjected) {
+	if err := Inject(ctx, relayAfterPublish); !errors.Is(err, ErrInjected) {
 		t.Errorf("error action returned %v", err)
 	}
 	start := time.Now()
-	if err := Inject(ctx, InventoryAfterCommit); err != nil || time.Since(start) < 30*time.Millisecond {
+	if err := Inject(ctx, stockAfterCommit); err != nil || time.Since(start) < 30*time.Millisecond {
 		t.Errorf("delay: err %v after %v", err, time.Since(start))
 	}
 	for range 100 {
-		if err := Inject(ctx, NotificationAfterSend); err != nil {
+		if err := Inject(ctx, mailAfterSend); err != nil {
 			t.Fatalf("p(0) fired: %v", err)
 		}
 	}
-	if err := Inject(ctx, OrderingAfterCommit); err != nil {
+	if err := Inject(ctx, shopAfterCommit); err != nil {
 		t.Errorf("a failpoint not in the set fired: %v", err)
 	}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := Configure("inventory/after-commit=delay(1h)"); err != nil {
+	if err := Configure("stock/after-commit=delay(1h)", names); err != nil {
 		t.Fatal(err)
 	}
-	if err := Inject(cancelled, InventoryAfterCommit); !errors.Is(err, context.Canceled) {
+	if err := Inject(cancelled, stockAfterCommit); !errors.Is(err, context.Canceled) {
 		t.Errorf("delay ignored the context: %v", err)
 	}
 }
 
 func TestProbabilityFiresSometimes(t *testing.T) {
-	t.Cleanup(func() { _ = Configure("") })
-	if err := Configure("relay/after-publish=p(0.5)*error"); err != nil {
+	t.Cleanup(func() { _ = Configure("", names) })
+	if err := Configure("relay/after-publish=p(0.5)*error", names); err != nil {
 		t.Fatal(err)
 	}
 	fired := 0
 	for range 2000 {
-		if Inject(context.Background(), RelayAfterPublish) != nil {
+		if Inject(context.Background(), relayAfterPublish) != nil {
 			fired++
 		}
 	}
@@ -102,18 +113,18 @@ func TestProbabilityFiresSometimes(t *testing.T) {
 // BenchmarkInjectUnset is the cost of a failpoint in production, where none is set,
 // against an empty function call as the baseline.
 func BenchmarkInjectUnset(b *testing.B) {
-	_ = Configure("")
+	_ = Configure("", names)
 	ctx := context.Background()
 	var sink error
 	start := time.Now()
 	for i := 0; i < b.N; i++ {
-		sink = noop(ctx, OrderingBeforeCommit)
+		sink = noop(ctx, shopBeforeCommit)
 	}
 	base := time.Since(start)
 	b.ResetTimer()
 	start = time.Now()
 	for i := 0; i < b.N; i++ {
-		sink = Inject(ctx, OrderingBeforeCommit)
+		sink = Inject(ctx, shopBeforeCommit)
 	}
 	b.ReportMetric(float64(time.Since(start))/float64(max(base, 1)), "inject/noop")
 	_ = sink

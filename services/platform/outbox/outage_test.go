@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/bookstore-go/bookstore/services/platform/broker"
-	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/failpoint"
 	"github.com/bookstore-go/bookstore/services/platform/outbox"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
@@ -36,7 +35,7 @@ func TestBrokerOutageLongerThanTheRelayBudgetSpendsNoAttempt(t *testing.T) {
 	proxy, proxied := viaProxy(t, amqpURL)
 	proxy.Cut()
 	const aggregates, perAggregate = 20, 3
-	writeEvents(t, pool, event.OrderPlaced, "order", aggregates, perAggregate)
+	writeEvents(t, pool, orderPlaced, "order", aggregates, perAggregate)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -97,13 +96,13 @@ func TestConfirmTimeoutReleasesTheClaimsWithoutSpendingAttempts(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	writeEvents(t, pool, event.OrderPlaced, "first", 1, 1)
+	writeEvents(t, pool, orderPlaced, "first", 1, 1)
 	if n, err := relay.RunOnce(ctx); n != 1 || err != nil {
 		t.Fatalf("first batch: %d rows, %v", n, err)
 	}
 
 	proxy.Stall()
-	writeEvents(t, pool, event.OrderPlaced, "stalled", 5, 1)
+	writeEvents(t, pool, orderPlaced, "stalled", 5, 1)
 	n, err := relay.RunOnce(ctx)
 	if n != 5 || !broker.Unavailable(err) {
 		t.Fatalf("batch on a stalled link: %d rows, err %v; want 5 and a broker-unavailable error", n, err)
@@ -137,7 +136,11 @@ func TestRelayRefusesALeaseAPublishCanOutlast(t *testing.T) {
 	}
 }
 
-// holdAfterPublish declares the topology, so the test can watch the queue, and makes every relay of this test process stop between the broker's ack
+// afterPublish is the relays' failpoint in these tests (Config.AfterPublishFailpoint).
+const afterPublish = "relay/after-publish"
+
+// holdAfterPublish declares the topology, so the test can watch the queue, and makes
+// every relay of this test process that names afterPublish stop between the broker's ack
 // and the mark for a while: the window in which another relay, an operator or a shutdown
 // can come between.
 func holdAfterPublish(t *testing.T, amqpURL string) {
@@ -145,10 +148,11 @@ func holdAfterPublish(t *testing.T, amqpURL string) {
 	if err := broker.DeclareTopology(testenv.Channel(t, amqpURL)); err != nil {
 		t.Fatal(err)
 	}
-	if err := failpoint.Configure(failpoint.RelayAfterPublish + "=delay(3s)"); err != nil {
+	names := []string{afterPublish}
+	if err := failpoint.Configure(afterPublish+"=delay(3s)", names); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = failpoint.Configure("") })
+	t.Cleanup(func() { _ = failpoint.Configure("", names) })
 }
 
 // runOnceInBackground runs one batch of relay and returns its outcome on a channel.
@@ -164,10 +168,10 @@ func runOnceInBackground(relay *outbox.Relay) <-chan error {
 func TestALateConfirmMarksAParkedRowPublished(t *testing.T) {
 	pool, amqpURL, tel := setup(t)
 	holdAfterPublish(t, amqpURL)
-	writeEvents(t, pool, event.OrderPlaced, "late", 1, 1)
+	writeEvents(t, pool, orderPlaced, "late", 1, 1)
 	conn := broker.NewConn(amqpURL, "relay")
 	defer conn.Close()
-	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, 10*time.Second), tel, outbox.Config{ID: "relay"})
+	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, 10*time.Second), tel, outbox.Config{ID: "relay", AfterPublishFailpoint: afterPublish})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,11 +197,11 @@ func TestALateConfirmMarksAParkedRowPublished(t *testing.T) {
 func TestTwoProcessesUnderOneRelayIDNeverShareInFlightRows(t *testing.T) {
 	pool, amqpURL, tel := setup(t)
 	holdAfterPublish(t, amqpURL)
-	writeEvents(t, pool, event.OrderPlaced, "twin", 3, 1)
+	writeEvents(t, pool, orderPlaced, "twin", 3, 1)
 	newRelay := func() *outbox.Relay {
 		conn := broker.NewConn(amqpURL, "twin")
 		t.Cleanup(func() { conn.Close() })
-		relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, 10*time.Second), tel, outbox.Config{ID: "twin"})
+		relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, 10*time.Second), tel, outbox.Config{ID: "twin", AfterPublishFailpoint: afterPublish})
 		if err != nil {
 			t.Fatal(err)
 		}

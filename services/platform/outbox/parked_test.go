@@ -12,7 +12,6 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/bookstore-go/bookstore/services/platform/broker"
-	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/outbox"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
@@ -198,7 +197,7 @@ func TestRetriedRowHasAFullAttemptBudgetAgain(t *testing.T) {
 func TestRetryDeadWithIDsMovesOnlyThoseRowsAndRefusesAnyThatIsNotDead(t *testing.T) {
 	pool, amqpURL, tel := setup(t)
 	writeEvents(t, pool, parkedType, "stuck", 3, 1)
-	writeEvents(t, pool, event.OrderPlaced, "free", 1, 1)
+	writeEvents(t, pool, orderPlaced, "free", 1, 1)
 	relay := parkingRelay(t, pool, amqpURL, tel, outbox.Config{ID: "relay"})
 	dead := parkAll(t, pool, relay, 3)
 	a, b, c := dead[0].ID, dead[1].ID, dead[2].ID

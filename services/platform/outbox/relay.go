@@ -43,6 +43,10 @@ type Config struct {
 	OutageMax       time.Duration // the longest wait between tries while the broker or database is down
 	Retention       time.Duration // published rows older than this are deleted
 	CleanupInterval time.Duration
+	// AfterPublishFailpoint names the failpoint between the broker's confirms and the
+	// mark (see RunOnce): the system names its failpoints, the relay only has the
+	// window. Empty: none.
+	AfterPublishFailpoint string
 }
 
 // DefaultConfig is the relay's configuration unless told otherwise.
@@ -276,7 +280,7 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	// window the relay cannot close: after a restart they are claimed and published again
 	// with the same ids, and consumers drop the copies. A SIGTERM here must not open it:
 	// the outcome is recorded on a context that outlives the caller's, for a bounded time.
-	if err := failpoint.Inject(ctx, failpoint.RelayAfterPublish); errors.Is(err, failpoint.ErrInjected) {
+	if err := failpoint.Inject(ctx, r.cfg.AfterPublishFailpoint); errors.Is(err, failpoint.ErrInjected) {
 		return len(rows), err
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)

@@ -38,7 +38,7 @@ func BenchmarkRelayAgainstBarePublish(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		writeEvents(b, pool, event.OrderPlaced, "bench-"+string(rune('a'+i%26))+time.Now().Format("150405.000000"), events, 1)
+		writeEvents(b, pool, orderPlaced, "bench-"+string(rune('a'+i%26))+time.Now().Format("150405.000000"), events, 1)
 		purge(b, ch)
 		b.StartTimer()
 
@@ -56,7 +56,7 @@ func BenchmarkRelayAgainstBarePublish(b *testing.B) {
 		for sent := 0; sent < events; sent += batch {
 			confirms := make([]*amqp.DeferredConfirmation, 0, batch)
 			for j := 0; j < batch && sent+j < events; j++ {
-				dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, broker.Exchange, event.OrderPlaced, true, false,
+				dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, broker.Exchange, orderPlaced, true, false,
 					amqp.Publishing{DeliveryMode: amqp.Persistent, ContentType: event.ContentType, Body: body})
 				if err != nil {
 					b.Fatal(err)

@@ -39,6 +39,9 @@ func setup(t testing.TB) (*pgxpool.Pool, string, *telemetry.Telemetry) {
 
 // writeEvents writes aggregates×perAggregate outbox rows, sequences 1..perAggregate for
 // each aggregate, in a few large transactions.
+// orderPlaced is the event type bound to broker.QueueInventoryOrderPlaced.
+const orderPlaced = "ordering.order-placed.v1"
+
 func writeEvents(t testing.TB, pool *pgxpool.Pool, typ, prefix string, aggregates, perAggregate int) {
 	t.Helper()
 	ctx := context.Background()
@@ -114,7 +117,7 @@ func TestTwoRelaysRaceOverTenThousandRows(t *testing.T) {
 	// ones. Only the claim's per-aggregate guard keeps them in order; with 2,500 aggregates
 	// of 4 an aggregate's next event was 2,500 rows on, and removing the guard went unseen.
 	const aggregates, perAggregate = 100, 100
-	writeEvents(t, pool, event.OrderPlaced, "order", aggregates, perAggregate)
+	writeEvents(t, pool, orderPlaced, "order", aggregates, perAggregate)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -167,7 +170,7 @@ func TestTwoRelaysRaceOverTenThousandRows(t *testing.T) {
 // takes them over once it expires.
 func TestExpiredClaimIsTakenOverByAnotherRelay(t *testing.T) {
 	pool, amqpURL, tel := setup(t)
-	writeEvents(t, pool, event.OrderPlaced, "order", 3, 1)
+	writeEvents(t, pool, orderPlaced, "order", 3, 1)
 	ctx := context.Background()
 	// relay-dead claims the rows and "dies" before publishing: only its claim is left.
 	if _, err := pool.Exec(ctx, "UPDATE outbox SET claimed_by = 'relay-dead', claimed_until = now() + interval '1 second'"); err != nil {
@@ -194,7 +197,7 @@ func TestExpiredClaimIsTakenOverByAnotherRelay(t *testing.T) {
 func TestUnroutableEventIsRetriedThenParkedWithoutBlockingOthers(t *testing.T) {
 	pool, amqpURL, tel := setup(t)
 	writeEvents(t, pool, "nobody.listens.v1", "stuck", 1, 2) // one aggregate, sequences 1 and 2
-	writeEvents(t, pool, event.OrderPlaced, "free", 1, 1)    // another aggregate
+	writeEvents(t, pool, orderPlaced, "free", 1, 1)          // another aggregate
 	ctx := context.Background()
 	conn := broker.NewConn(amqpURL, "relay")
 	defer conn.Close()
@@ -232,7 +235,7 @@ func TestUnroutableEventIsRetriedThenParkedWithoutBlockingOthers(t *testing.T) {
 	}{
 		{"nobody.listens.v1", "dead", 1, 3},    // returned three times, then parked
 		{"nobody.listens.v1", "pending", 2, 0}, // waits behind it: order within an aggregate holds
-		{event.OrderPlaced, "published", 1, 0}, // another aggregate is not blocked
+		{orderPlaced, "published", 1, 0},       // another aggregate is not blocked
 	}
 	if len(got) != len(want) {
 		t.Fatalf("rows = %+v", got)
@@ -251,7 +254,7 @@ func TestUnroutableEventIsRetriedThenParkedWithoutBlockingOthers(t *testing.T) {
 // Published rows past the retention period are deleted; newer and unpublished ones stay.
 func TestCleanupDeletesOnlyOldPublishedRows(t *testing.T) {
 	pool, amqpURL, tel := setup(t)
-	writeEvents(t, pool, event.OrderPlaced, "order", 2500, 1)
+	writeEvents(t, pool, orderPlaced, "order", 2500, 1)
 	ctx := context.Background()
 	_, err := pool.Exec(ctx, `UPDATE outbox SET state = 'published', published_at = now() - interval '4 days'
 		WHERE id IN (SELECT id FROM outbox ORDER BY id LIMIT 2400)`)

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
-	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
 
@@ -25,7 +25,7 @@ func crashAndRestart(t *testing.T, c crashCase) {
 	t.Helper()
 	e := newEnv(t)
 	p := startProcess(t, e, "INVENTORY_STRATEGY", c.strategy, "BOOKSTORE_FAILPOINTS", c.failpoint+"=crash", "RELAY_ID", "relay-a")
-	msg := orderPlaced(t, event.Line{BookID: dune, Quantity: 2})
+	msg := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 2})
 	publishEvent(t, e.amqpURL, msg)
 	p.WaitKilled(t)
 
@@ -52,8 +52,8 @@ func crashAndRestart(t *testing.T, c crashCase) {
 		t.Errorf("distinct outcome events published = %d, want %d", len(outcomes), c.outcomesAtEnd)
 	}
 	for _, m := range outcomes {
-		if m.Type != event.StockReserved {
-			t.Errorf("outcome %s, want %s", m.Type, event.StockReserved)
+		if m.Type != contracts.StockReserved {
+			t.Errorf("outcome %s, want %s", m.Type, contracts.StockReserved)
 		}
 	}
 	if n := testenv.QueueDepth(t, e.amqpURL, broker.Queue{Name: broker.QueueInventoryOrderPlaced}.DLQ()); n != 0 {

@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/api"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
@@ -71,7 +72,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	if err := failpoint.Configure(cfg.Failpoints); err != nil {
+	if err := failpoint.Configure(cfg.Failpoints, contracts.Failpoints); err != nil {
 		return err
 	}
 
@@ -103,7 +104,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	relay, err := outbox.NewRelay(pool, pub, tel, relayCfg.Config("inventory"))
+	relayConfig := relayCfg.Config("inventory")
+	relayConfig.AfterPublishFailpoint = contracts.RelayAfterPublish
+	relay, err := outbox.NewRelay(pool, pub, tel, relayConfig)
 	if err != nil {
 		return err
 	}

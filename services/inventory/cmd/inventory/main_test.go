@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
@@ -80,10 +81,10 @@ func startProcess(t *testing.T, e env, extra ...string) *testenv.Process {
 }
 
 // orderPlaced is the OrderPlaced event of a new order, as ordering's outbox writes it.
-func orderPlaced(t *testing.T, lines ...event.Line) event.Envelope {
+func orderPlaced(t *testing.T, lines ...contracts.Line) event.Envelope {
 	t.Helper()
 	id := uuid.Must(uuid.NewV7())
-	env, err := event.New("bookstore/ordering", event.OrderPlaced, id.String(), 1, event.OrderPlacedData{
+	env, err := event.New("bookstore/ordering", contracts.OrderPlaced, id.String(), 1, contracts.OrderPlacedData{
 		OrderID: id, CustomerEmail: "ada@example.com", Lines: lines, PlacedAt: time.Now().UTC(),
 	})
 	if err != nil {

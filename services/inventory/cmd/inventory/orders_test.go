@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
@@ -26,8 +27,8 @@ func TestEveryStrategyAnnouncesTheOutcome(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			startInProcess(t, e, "INVENTORY_STRATEGY", strategy)
-			reserve := orderPlaced(t, event.Line{BookID: dune, Quantity: 2})
-			reject := orderPlaced(t, event.Line{BookID: dune, Quantity: 11})
+			reserve := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 2})
+			reject := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 11})
 			publishEvent(t, e.amqpURL, reserve)
 			publishEvent(t, e.amqpURL, reject)
 
@@ -37,7 +38,7 @@ func TestEveryStrategyAnnouncesTheOutcome(t *testing.T) {
 					if m.AppId != "inventory" || m.Type == "" || m.ContentType != event.ContentType || m.DeliveryMode != 2 {
 						t.Errorf("properties: app_id %q type %q content_type %q delivery_mode %d", m.AppId, m.Type, m.ContentType, m.DeliveryMode)
 					}
-					env, err := event.Decode(m.Body, event.StockReserved, event.StockRejected)
+					env, err := event.Decode(m.Body, contracts.StockReserved, contracts.StockRejected)
 					if err != nil || env.ID != m.MessageId || env.Type != m.Type || env.Source != "bookstore/inventory" {
 						t.Fatalf("event %s: %v (message id %s, type %s)", m.Body, err, m.MessageId, m.Type)
 					}
@@ -45,7 +46,7 @@ func TestEveryStrategyAnnouncesTheOutcome(t *testing.T) {
 				}
 				return len(got) == 2
 			})
-			if got[reserve.Subject].Type != event.StockReserved || got[reject.Subject].Type != event.StockRejected {
+			if got[reserve.Subject].Type != contracts.StockReserved || got[reject.Subject].Type != contracts.StockRejected {
 				t.Errorf("outcomes: %s for the order of 2, %s for the order of 11", got[reserve.Subject].Type, got[reject.Subject].Type)
 			}
 			if n := reserved(t, testenv.Pool(t, e.databaseURL), dune); n != 2 {
@@ -66,7 +67,7 @@ func TestRedeliveryUnderEachStrategy(t *testing.T) {
 			e := newEnv(t)
 			base := startInProcess(t, e, "INVENTORY_STRATEGY", strategy)
 			db := testenv.Pool(t, e.databaseURL)
-			msg := orderPlaced(t, event.Line{BookID: dune, Quantity: 2})
+			msg := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 2})
 			publishEvent(t, e.amqpURL, msg)
 			testenv.Eventually(t, 20*time.Second, "first copy reserved", func() bool { return reserved(t, db, dune) == 2 })
 			publishEvent(t, e.amqpURL, msg)
@@ -92,25 +93,25 @@ func TestPoisonMessagesAreDeadLetteredAndTheRestProcessed(t *testing.T) {
 	db := testenv.Pool(t, e.databaseURL)
 
 	// A message id reused with different content needs the original processed first.
-	original := orderPlaced(t, event.Line{BookID: dune, Quantity: 1})
+	original := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 1})
 	publishEvent(t, e.amqpURL, original)
 	testenv.Eventually(t, 20*time.Second, "the original reserved", func() bool { return reserved(t, db, dune) == 1 })
 
 	withType := func(typ string) event.Envelope {
-		env := orderPlaced(t, event.Line{BookID: dune, Quantity: 1})
+		env := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 1})
 		env.Type = typ
 		return env
 	}
-	invalidData := orderPlaced(t, event.Line{BookID: dune, Quantity: 1})
+	invalidData := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 1})
 	invalidData.Data = []byte(`{"order_id": 42}`)
 	reused := original
 	reused.Data = []byte(strings.Replace(string(original.Data), `"quantity":1`, `"quantity":5`, 1))
-	invalidEnvelope := orderPlaced(t, event.Line{BookID: dune, Quantity: 1})
+	invalidEnvelope := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 1})
 	invalidEnvelope.SpecVersion = "0.3"
 
 	// Published under the routing key the queue is bound to: a producer that mislabels
 	// what it sends is exactly how these reach a consumer.
-	key := event.OrderPlaced
+	key := contracts.OrderPlaced
 	poison := map[string][]byte{}
 	notJSON := uuid.NewString()
 	poison[notJSON] = []byte("this is not JSON")
@@ -126,7 +127,7 @@ func TestPoisonMessagesAreDeadLetteredAndTheRestProcessed(t *testing.T) {
 	for id, body := range poison {
 		publish(t, e.amqpURL, key, id, body)
 	}
-	valid := orderPlaced(t, event.Line{BookID: dune, Quantity: 2})
+	valid := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 2})
 	publishEvent(t, e.amqpURL, valid)
 
 	testenv.Eventually(t, 20*time.Second, "the valid order behind the poison reserved", func() bool { return reserved(t, db, dune) == 3 })

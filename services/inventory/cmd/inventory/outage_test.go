@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
 
@@ -27,7 +27,7 @@ func TestAStalledPublishLinkDoesNotStopConsuming(t *testing.T) {
 	proxy.StallMatching("inventory-publish") // the AMQP connection_name, sent in the handshake
 	const n = 3
 	for range n {
-		publishEvent(t, e.amqpURL, orderPlaced(t, event.Line{BookID: dune, Quantity: 1}))
+		publishEvent(t, e.amqpURL, orderPlaced(t, contracts.Line{BookID: dune, Quantity: 1}))
 	}
 	db := testenv.Pool(t, e.databaseURL)
 	testenv.Eventually(t, 30*time.Second, "orders reserved while the publish link is stalled", func() bool {

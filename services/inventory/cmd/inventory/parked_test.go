@@ -7,6 +7,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
@@ -45,9 +46,9 @@ func TestDLQReplayReservesEachOrderOnceAndAReplayedDuplicateChangesNothing(t *te
 	vars := e.vars()
 	base := testenv.StartInProcess(t, run, vars)
 	db := testenv.Pool(t, e.databaseURL)
-	a := orderPlaced(t, event.Line{BookID: dune, Quantity: 1})
-	b := orderPlaced(t, event.Line{BookID: dune, Quantity: 2})
-	c := orderPlaced(t, event.Line{BookID: dune, Quantity: 3})
+	a := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 1})
+	b := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 2})
+	c := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 3})
 	const queue = broker.QueueInventoryOrderPlaced
 	dlq := broker.Queue{Name: queue}.DLQ()
 	testenv.PutInDLQ(t, e.amqpURL, queue, relayed(t, a), relayed(t, b), relayed(t, c))
@@ -117,7 +118,7 @@ func TestOutboxRetryDeadSendsTheParkedAnswerOnceAfterTheFix(t *testing.T) {
 
 	// A first answer leaves: the relay's channel is open and has declared the topology,
 	// which it does not do again while that channel lives.
-	first := orderPlaced(t, event.Line{BookID: dune, Quantity: 1})
+	first := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 1})
 	publishEvent(t, e.amqpURL, first)
 	testenv.Eventually(t, 20*time.Second, "the first answer published", func() bool {
 		return testenv.Count(t, db, "SELECT count(*) FROM outbox WHERE state = 'published'") == 1
@@ -129,8 +130,8 @@ func TestOutboxRetryDeadSendsTheParkedAnswerOnceAfterTheFix(t *testing.T) {
 	// The cause: no queue is bound for the answer's type any more.
 	ch := testenv.Channel(t, e.amqpURL)
 	bindings := []struct{ queue, key string }{
-		{broker.QueueOrderingStockEvents, event.StockReserved},
-		{broker.QueueNotificationStockEvent, event.StockReserved},
+		{broker.QueueOrderingStockEvents, contracts.StockReserved},
+		{broker.QueueNotificationStockEvent, contracts.StockReserved},
 		{outcomesQueue, "inventory.#"},
 	}
 	for _, b := range bindings {
@@ -139,7 +140,7 @@ func TestOutboxRetryDeadSendsTheParkedAnswerOnceAfterTheFix(t *testing.T) {
 		}
 	}
 	// Published on this channel: testenv.Publish would declare the topology, bindings and all.
-	second := orderPlaced(t, event.Line{BookID: dune, Quantity: 2})
+	second := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 2})
 	if err := ch.PublishWithContext(t.Context(), broker.Exchange, second.Type, true, false, relayed(t, second)); err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func TestOutboxRetryDeadSendsTheParkedAnswerOnceAfterTheFix(t *testing.T) {
 		return db.QueryRow(t.Context(), "SELECT id::text FROM outbox WHERE state = 'dead'").Scan(&deadID) == nil
 	})
 	out, err := testenv.Command(t, run, vars, "outbox", "list-dead")
-	if err != nil || !inOrder(out, "1 dead outbox row(s)", deadID, event.StockReserved) || !strings.Contains(out, "no queue is bound") {
+	if err != nil || !inOrder(out, "1 dead outbox row(s)", deadID, contracts.StockReserved) || !strings.Contains(out, "no queue is bound") {
 		t.Fatalf("outbox list-dead: %v\n%s\nwant the dead answer, its type and its error", err, out)
 	}
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
@@ -41,7 +42,7 @@ func (l *Lab) InboxSameIDDifferentContent(ctx context.Context) (DeadLetterResult
 		return r, err
 	}
 	altered := original
-	var data event.OrderPlacedData
+	var data contracts.OrderPlacedData
 	if err := json.Unmarshal(original.Data, &data); err != nil {
 		return r, err
 	}

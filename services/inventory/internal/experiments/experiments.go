@@ -22,6 +22,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
@@ -347,10 +348,10 @@ func adasOrder(quantity int) (event.Envelope, error) {
 	if err != nil {
 		return event.Envelope{}, err
 	}
-	return event.New("bookstore/ordering", event.OrderPlaced, orderID.String(), 1, event.OrderPlacedData{
+	return event.New(contracts.OrderingSource, contracts.OrderPlaced, orderID.String(), 1, contracts.OrderPlacedData{
 		OrderID:       orderID,
 		CustomerEmail: "ada@example.com",
-		Lines:         []event.Line{{BookID: Dune, Quantity: quantity}},
+		Lines:         []contracts.Line{{BookID: Dune, Quantity: quantity}},
 		PlacedAt:      time.Now().UTC().Truncate(time.Microsecond),
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/store"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
@@ -34,7 +35,7 @@ var errAnsweredBefore = errors.New("an order of the batch was answered before")
 // each order to ReserveStock alone. docs/performance.md measures the difference.
 func (s *Service) ReserveStockBatch(ctx context.Context, msgs []consumer.Message) ([]consumer.Outcome, error) {
 	envs := make([]event.Envelope, len(msgs))
-	orders := make([]event.OrderPlacedData, len(msgs))
+	orders := make([]contracts.OrderPlacedData, len(msgs))
 	causes := make([]trace.SpanContext, len(msgs))
 	for i, m := range msgs {
 		o, err := orderOf(m.Envelope)
@@ -72,7 +73,7 @@ func (s *Service) ReserveStockBatch(ctx context.Context, msgs []consumer.Message
 // is locked in one statement, in id order like reserve's locks, so two batches cannot
 // deadlock on each other or on a single order. Each order is then decided against the
 // copies left by the orders before it.
-func reserveAll(ctx context.Context, tx pgx.Tx, orders []event.OrderPlacedData, causes []trace.SpanContext) ([]decision, error) {
+func reserveAll(ctx context.Context, tx pgx.Tx, orders []contracts.OrderPlacedData, causes []trace.SpanContext) ([]decision, error) {
 	q := store.New(tx)
 	books, err := q.LockBooks(ctx, bookIDs(orders))
 	if err != nil {
@@ -129,7 +130,7 @@ func reserveAll(ctx context.Context, tx pgx.Tx, orders []event.OrderPlacedData, 
 }
 
 // bookIDs is every book the orders name, once each.
-func bookIDs(orders []event.OrderPlacedData) []uuid.UUID {
+func bookIDs(orders []contracts.OrderPlacedData) []uuid.UUID {
 	seen := map[uuid.UUID]bool{}
 	var ids []uuid.UUID
 	for _, o := range orders {

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
@@ -103,7 +104,7 @@ func TestBatchReservesWhatTheSameOrdersOneAtATimeWould(t *testing.T) {
 	svc := service(t, pool, stock.Inbox, stock.Hooks{})
 	envs := make([]event.Envelope, 8)
 	for i := range envs {
-		envs[i] = orderPlaced(t, event.Line{BookID: leftHand, Quantity: 1})
+		envs[i] = orderPlaced(t, contracts.Line{BookID: leftHand, Quantity: 1})
 	}
 	msgs := batchOf(envs...)
 	got, err := svc.ReserveStockBatch(context.Background(), msgs)
@@ -121,17 +122,17 @@ func TestBatchReservesWhatTheSameOrdersOneAtATimeWould(t *testing.T) {
 		t.Errorf("reservation rows = %d, want 5", n)
 	}
 	for i, env := range envs {
-		wantType, wantAnswer := event.StockReserved, "reserved"
+		wantType, wantAnswer := contracts.StockReserved, "reserved"
 		if i >= 5 {
-			wantType, wantAnswer = event.StockRejected, "rejected"
+			wantType, wantAnswer = contracts.StockRejected, "rejected"
 		}
 		evs := outcomes(t, pool, env.Subject)
 		if len(evs) != 1 || evs[0].Type != wantType {
 			t.Errorf("order %d: outcome events = %v, want one %s", i, typesOf(evs), wantType)
 			continue
 		}
-		if wantType == event.StockRejected {
-			var data event.StockRejectedData
+		if wantType == contracts.StockRejected {
+			var data contracts.StockRejectedData
 			if err := evs[0].DecodeData(&data); err != nil {
 				t.Fatal(err)
 			}
@@ -174,9 +175,9 @@ func TestBatchDecidesAsTheSameOrdersOneAfterAnotherWould(t *testing.T) {
 	rnd := mrand.New(mrand.NewPCG(7, 11))
 	envs := make([]event.Envelope, 16)
 	for i := range envs {
-		var lines []event.Line
+		var lines []contracts.Line
 		for _, j := range rnd.Perm(len(books))[:1+rnd.IntN(3)] {
-			lines = append(lines, event.Line{BookID: books[j], Quantity: 1 + rnd.IntN(3)})
+			lines = append(lines, contracts.Line{BookID: books[j], Quantity: 1 + rnd.IntN(3)})
 		}
 		envs[i] = orderPlaced(t, lines...)
 	}
@@ -242,9 +243,9 @@ func TestBatchHoldingAMessageSeenBeforeWritesNothing(t *testing.T) {
 			pool := database(t, 4)
 			svc := service(t, pool, stock.Inbox, stock.Hooks{})
 			ctx := context.Background()
-			seen := orderPlaced(t, event.Line{BookID: dune, Quantity: 1})
-			first := orderPlaced(t, event.Line{BookID: dune, Quantity: 2})
-			last := orderPlaced(t, event.Line{BookID: neuromancer, Quantity: 1})
+			seen := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 1})
+			first := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 2})
+			last := orderPlaced(t, contracts.Line{BookID: neuromancer, Quantity: 1})
 			batch := []event.Envelope{first, seen, last}
 			if before {
 				if o, err := svc.ReserveStock(ctx, seen); err != nil || o != consumer.Processed {
@@ -307,11 +308,11 @@ func TestBatchHoldingAnOrderAnsweredBeforeUnderAnotherIDWritesNothing(t *testing
 			pool := database(t, 4)
 			svc := service(t, pool, stock.Inbox, stock.Hooks{})
 			ctx := context.Background()
-			order := orderPlaced(t, event.Line{BookID: dune, Quantity: c.qty})
+			order := orderPlaced(t, contracts.Line{BookID: dune, Quantity: c.qty})
 			again := order
 			again.ID = uuid.Must(uuid.NewV7()).String()
-			first := orderPlaced(t, event.Line{BookID: neuromancer, Quantity: 1})
-			last := orderPlaced(t, event.Line{BookID: hyperion, Quantity: 1})
+			first := orderPlaced(t, contracts.Line{BookID: neuromancer, Quantity: 1})
+			last := orderPlaced(t, contracts.Line{BookID: hyperion, Quantity: 1})
 			batch := []event.Envelope{first, again, last}
 			if c.before {
 				if o, err := svc.ReserveStock(ctx, order); err != nil || o != consumer.Processed {
@@ -378,11 +379,11 @@ func TestBatchedConsumerReservesEachOrderOnceWhenEveryMessageArrivesTwice(t *tes
 	books := []uuid.UUID{hyperion, leftHand, dispossessed, solaris, dune}
 	rnd := mrand.New(mrand.NewPCG(3, 5))
 	envs := make([]event.Envelope, 0, orders+resent)
-	lines := map[string][]event.Line{} // by order id
+	lines := map[string][]contracts.Line{} // by order id
 	for range orders {
-		var ls []event.Line
+		var ls []contracts.Line
 		for _, j := range rnd.Perm(len(books))[:1+rnd.IntN(2)] {
-			ls = append(ls, event.Line{BookID: books[j], Quantity: 1 + rnd.IntN(2)})
+			ls = append(ls, contracts.Line{BookID: books[j], Quantity: 1 + rnd.IntN(2)})
 		}
 		env := orderPlaced(t, ls...)
 		envs = append(envs, env)
@@ -497,7 +498,7 @@ func TestBatchedConsumerReservesEachOrderOnceWhenEveryMessageArrivesTwice(t *tes
 		t.Fatal(err)
 	}
 	for id, ls := range lines {
-		want := map[string]string{"reserved": event.StockReserved, "rejected": event.StockRejected}[answers[id]]
+		want := map[string]string{"reserved": contracts.StockReserved, "rejected": contracts.StockRejected}[answers[id]]
 		if want == "" {
 			t.Errorf("order %s: answer %q", id, answers[id])
 			continue

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
@@ -68,7 +69,7 @@ func BenchmarkConsumerAgainstBareAck(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		b.StopTimer()
-		fill(b, ch, broker.Exchange, event.OrderPlaced, messages, books)
+		fill(b, ch, broker.Exchange, contracts.OrderPlaced, messages, books)
 		fill(b, ch, "", bare, messages, books)
 		b.StartTimer()
 
@@ -131,9 +132,9 @@ func fill(b *testing.B, ch *amqp.Channel, exchange, key string, n int, books []u
 		var confirms []*amqp.DeferredConfirmation
 		for j := 0; j < 256 && sent+j < n; j++ {
 			id := uuid.Must(uuid.NewV7())
-			env, err := event.New("bookstore/ordering", event.OrderPlaced, id.String(), 1, event.OrderPlacedData{
+			env, err := event.New("bookstore/ordering", contracts.OrderPlaced, id.String(), 1, contracts.OrderPlacedData{
 				OrderID: id, CustomerEmail: "ada@example.com", PlacedAt: time.Now().UTC(),
-				Lines: []event.Line{{BookID: books[(sent+j)%len(books)], Quantity: 1}},
+				Lines: []contracts.Line{{BookID: books[(sent+j)%len(books)], Quantity: 1}},
 			})
 			if err != nil {
 				b.Fatal(err)

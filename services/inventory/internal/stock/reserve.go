@@ -9,17 +9,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/store"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/outbox"
-)
-
-// Limits of an order, from the contracts: ordering refuses anything else, so an event
-// outside them was not written by ordering and no retry can make it valid.
-const (
-	MaxLines    = 50
-	MaxQuantity = 100
 )
 
 // ReserveStock is the consumer's handler for ordering.order-placed.v1. It reserves every
@@ -44,8 +38,8 @@ func (s *Service) ReserveStock(ctx context.Context, env event.Envelope) (consume
 }
 
 // orderOf reads and checks the order an event carries. Every error is poison.
-func orderOf(env event.Envelope) (event.OrderPlacedData, error) {
-	var o event.OrderPlacedData
+func orderOf(env event.Envelope) (contracts.OrderPlacedData, error) {
+	var o contracts.OrderPlacedData
 	if err := env.DecodeData(&o); err != nil {
 		return o, err
 	}
@@ -59,8 +53,8 @@ func orderOf(env event.Envelope) (event.OrderPlacedData, error) {
 		return o, invalid("order_id %s does not match subject %q", o.OrderID, env.Subject)
 	case o.CustomerEmail == "":
 		return o, invalid("customer_email is missing")
-	case len(o.Lines) == 0 || len(o.Lines) > MaxLines:
-		return o, invalid("%d lines, want 1 to %d", len(o.Lines), MaxLines)
+	case len(o.Lines) == 0 || len(o.Lines) > contracts.MaxLines:
+		return o, invalid("%d lines, want 1 to %d", len(o.Lines), contracts.MaxLines)
 	}
 	seen := map[uuid.UUID]bool{}
 	for i, l := range o.Lines {
@@ -69,8 +63,8 @@ func orderOf(env event.Envelope) (event.OrderPlacedData, error) {
 			return o, invalid("lines[%d].book_id is missing", i)
 		case seen[l.BookID]:
 			return o, invalid("lines[%d].book_id %s appears twice", i, l.BookID)
-		case l.Quantity < 1 || l.Quantity > MaxQuantity:
-			return o, invalid("lines[%d].quantity %d, want 1 to %d", i, l.Quantity, MaxQuantity)
+		case l.Quantity < 1 || l.Quantity > contracts.MaxQuantity:
+			return o, invalid("lines[%d].quantity %d, want 1 to %d", i, l.Quantity, contracts.MaxQuantity)
 		}
 		seen[l.BookID] = true
 	}
@@ -115,7 +109,7 @@ const (
 // reserve does the work of one order inside tx: lock its books, decide, reserve all lines
 // or none, and write the outcome event to the outbox, so that the stock change and its
 // announcement commit together or not at all.
-func reserve(ctx context.Context, tx pgx.Tx, o event.OrderPlacedData, key keying) (decision, error) {
+func reserve(ctx context.Context, tx pgx.Tx, o contracts.OrderPlacedData, key keying) (decision, error) {
 	q := store.New(tx)
 	lines := byBook(o.Lines)
 	ids, quantities := make([]uuid.UUID, len(lines)), make([]int32, len(lines))
@@ -178,9 +172,9 @@ func reserve(ctx context.Context, tx pgx.Tx, o event.OrderPlacedData, key keying
 }
 
 // byBook is the lines sorted by book id: the order in which reserve locks and decides.
-func byBook(lines []event.Line) []event.Line {
+func byBook(lines []contracts.Line) []contracts.Line {
 	lines = slices.Clone(lines)
-	slices.SortFunc(lines, func(a, b event.Line) int { return cmp.Compare(a.BookID.String(), b.BookID.String()) })
+	slices.SortFunc(lines, func(a, b contracts.Line) int { return cmp.Compare(a.BookID.String(), b.BookID.String()) })
 	return lines
 }
 
@@ -195,7 +189,7 @@ func availableOf(books []store.LockBooksRow) map[uuid.UUID]int {
 
 // decide answers an order from the free copies of its books. The first line, in book id
 // order, that cannot be served names the reason.
-func decide(lines []event.Line, free map[uuid.UUID]int) decision {
+func decide(lines []contracts.Line, free map[uuid.UUID]int) decision {
 	for _, l := range lines {
 		available, ok := free[l.BookID]
 		if !ok {
@@ -210,7 +204,7 @@ func decide(lines []event.Line, free map[uuid.UUID]int) decision {
 
 // outcomeEvent is the event that announces d: StockReserved or StockRejected, about the
 // order's reservation, carrying the order's lines as the order listed them.
-func outcomeEvent(o event.OrderPlacedData, d decision, sequence int64) outbox.Event {
+func outcomeEvent(o contracts.OrderPlacedData, d decision, sequence int64) outbox.Event {
 	e := outbox.Event{
 		Source:        Source,
 		AggregateType: AggregateType,
@@ -218,11 +212,11 @@ func outcomeEvent(o event.OrderPlacedData, d decision, sequence int64) outbox.Ev
 		Sequence:      sequence,
 	}
 	if d.reserved {
-		e.Type = event.StockReserved
-		e.Data = event.StockReservedData{OrderID: o.OrderID, CustomerEmail: o.CustomerEmail, Lines: o.Lines}
+		e.Type = contracts.StockReserved
+		e.Data = contracts.StockReservedData{OrderID: o.OrderID, CustomerEmail: o.CustomerEmail, Lines: o.Lines}
 	} else {
-		e.Type = event.StockRejected
-		e.Data = event.StockRejectedData{OrderID: o.OrderID, CustomerEmail: o.CustomerEmail, Lines: o.Lines, Reason: d.reason}
+		e.Type = contracts.StockRejected
+		e.Data = contracts.StockRejectedData{OrderID: o.OrderID, CustomerEmail: o.CustomerEmail, Lines: o.Lines, Reason: d.reason}
 	}
 	return e
 }

@@ -21,7 +21,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/failpoint"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
@@ -31,7 +31,7 @@ import (
 // Names inventory's events and inbox rows carry.
 const (
 	// Source is the CloudEvents source of inventory's events.
-	Source = "bookstore/inventory"
+	Source = contracts.InventorySource
 	// ConsumerName is inventory's key in its inbox and its consumer's metric label.
 	ConsumerName = "inventory"
 	// AggregateType is the aggregate inventory's events are about: one order's
@@ -40,7 +40,7 @@ const (
 )
 
 // OrderEventTypes are the events ReserveStock handles; any other type is poison.
-var OrderEventTypes = []string{event.OrderPlaced}
+var OrderEventTypes = []string{contracts.OrderPlaced}
 
 // Strategy is how the consumer keeps a redelivered message from reserving twice.
 type Strategy string
@@ -82,14 +82,14 @@ func (h Hooks) beforeCommit(ctx context.Context) error {
 	if h.BeforeCommit != nil {
 		return h.BeforeCommit(ctx)
 	}
-	return failpoint.Inject(ctx, failpoint.InventoryBeforeCommit)
+	return failpoint.Inject(ctx, contracts.InventoryBeforeCommit)
 }
 
 func (h Hooks) afterCommit(ctx context.Context) error {
 	if h.AfterCommit != nil {
 		return h.AfterCommit(ctx)
 	}
-	return failpoint.Inject(ctx, failpoint.InventoryAfterCommit)
+	return failpoint.Inject(ctx, contracts.InventoryAfterCommit)
 }
 
 // Options configures a Service. The zero value is the production configuration.

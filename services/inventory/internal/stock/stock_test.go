@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
@@ -55,10 +56,10 @@ func service(t testing.TB, pool *pgxpool.Pool, strategy stock.Strategy, hooks st
 	return svc
 }
 
-func orderPlaced(t testing.TB, lines ...event.Line) event.Envelope {
+func orderPlaced(t testing.TB, lines ...contracts.Line) event.Envelope {
 	t.Helper()
 	id := uuid.Must(uuid.NewV7())
-	env, err := event.New("bookstore/ordering", event.OrderPlaced, id.String(), 1, event.OrderPlacedData{
+	env, err := event.New("bookstore/ordering", contracts.OrderPlaced, id.String(), 1, contracts.OrderPlacedData{
 		OrderID: id, CustomerEmail: "ada@example.com", Lines: lines, PlacedAt: time.Now().UTC(),
 	})
 	if err != nil {
@@ -90,7 +91,7 @@ func outcomes(t testing.TB, pool *pgxpool.Pool, orderID string) []event.Envelope
 		if err := rows.Scan(&body); err != nil {
 			t.Fatal(err)
 		}
-		env, err := event.Decode(body, event.StockReserved, event.StockRejected)
+		env, err := event.Decode(body, contracts.StockReserved, contracts.StockRejected)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +109,7 @@ func TestFiftyCopiesAtOnceReserveOnce(t *testing.T) {
 	t.Parallel()
 	pool := database(t, 50)
 	svc := service(t, pool, stock.Inbox, stock.Hooks{})
-	msg := orderPlaced(t, event.Line{BookID: dune, Quantity: 2}, event.Line{BookID: neuromancer, Quantity: 1})
+	msg := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 2}, contracts.Line{BookID: neuromancer, Quantity: 1})
 
 	const copies = 50
 	start := make(chan struct{})
@@ -147,8 +148,8 @@ func TestFiftyCopiesAtOnceReserveOnce(t *testing.T) {
 	if n := testenv.Count(t, pool, "SELECT count(*) FROM reservations"); n != 2 {
 		t.Errorf("reservation rows = %d, want 2 (one per line)", n)
 	}
-	if evs := outcomes(t, pool, msg.Subject); len(evs) != 1 || evs[0].Type != event.StockReserved {
-		t.Errorf("outcome events = %v, want one %s", typesOf(evs), event.StockReserved)
+	if evs := outcomes(t, pool, msg.Subject); len(evs) != 1 || evs[0].Type != contracts.StockReserved {
+		t.Errorf("outcome events = %v, want one %s", typesOf(evs), contracts.StockReserved)
 	}
 }
 
@@ -166,7 +167,7 @@ func TestReservedEventCarriesTheOrder(t *testing.T) {
 	t.Parallel()
 	pool := database(t, 4)
 	svc := service(t, pool, stock.Inbox, stock.Hooks{})
-	lines := []event.Line{{BookID: neuromancer, Quantity: 3}, {BookID: dune, Quantity: 1}}
+	lines := []contracts.Line{{BookID: neuromancer, Quantity: 3}, {BookID: dune, Quantity: 1}}
 	msg := orderPlaced(t, lines...)
 	if o, err := svc.ReserveStock(context.Background(), msg); err != nil || o != consumer.Processed {
 		t.Fatalf("ReserveStock = %v, %v", o, err)
@@ -176,10 +177,10 @@ func TestReservedEventCarriesTheOrder(t *testing.T) {
 		t.Fatalf("%d outcome events, want 1", len(evs))
 	}
 	e := evs[0]
-	if e.Type != event.StockReserved || e.Source != stock.Source || e.Subject != msg.Subject || e.Sequence != "1" {
+	if e.Type != contracts.StockReserved || e.Source != stock.Source || e.Subject != msg.Subject || e.Sequence != "1" {
 		t.Errorf("envelope = type %s source %s subject %s sequence %s", e.Type, e.Source, e.Subject, e.Sequence)
 	}
-	var data event.StockReservedData
+	var data contracts.StockReservedData
 	if err := e.DecodeData(&data); err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +203,7 @@ func TestOneShortLineRejectsTheWholeOrder(t *testing.T) {
 	t.Parallel()
 	pool := database(t, 4)
 	svc := service(t, pool, stock.Inbox, stock.Hooks{})
-	msg := orderPlaced(t, event.Line{BookID: dune, Quantity: 2}, event.Line{BookID: hyperion, Quantity: 4})
+	msg := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 2}, contracts.Line{BookID: hyperion, Quantity: 4})
 	if o, err := svc.ReserveStock(context.Background(), msg); err != nil || o != consumer.Processed {
 		t.Fatalf("ReserveStock = %v, %v", o, err)
 	}
@@ -213,10 +214,10 @@ func TestOneShortLineRejectsTheWholeOrder(t *testing.T) {
 		t.Errorf("reservation rows = %d, want 0", n)
 	}
 	evs := outcomes(t, pool, msg.Subject)
-	if len(evs) != 1 || evs[0].Type != event.StockRejected {
-		t.Fatalf("outcome events = %v, want one %s", typesOf(evs), event.StockRejected)
+	if len(evs) != 1 || evs[0].Type != contracts.StockRejected {
+		t.Fatalf("outcome events = %v, want one %s", typesOf(evs), contracts.StockRejected)
 	}
-	var data event.StockRejectedData
+	var data contracts.StockRejectedData
 	if err := evs[0].DecodeData(&data); err != nil {
 		t.Fatal(err)
 	}
@@ -231,15 +232,15 @@ func TestUnknownBookRejectsTheOrder(t *testing.T) {
 	pool := database(t, 4)
 	svc := service(t, pool, stock.Inbox, stock.Hooks{})
 	unknown := uuid.Must(uuid.NewV7())
-	msg := orderPlaced(t, event.Line{BookID: dune, Quantity: 1}, event.Line{BookID: unknown, Quantity: 1})
+	msg := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 1}, contracts.Line{BookID: unknown, Quantity: 1})
 	if o, err := svc.ReserveStock(context.Background(), msg); err != nil || o != consumer.Processed {
 		t.Fatalf("ReserveStock = %v, %v; want processed (a rejection), not poison", o, err)
 	}
 	evs := outcomes(t, pool, msg.Subject)
-	if len(evs) != 1 || evs[0].Type != event.StockRejected {
-		t.Fatalf("outcome events = %v, want one %s", typesOf(evs), event.StockRejected)
+	if len(evs) != 1 || evs[0].Type != contracts.StockRejected {
+		t.Fatalf("outcome events = %v, want one %s", typesOf(evs), contracts.StockRejected)
 	}
-	var data event.StockRejectedData
+	var data contracts.StockRejectedData
 	if err := evs[0].DecodeData(&data); err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +265,7 @@ func TestRacingOrdersNeverOversell(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := svc.ReserveStock(context.Background(), orderPlaced(t, event.Line{BookID: hyperion, Quantity: 1}))
+			_, err := svc.ReserveStock(context.Background(), orderPlaced(t, contracts.Line{BookID: hyperion, Quantity: 1}))
 			errs <- err
 		}()
 	}
@@ -278,10 +279,10 @@ func TestRacingOrdersNeverOversell(t *testing.T) {
 	if n := reserved(t, pool, hyperion); n != 3 {
 		t.Errorf("Hyperion reserved = %d, want 3 (all its copies, no more)", n)
 	}
-	if n := testenv.Count(t, pool, "SELECT count(*) FROM outbox WHERE event_type = $1", event.StockReserved); n != 3 {
+	if n := testenv.Count(t, pool, "SELECT count(*) FROM outbox WHERE event_type = $1", contracts.StockReserved); n != 3 {
 		t.Errorf("reserved events = %d, want 3", n)
 	}
-	if n := testenv.Count(t, pool, "SELECT count(*) FROM outbox WHERE event_type = $1", event.StockRejected); n != orders-3 {
+	if n := testenv.Count(t, pool, "SELECT count(*) FROM outbox WHERE event_type = $1", contracts.StockRejected); n != orders-3 {
 		t.Errorf("rejected events = %d, want %d", n, orders-3)
 	}
 }
@@ -298,7 +299,7 @@ func TestOppositeLineOrdersDoNotDeadlock(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, orders)
 	for i := range orders {
-		lines := []event.Line{{BookID: dune, Quantity: 1}, {BookID: neuromancer, Quantity: 1}}
+		lines := []contracts.Line{{BookID: dune, Quantity: 1}, {BookID: neuromancer, Quantity: 1}}
 		if i%2 == 1 {
 			lines[0], lines[1] = lines[1], lines[0]
 		}
@@ -335,7 +336,7 @@ func sameOrderTwice(t *testing.T, qty int) {
 	t.Parallel()
 	pool := database(t, 4)
 	svc := service(t, pool, stock.Inbox, stock.Hooks{})
-	first := orderPlaced(t, event.Line{BookID: dune, Quantity: qty})
+	first := orderPlaced(t, contracts.Line{BookID: dune, Quantity: qty})
 	second := first
 	second.ID = uuid.Must(uuid.NewV7()).String()
 	for _, msg := range []event.Envelope{first, second} {
@@ -359,7 +360,7 @@ func TestInvalidOrdersArePoison(t *testing.T) {
 	t.Parallel()
 	pool := database(t, 4)
 	svc := service(t, pool, stock.Inbox, stock.Hooks{})
-	valid := orderPlaced(t, event.Line{BookID: dune, Quantity: 1})
+	valid := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 1})
 	withData := func(data string) event.Envelope {
 		e := valid
 		e.ID = uuid.Must(uuid.NewV7()).String()
@@ -410,7 +411,7 @@ func TestNaiveReservesAgainOnEveryDelivery(t *testing.T) {
 	t.Parallel()
 	pool := database(t, 4)
 	svc := service(t, pool, stock.Naive, stock.Hooks{})
-	msg := orderPlaced(t, event.Line{BookID: dune, Quantity: 2})
+	msg := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 2})
 	for range 3 {
 		if o, err := svc.ReserveStock(context.Background(), msg); err != nil || o != consumer.Processed {
 			t.Fatalf("ReserveStock = %v, %v", o, err)
@@ -431,7 +432,7 @@ func TestNaiveReservesAgainOnEveryDelivery(t *testing.T) {
 func TestCheckThenProcessLetsTwoConcurrentCopiesThrough(t *testing.T) {
 	t.Parallel()
 	pool := database(t, 4)
-	msg := orderPlaced(t, event.Line{BookID: dune, Quantity: 2})
+	msg := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 2})
 
 	plain := service(t, pool, stock.CheckThenProcess, stock.Hooks{})
 	for range 2 {
@@ -445,7 +446,7 @@ func TestCheckThenProcessLetsTwoConcurrentCopiesThrough(t *testing.T) {
 
 	// Two copies of a second order: each holds after its work commits, until both have
 	// passed the check.
-	msg2 := orderPlaced(t, event.Line{BookID: dune, Quantity: 2})
+	msg2 := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 2})
 	var arrived sync.WaitGroup
 	arrived.Add(2)
 	both := make(chan struct{})

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/store"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
@@ -25,7 +26,7 @@ import (
 //     the outcome event to the outbox.
 //  3. Commit. A crash before this leaves none of it, and the redelivery starts afresh; a
 //     crash after it (before the ack) meets the inbox row on redelivery: a duplicate.
-func (s *Service) reserveWithInbox(ctx context.Context, env event.Envelope, o event.OrderPlacedData) (consumer.Outcome, error) {
+func (s *Service) reserveWithInbox(ctx context.Context, env event.Envelope, o contracts.OrderPlacedData) (consumer.Outcome, error) {
 	var d decision
 	processed, err := inbox.Process(ctx, s.pool, ConsumerName, env, func(tx pgx.Tx) error {
 		var err error
@@ -61,7 +62,7 @@ func (s *Service) reserveWithInbox(ctx context.Context, env event.Envelope, o ev
 //
 // Recording first and working second does not close the window, it turns it round: a
 // crash between them loses the reservation instead (at most once).
-func (s *Service) reserveCheckThenProcess(ctx context.Context, env event.Envelope, o event.OrderPlacedData) (consumer.Outcome, error) {
+func (s *Service) reserveCheckThenProcess(ctx context.Context, env event.Envelope, o contracts.OrderPlacedData) (consumer.Outcome, error) {
 	seen, err := store.New(s.pool).InboxHasMessage(ctx, store.InboxHasMessageParams{MessageID: env.UUID(), Consumer: ConsumerName})
 	if err != nil {
 		return 0, fmt.Errorf("check inbox: %w", err)
@@ -91,7 +92,7 @@ func (s *Service) reserveCheckThenProcess(ctx context.Context, env event.Envelop
 // reserveNaive applies every delivery: each redelivery reserves the order again and
 // announces it again. Correct only on a broker that delivers exactly once, which no
 // broker does.
-func (s *Service) reserveNaive(ctx context.Context, _ event.Envelope, o event.OrderPlacedData) (consumer.Outcome, error) {
+func (s *Service) reserveNaive(ctx context.Context, _ event.Envelope, o contracts.OrderPlacedData) (consumer.Outcome, error) {
 	d, err := s.reserveInOwnTransaction(ctx, o)
 	if err != nil {
 		return 0, err
@@ -105,7 +106,7 @@ func (s *Service) reserveNaive(ctx context.Context, _ event.Envelope, o event.Or
 
 // reserveInOwnTransaction is the work of the wrong strategies: reserve and announce in one
 // transaction (they keep the outbox; what they lack is the dedup).
-func (s *Service) reserveInOwnTransaction(ctx context.Context, o event.OrderPlacedData) (decision, error) {
+func (s *Service) reserveInOwnTransaction(ctx context.Context, o contracts.OrderPlacedData) (decision, error) {
 	var d decision
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/notification/internal/api"
 	"github.com/bookstore-go/bookstore/services/notification/internal/notifications"
 	"github.com/bookstore-go/bookstore/services/notification/internal/provider"
@@ -70,7 +71,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 		return fmt.Errorf("unknown command %q (notification takes dlq)", rest[0])
 	}
-	if err := failpoint.Configure(cfg.Failpoints); err != nil {
+	if err := failpoint.Configure(cfg.Failpoints, contracts.Failpoints); err != nil {
 		return err
 	}
 

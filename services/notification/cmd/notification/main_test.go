@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
@@ -76,10 +77,10 @@ func withExtra(m map[string]string, extra []string) map[string]string {
 // stockEvent builds the event inventory would publish for an order's outcome.
 func stockEvent(t *testing.T, typ string, orderID uuid.UUID, to string) event.Envelope {
 	t.Helper()
-	lines := []event.Line{{BookID: uuid.MustParse("018f2b1e-0000-7000-8000-000000000001"), Quantity: 2}}
-	var data any = event.StockReservedData{OrderID: orderID, CustomerEmail: to, Lines: lines}
-	if typ == event.StockRejected {
-		data = event.StockRejectedData{OrderID: orderID, CustomerEmail: to, Lines: lines, Reason: "insufficient stock"}
+	lines := []contracts.Line{{BookID: uuid.MustParse("018f2b1e-0000-7000-8000-000000000001"), Quantity: 2}}
+	var data any = contracts.StockReservedData{OrderID: orderID, CustomerEmail: to, Lines: lines}
+	if typ == contracts.StockRejected {
+		data = contracts.StockRejectedData{OrderID: orderID, CustomerEmail: to, Lines: lines, Reason: "insufficient stock"}
 	}
 	env, err := event.New("bookstore/inventory", typ, orderID.String(), 2, data)
 	if err != nil {
@@ -203,11 +204,11 @@ func TestOneEmailPerOrderOutcome(t *testing.T) {
 	n := w.startNotification(t)
 
 	confirmed, rejected := uuid.New(), uuid.New()
-	first := stockEvent(t, event.StockReserved, confirmed, "ada@example.com")
-	again := stockEvent(t, event.StockReserved, confirmed, "ada@example.com") // new message id
+	first := stockEvent(t, contracts.StockReserved, confirmed, "ada@example.com")
+	again := stockEvent(t, contracts.StockReserved, confirmed, "ada@example.com") // new message id
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 	publish(t, w.amqpURL, "00-"+traceID+"-00f067aa0ba902b7-01",
-		first, first, again, stockEvent(t, event.StockRejected, rejected, "bob@example.com"))
+		first, first, again, stockEvent(t, contracts.StockRejected, rejected, "bob@example.com"))
 
 	rec := waitStatus(t, n, confirmed, "completed", 60*time.Second)
 	if rec.Kind != "order-confirmed" || rec.IdempotencyKey != "order/"+confirmed.String()+"/order-confirmed" {
@@ -257,7 +258,7 @@ func TestCrashAfterSendSendsOnce(t *testing.T) {
 	n := w.startNotification(t, "BOOKSTORE_FAILPOINTS", "notification/after-send=crash")
 
 	orderID := uuid.New()
-	publish(t, w.amqpURL, "", stockEvent(t, event.StockReserved, orderID, "crash@example.com"))
+	publish(t, w.amqpURL, "", stockEvent(t, contracts.StockReserved, orderID, "crash@example.com"))
 	n.WaitKilled(t)
 
 	// The window, seen from outside: sent, but the record says processing.
@@ -298,7 +299,7 @@ func TestEventsWaitingTogetherAreEmailedAsABatchOnceEach(t *testing.T) {
 	envs := make([]event.Envelope, 0, orders+1)
 	for i := range ids {
 		ids[i] = uuid.New()
-		envs = append(envs, stockEvent(t, event.StockReserved, ids[i], fmt.Sprintf("batch%d@example.com", i)))
+		envs = append(envs, stockEvent(t, contracts.StockReserved, ids[i], fmt.Sprintf("batch%d@example.com", i)))
 	}
 	publish(t, w.amqpURL, "", append(envs, envs[orders-1])...) // the last one twice
 	// One worker: while it handles the first event alone, the rest arrive and wait for it
@@ -329,7 +330,7 @@ func TestAmbiguousProviderTimeoutIsReconciled(t *testing.T) {
 	n := w.startNotification(t)
 
 	orderID := uuid.New()
-	publish(t, w.amqpURL, "", stockEvent(t, event.StockReserved, orderID, "amb@example.com"))
+	publish(t, w.amqpURL, "", stockEvent(t, contracts.StockReserved, orderID, "amb@example.com"))
 	testenv.Eventually(t, 60*time.Second, "the provider to send the first email", func() bool {
 		return len(emails(t, p, "amb@example.com")) == 1
 	})
@@ -360,7 +361,7 @@ func TestProviderOutageRetriesUntilBack(t *testing.T) {
 		envs := make([]event.Envelope, k)
 		for i := range ids {
 			ids[i] = uuid.New()
-			envs[i] = stockEvent(t, event.StockReserved, ids[i], "outage@example.com")
+			envs[i] = stockEvent(t, contracts.StockReserved, ids[i], "outage@example.com")
 		}
 		publish(t, w.amqpURL, "", envs...)
 		return ids
@@ -417,7 +418,7 @@ func TestOutOfAttemptsFailsToDLQ(t *testing.T) {
 	n := w.startNotification(t, "NOTIFICATION_MAX_ATTEMPTS", "2")
 
 	orderID := uuid.New()
-	publish(t, w.amqpURL, "", stockEvent(t, event.StockRejected, orderID, "nobody@example.com"))
+	publish(t, w.amqpURL, "", stockEvent(t, contracts.StockRejected, orderID, "nobody@example.com"))
 	rec := waitStatus(t, n, orderID, "failed", 60*time.Second)
 	if rec.Attempts != 2 {
 		t.Fatalf("record %+v, want failed after 2 attempts", rec)
@@ -442,7 +443,7 @@ func TestIDReusedWithDifferentContentIsDeadLettered(t *testing.T) {
 	n := w.startNotification(t)
 
 	orderID := uuid.New()
-	first := stockEvent(t, event.StockReserved, orderID, "ada@example.com")
+	first := stockEvent(t, contracts.StockReserved, orderID, "ada@example.com")
 	publish(t, w.amqpURL, "", first)
 	waitStatus(t, n, orderID, "completed", 60*time.Second)
 
@@ -471,7 +472,7 @@ func TestSweeperFinishesAbandonedRecords(t *testing.T) {
 	n := w.startNotification(t, "BOOKSTORE_FAILPOINTS", "notification/after-send=crash")
 
 	crashed := uuid.New()
-	publish(t, w.amqpURL, "", stockEvent(t, event.StockReserved, crashed, "sweep@example.com"))
+	publish(t, w.amqpURL, "", stockEvent(t, contracts.StockReserved, crashed, "sweep@example.com"))
 	n.WaitKilled(t)
 	// The broker puts the unacked message back; take it away for good.
 	testenv.Eventually(t, 60*time.Second, "the unacked message to return to the queue", func() bool {
@@ -524,8 +525,8 @@ func TestTwoInstancesSendOncePerOrder(t *testing.T) {
 	var envs []event.Envelope
 	for i := range ids {
 		ids[i] = uuid.New()
-		env := stockEvent(t, event.StockReserved, ids[i], "twins@example.com")
-		envs = append(envs, env, env, stockEvent(t, event.StockReserved, ids[i], "twins@example.com"))
+		env := stockEvent(t, contracts.StockReserved, ids[i], "twins@example.com")
+		envs = append(envs, env, env, stockEvent(t, contracts.StockReserved, ids[i], "twins@example.com"))
 	}
 	publish(t, w.amqpURL, "", envs...)
 	testenv.Eventually(t, 90*time.Second, "all 60 messages to be handled", func() bool {

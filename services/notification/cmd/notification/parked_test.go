@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
@@ -26,7 +27,7 @@ func TestDLQReplaySendsTheEmailOnceAndASecondReplaySendsNothing(t *testing.T) {
 	vars := map[string]string{"AMQP_URL": w.amqpURL}
 
 	order := uuid.New()
-	ev := stockEvent(t, event.StockReserved, order, "ada@example.com")
+	ev := stockEvent(t, contracts.StockReserved, order, "ada@example.com")
 	body, err := json.Marshal(ev)
 	if err != nil {
 		t.Fatal(err)

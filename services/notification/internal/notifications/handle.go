@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/notification/internal/provider"
 	"github.com/bookstore-go/bookstore/services/notification/internal/store"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
@@ -28,7 +29,7 @@ import (
 const ConsumerName = "notification"
 
 // StockEventTypes are the events HandleStockEvent handles.
-var StockEventTypes = []string{event.StockReserved, event.StockRejected}
+var StockEventTypes = []string{contracts.StockReserved, contracts.StockRejected}
 
 // ReasonNotificationFailed is the poison reason of a message whose email has failed for
 // good: it goes to the DLQ for an operator, with the record saying why.
@@ -230,7 +231,7 @@ func (s *Service) attempt(ctx context.Context, rec store.Notification, trigger s
 	// The provider has the email; the record still says 'processing'. A crash here is
 	// the window of this whole design: the redelivery (or the sweeper) will ask the
 	// provider, find the email and complete the record, never send it again.
-	if err := failpoint.Inject(ctx, failpoint.NotificationAfterSend); err != nil {
+	if err := failpoint.Inject(ctx, contracts.NotificationAfterSend); err != nil {
 		return s.release(ctx, rec, err)
 	}
 	return s.complete(ctx, rec, acc.ID)

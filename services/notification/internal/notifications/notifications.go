@@ -24,6 +24,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/notification/internal/provider"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 )
@@ -78,8 +79,8 @@ type email struct {
 // read is poison: no retry makes it readable.
 func emailFor(env event.Envelope) (email, error) {
 	switch env.Type {
-	case event.StockReserved:
-		var d event.StockReservedData
+	case contracts.StockReserved:
+		var d contracts.StockReservedData
 		if err := env.DecodeData(&d); err != nil {
 			return email{}, err
 		}
@@ -91,8 +92,8 @@ func emailFor(env event.Envelope) (email, error) {
 			Subject: fmt.Sprintf("Your Bookstore order %s is confirmed", d.OrderID),
 			Text:    confirmedText(d.OrderID, d.Lines),
 		}}, nil
-	case event.StockRejected:
-		var d event.StockRejectedData
+	case contracts.StockRejected:
+		var d contracts.StockRejectedData
 		if err := env.DecodeData(&d); err != nil {
 			return email{}, err
 		}
@@ -118,7 +119,7 @@ func validData(orderID uuid.UUID, to string, env event.Envelope) error {
 	return nil
 }
 
-func confirmedText(orderID uuid.UUID, lines []event.Line) string {
+func confirmedText(orderID uuid.UUID, lines []contracts.Line) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Hello,\n\nyour order %s is confirmed: every book in it is reserved for you.\n\n", orderID)
 	writeLines(&b, lines)
@@ -126,7 +127,7 @@ func confirmedText(orderID uuid.UUID, lines []event.Line) string {
 	return b.String()
 }
 
-func rejectedText(orderID uuid.UUID, lines []event.Line, reason string) string {
+func rejectedText(orderID uuid.UUID, lines []contracts.Line, reason string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Hello,\n\nwe are sorry: your order %s could not be fulfilled", orderID)
 	if reason != "" {
@@ -138,7 +139,7 @@ func rejectedText(orderID uuid.UUID, lines []event.Line, reason string) string {
 	return b.String()
 }
 
-func writeLines(b *strings.Builder, lines []event.Line) {
+func writeLines(b *strings.Builder, lines []contracts.Line) {
 	for _, l := range lines {
 		fmt.Fprintf(b, "  %3d x book %s\n", l.Quantity, l.BookID)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
@@ -256,8 +257,8 @@ func TestCrashAfterStockOutcomeCommitIsADuplicateAfterRestart(t *testing.T) {
 
 func publishStockReserved(t *testing.T, amqpURL string, orderID uuid.UUID) {
 	t.Helper()
-	env, err := event.New("bookstore/inventory", event.StockReserved, orderID.String(), 1,
-		event.StockReservedData{OrderID: orderID, CustomerEmail: "ada@example.com", Lines: []event.Line{{BookID: uuid.MustParse(dune), Quantity: 2}}})
+	env, err := event.New("bookstore/inventory", contracts.StockReserved, orderID.String(), 1,
+		contracts.StockReservedData{OrderID: orderID, CustomerEmail: "ada@example.com", Lines: []contracts.Line{{BookID: uuid.MustParse(dune), Quantity: 2}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/ordering/internal/api"
 	"github.com/bookstore-go/bookstore/services/ordering/internal/orders"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
@@ -76,7 +77,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if publisher != "outbox" && publisher != "direct" {
 		return fmt.Errorf("ORDERING_PUBLISHER=%q: want outbox or direct", publisher)
 	}
-	if err := failpoint.Configure(cfg.Failpoints); err != nil {
+	if err := failpoint.Configure(cfg.Failpoints, contracts.Failpoints); err != nil {
 		return err
 	}
 
@@ -109,7 +110,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return httpapi.ServeProfiles(ctx, cfg.PprofAddr, log) })
-	relay, err := outbox.NewRelay(pool, pub, tel, relayCfg.Config("ordering"))
+	relayConfig := relayCfg.Config("ordering")
+	relayConfig.AfterPublishFailpoint = contracts.RelayAfterPublish
+	relay, err := outbox.NewRelay(pool, pub, tel, relayConfig)
 	if err != nil {
 		return err
 	}

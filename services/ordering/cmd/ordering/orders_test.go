@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
@@ -50,17 +51,17 @@ func TestPlaceOrderPublishesOneEventWithTheContractsEnvelope(t *testing.T) {
 		t.Fatalf("got %d messages, want 1", len(msgs))
 	}
 	m := msgs[0]
-	env, err := event.Decode(m.Body, event.OrderPlaced)
+	env, err := event.Decode(m.Body, contracts.OrderPlaced)
 	if err != nil {
 		t.Fatalf("envelope: %v\n%s", err, m.Body)
 	}
-	var data event.OrderPlacedData
+	var data contracts.OrderPlacedData
 	if err := env.DecodeData(&data); err != nil {
 		t.Fatal(err)
 	}
 	checks := map[string][2]string{
 		"message_id = id":        {m.MessageId, env.ID},
-		"type":                   {m.Type, event.OrderPlaced},
+		"type":                   {m.Type, contracts.OrderPlaced},
 		"content_type":           {m.ContentType, event.ContentType},
 		"app_id":                 {m.AppId, "ordering"},
 		"source":                 {env.Source, "bookstore/ordering"},

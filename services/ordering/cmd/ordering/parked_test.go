@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
@@ -58,8 +59,8 @@ func TestDLQReplayConfirmsTheOrderOnceAndASecondReplayIsADuplicate(t *testing.T)
 	base := testenv.StartInProcess(t, run, vars)
 	id := placeOrder(t, base)
 	orderID := uuid.MustParse(id)
-	answer, err := event.New("bookstore/inventory", event.StockReserved, id, 1,
-		event.StockReservedData{OrderID: orderID, CustomerEmail: "ada@example.com", Lines: []event.Line{{BookID: uuid.MustParse(dune), Quantity: 1}}})
+	answer, err := event.New("bookstore/inventory", contracts.StockReserved, id, 1,
+		contracts.StockReservedData{OrderID: orderID, CustomerEmail: "ada@example.com", Lines: []contracts.Line{{BookID: uuid.MustParse(dune), Quantity: 1}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func TestDLQReplayConfirmsTheOrderOnceAndASecondReplayIsADuplicate(t *testing.T)
 		return ok && n == 1
 	})
 	out, err := testenv.Command(t, run, vars, "dlq", "list")
-	if err != nil || !strings.Contains(out, queue+".dlq: 1 message(s)") || !strings.Contains(out, answer.ID) || !strings.Contains(out, event.StockReserved) {
+	if err != nil || !strings.Contains(out, queue+".dlq: 1 message(s)") || !strings.Contains(out, answer.ID) || !strings.Contains(out, contracts.StockReserved) {
 		t.Fatalf("dlq list: %v\n%s", err, out)
 	}
 	if status := orderStatus(t, base, id); status != "pending" {
@@ -118,7 +119,7 @@ func TestOutboxRetryDeadSendsTheParkedOrderOnceAfterTheFix(t *testing.T) {
 		return testenv.Count(t, db, "SELECT count(*) FROM outbox WHERE state = 'published'") == 1
 	})
 	ch := testenv.Channel(t, e.amqpURL)
-	if err := ch.QueueUnbind(broker.QueueInventoryOrderPlaced, event.OrderPlaced, broker.Exchange, nil); err != nil {
+	if err := ch.QueueUnbind(broker.QueueInventoryOrderPlaced, contracts.OrderPlaced, broker.Exchange, nil); err != nil {
 		t.Fatal(err)
 	}
 	second := placeOrder(t, base)
@@ -131,7 +132,7 @@ func TestOutboxRetryDeadSendsTheParkedOrderOnceAfterTheFix(t *testing.T) {
 		t.Fatalf("outbox list-dead: %v\n%s\nwant the second order's event", err, out)
 	}
 
-	if err := ch.QueueBind(broker.QueueInventoryOrderPlaced, event.OrderPlaced, broker.Exchange, false, nil); err != nil {
+	if err := ch.QueueBind(broker.QueueInventoryOrderPlaced, contracts.OrderPlaced, broker.Exchange, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	if out, err = testenv.Command(t, run, vars, "outbox", "retry-dead"); err != nil || !strings.Contains(out, "moved 1 dead outbox row(s)") {

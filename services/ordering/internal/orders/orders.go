@@ -5,6 +5,7 @@ package orders
 import (
 	"errors"
 	"fmt"
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/idempotency"
 	"net/mail"
 	"strings"
@@ -60,12 +61,9 @@ func (r PlaceOrderRequest) lines() []Line {
 	return out
 }
 
-// Limits of an order, from the contracts.
-const (
-	MaxLines    = 50
-	MaxQuantity = 100
-	MaxEmailLen = 254
-)
+// MaxEmailLen is the longest customer email an order takes. The limits of its lines
+// are the contracts' (contracts.MaxLines, contracts.contracts.MaxQuantity): inventory checks them too.
+const MaxEmailLen = 254
 
 // Valid returns a problem per invalid field, keyed by its JSON path; empty when valid.
 func (r PlaceOrderRequest) Valid() map[string]string {
@@ -83,8 +81,8 @@ func (r PlaceOrderRequest) Valid() map[string]string {
 	switch {
 	case len(r.Lines) == 0:
 		problems["lines"] = "must have at least one line"
-	case len(r.Lines) > MaxLines:
-		problems["lines"] = fmt.Sprintf("must have at most %d lines", MaxLines)
+	case len(r.Lines) > contracts.MaxLines:
+		problems["lines"] = fmt.Sprintf("must have at most %d lines", contracts.MaxLines)
 	}
 	seen := map[uuid.UUID]int{}
 	for i, l := range r.Lines {
@@ -102,8 +100,8 @@ func (r PlaceOrderRequest) Valid() map[string]string {
 				seen[id] = i
 			}
 		}
-		if l.Quantity < 1 || l.Quantity > MaxQuantity {
-			problems[path+".quantity"] = fmt.Sprintf("must be between 1 and %d", MaxQuantity)
+		if l.Quantity < 1 || l.Quantity > contracts.MaxQuantity {
+			problems[path+".quantity"] = fmt.Sprintf("must be between 1 and %d", contracts.MaxQuantity)
 		}
 	}
 	return problems

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/ordering/internal/store"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
@@ -19,7 +20,7 @@ import (
 const ConsumerName = "ordering"
 
 // StockEventTypes are the events ApplyStockOutcome handles.
-var StockEventTypes = []string{event.StockReserved, event.StockRejected}
+var StockEventTypes = []string{contracts.StockReserved, contracts.StockRejected}
 
 // ApplyStockOutcome moves an order to confirmed or rejected when inventory has decided.
 // The inbox row and the status change commit together, so a redelivery is a duplicate
@@ -41,7 +42,7 @@ func (s *Service) ApplyStockOutcome(ctx context.Context, env event.Envelope) (co
 	}
 	// Committed, not yet acked: a crash here redelivers the event, and the inbox makes the
 	// redelivery a duplicate.
-	if err := failpoint.Inject(ctx, failpoint.OrderingAfterCommit); err != nil {
+	if err := failpoint.Inject(ctx, contracts.OrderingAfterCommit); err != nil {
 		return 0, err
 	}
 	if !processed {
@@ -81,7 +82,7 @@ func (s *Service) ApplyStockOutcomes(ctx context.Context, msgs []consumer.Messag
 	if err != nil {
 		return nil, err
 	}
-	if err := failpoint.Inject(ctx, failpoint.OrderingAfterCommit); err != nil {
+	if err := failpoint.Inject(ctx, contracts.OrderingAfterCommit); err != nil {
 		return nil, err
 	}
 	outcomes := make([]consumer.Outcome, len(msgs))
@@ -110,14 +111,14 @@ func (s *Service) explainNoTransition(ctx context.Context, tx pgx.Tx, id uuid.UU
 
 func outcomeOf(env event.Envelope) (uuid.UUID, Status, error) {
 	switch env.Type {
-	case event.StockReserved:
-		var d event.StockReservedData
+	case contracts.StockReserved:
+		var d contracts.StockReservedData
 		if err := env.DecodeData(&d); err != nil {
 			return uuid.Nil, "", err
 		}
 		return d.OrderID, Confirmed, validOrderID(d.OrderID, env)
-	case event.StockRejected:
-		var d event.StockRejectedData
+	case contracts.StockRejected:
+		var d contracts.StockRejectedData
 		if err := env.DecodeData(&d); err != nil {
 			return uuid.Nil, "", err
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/idempotency"
 	"log/slog"
 	"time"
@@ -22,7 +23,7 @@ import (
 )
 
 // Source is the CloudEvents source of ordering's events.
-const Source = "bookstore/ordering"
+const Source = contracts.OrderingSource
 
 // Publisher publishes an event right away. Only the "direct" publishing mode uses it:
 // the wrong way, kept to show what the outbox prevents.
@@ -83,7 +84,7 @@ func (s *Service) PlaceOrder(ctx context.Context, key string, req PlaceOrderRequ
 				return nil, err
 			}
 			// Everything is written and nothing is committed: a crash here must leave no trace.
-			return placed.Body, failpoint.Inject(ctx, failpoint.OrderingBeforeCommit)
+			return placed.Body, failpoint.Inject(ctx, contracts.OrderingBeforeCommit)
 		}
 		if key == "" {
 			_, err := place()
@@ -145,13 +146,13 @@ func (s *Service) place(ctx context.Context, tx pgx.Tx, key string, requestHash 
 		return Placed{}, event.Envelope{}, fmt.Errorf("insert order: %w", err)
 	}
 
-	data := event.OrderPlacedData{OrderID: id, CustomerEmail: order.CustomerEmail, Lines: toEventLines(order.Lines), PlacedAt: now}
+	data := contracts.OrderPlacedData{OrderID: id, CustomerEmail: order.CustomerEmail, Lines: toEventLines(order.Lines), PlacedAt: now}
 	var env event.Envelope
 	if s.direct == nil {
 		// The event is part of the transaction: committed with the order or not at all.
 		env, err = outbox.Write(ctx, tx, orderPlaced(id, version, data))
 	} else {
-		env, err = event.New(Source, event.OrderPlaced, id.String(), version, data)
+		env, err = event.New(Source, contracts.OrderPlaced, id.String(), version, data)
 	}
 	return Placed{Order: order, Body: body}, env, err
 }
@@ -165,10 +166,10 @@ func (s *Service) publishDirect(ctx context.Context, env event.Envelope) {
 	}
 }
 
-func orderPlaced(id uuid.UUID, version int64, data event.OrderPlacedData) outbox.Event {
+func orderPlaced(id uuid.UUID, version int64, data contracts.OrderPlacedData) outbox.Event {
 	return outbox.Event{
 		Source:        Source,
-		Type:          event.OrderPlaced,
+		Type:          contracts.OrderPlaced,
 		AggregateType: "order",
 		AggregateID:   id.String(),
 		Sequence:      version,
@@ -208,10 +209,10 @@ func fromRow(row store.Order, lines []Line) Order {
 	}
 }
 
-func toEventLines(lines []Line) []event.Line {
-	out := make([]event.Line, len(lines))
+func toEventLines(lines []Line) []contracts.Line {
+	out := make([]contracts.Line, len(lines))
 	for i, l := range lines {
-		out[i] = event.Line{BookID: l.BookID, Quantity: l.Quantity}
+		out[i] = contracts.Line{BookID: l.BookID, Quantity: l.Quantity}
 	}
 	return out
 }

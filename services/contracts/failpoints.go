@@ -1,0 +1,19 @@
+package contracts
+
+// The failpoint names of the contracts: the places where BOOKSTORE_FAILPOINTS can make a
+// service crash, fail or stall (package failpoint of the platform runs them).
+const (
+	OrderingBeforeCommit  = "ordering/before-commit"
+	RelayAfterPublish     = "relay/after-publish"
+	InventoryBeforeCommit = "inventory/before-commit"
+	InventoryAfterCommit  = "inventory/after-commit"
+	NotificationAfterSend = "notification/after-send"
+	OrderingAfterCommit   = "ordering/after-commit"
+)
+
+// Failpoints lists every failpoint of the contracts; a service refuses to start with any
+// other name in BOOKSTORE_FAILPOINTS.
+var Failpoints = []string{
+	OrderingBeforeCommit, RelayAfterPublish, InventoryBeforeCommit,
+	InventoryAfterCommit, NotificationAfterSend, OrderingAfterCommit,
+}
