@@ -524,7 +524,7 @@ func drive(t *testing.T, sys system, amqpURL string) {
 		v, ok := testenv.MetricOK(t, sys.urls["ordering"], "bookstore_outbox_pending")
 		return ok && v == 0
 	})
-	if err := testenv.Channel(t, amqpURL).QueueUnbind(broker.QueueInventoryOrderPlaced, contracts.OrderPlaced, broker.Exchange, nil); err != nil {
+	if err := testenv.Channel(t, amqpURL).QueueUnbind(contracts.QueueInventoryOrderPlaced, contracts.OrderPlaced, contracts.Exchange, nil); err != nil {
 		t.Fatal(err)
 	}
 	placeOrder(t, sys.urls["ordering"], uuid.NewString(), false)

@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/bookstore-go/bookstore/services/platform/broker"
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
 
@@ -108,7 +108,7 @@ prometheus.tcp.port = ` + ports["prometheus"] + "\n"
 	// Ready when the exporter lists every queue of the contracts and every DLQ.
 	metricsURL := "http://127.0.0.1:" + ports["prometheus"] + "/metrics"
 	wantQueues := map[string]bool{}
-	for _, q := range broker.Queues {
+	for _, q := range contracts.Topology.Queues {
 		wantQueues[q.Name], wantQueues[q.DLQ()] = true, true
 	}
 	deadline := time.Now().Add(90 * time.Second)

@@ -23,6 +23,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
@@ -142,19 +143,19 @@ func asJSON(t testing.TB, v any) map[string]any {
 // The topology the services declare (broker.DeclareTopology), in the file's terms.
 func wantTopology(t testing.TB) ([]defExchange, []defQueue, []defBinding) {
 	exchanges := []defExchange{
-		{Name: broker.Exchange, Type: "topic", Durable: true, Arguments: map[string]any{}},
-		{Name: broker.DeadLetterExchange, Type: "direct", Durable: true, Arguments: map[string]any{}},
+		{Name: contracts.Exchange, Type: "topic", Durable: true, Arguments: map[string]any{}},
+		{Name: contracts.DeadLetterExchange, Type: "direct", Durable: true, Arguments: map[string]any{}},
 	}
 	var queues []defQueue
 	var bindings []defBinding
-	for _, q := range broker.Queues {
+	for _, q := range contracts.Topology.Queues {
 		queues = append(queues,
-			defQueue{Name: q.Name, Durable: true, Arguments: asJSON(t, broker.QueueArgs(q))},
+			defQueue{Name: q.Name, Durable: true, Arguments: asJSON(t, contracts.Topology.QueueArgs(q))},
 			defQueue{Name: q.DLQ(), Durable: true, Arguments: asJSON(t, broker.DLQArgs())})
 		for _, key := range q.Bindings {
-			bindings = append(bindings, defBinding{Source: broker.Exchange, Destination: q.Name, DestinationType: "queue", RoutingKey: key, Arguments: map[string]any{}})
+			bindings = append(bindings, defBinding{Source: contracts.Exchange, Destination: q.Name, DestinationType: "queue", RoutingKey: key, Arguments: map[string]any{}})
 		}
-		bindings = append(bindings, defBinding{Source: broker.DeadLetterExchange, Destination: q.DLQ(), DestinationType: "queue", RoutingKey: q.Name, Arguments: map[string]any{}})
+		bindings = append(bindings, defBinding{Source: contracts.DeadLetterExchange, Destination: q.DLQ(), DestinationType: "queue", RoutingKey: q.Name, Arguments: map[string]any{}})
 	}
 	return normalize(exchanges, queues, bindings)
 }
@@ -309,7 +310,7 @@ func declareTopology(t testing.TB, amqpURL string) error {
 		return err
 	}
 	defer ch.Close()
-	return broker.DeclareTopology(ch)
+	return contracts.Topology.Declare(ch)
 }
 
 // importTopology loads the file's exchanges, queues and bindings into vhost, as the
@@ -361,9 +362,9 @@ func TestDefinitionsPermissions(t *testing.T) {
 	importTopology(t, d, vhost)
 
 	ownQueue := map[string]string{
-		"ordering":     broker.QueueOrderingStockEvents,
-		"inventory":    broker.QueueInventoryOrderPlaced,
-		"notification": broker.QueueNotificationStockEvent,
+		"ordering":     contracts.QueueOrderingStockEvents,
+		"inventory":    contracts.QueueInventoryOrderPlaced,
+		"notification": contracts.QueueNotificationStockEvents,
 	}
 	publishes := map[string][]string{ // routing keys each service publishes
 		"ordering":  {"ordering.order-placed.v1"},
@@ -479,7 +480,7 @@ func tryPublish(amqpURL, key string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, broker.Exchange, key, false, false,
+	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, contracts.Exchange, key, false, false,
 		amqp.Publishing{Body: []byte("permission probe"), DeliveryMode: amqp.Persistent})
 	if err != nil {
 		return err

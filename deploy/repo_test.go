@@ -14,6 +14,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bookstore-go/bookstore/services/contracts"
+	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
 
 // contractService is one row of the services table of docs/contracts.md.
@@ -180,6 +183,7 @@ func builtBinaries(t testing.TB) map[string]string {
 }
 
 func TestMain(m *testing.M) {
+	testenv.Topology = contracts.Topology // what testenv's helpers declare and publish to
 	code := m.Run()
 	if built.dir != "" {
 		_ = os.RemoveAll(built.dir)

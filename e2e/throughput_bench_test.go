@@ -468,7 +468,7 @@ func runBarePipeline(b *testing.B, orders, concurrency int) bareRun {
 
 	pubConn := broker.NewConn(amqpURL, "bare-publish")
 	defer pubConn.Close()
-	pub := broker.NewPublisher(pubConn, 10*time.Second) // RELAY_CONFIRM_TIMEOUT's default
+	pub := broker.NewPublisher(pubConn, contracts.Topology, 10*time.Second) // RELAY_CONFIRM_TIMEOUT's default
 	defer pub.Close()
 	relay, err := outbox.NewRelay(pool, pub, tel, outbox.Config{AppID: "bare"})
 	if err != nil {
@@ -478,7 +478,7 @@ func runBarePipeline(b *testing.B, orders, concurrency int) bareRun {
 	defer consumeConn.Close()
 	consumed := &countdown{total: int64(orders), done: make(chan struct{})}
 	c, err := consumer.New(consumeConn, tel, consumer.Config{
-		Name: "bare", Queue: broker.QueueInventoryOrderPlaced, Types: []string{contracts.OrderPlaced},
+		Name: "bare", Queue: contracts.QueueInventoryOrderPlaced, Topology: contracts.Topology, Types: []string{contracts.OrderPlaced},
 		Concurrency: concurrency, Healthy: consumerPool.Ping, // prefetch and retries: the defaults, as inventory's
 	}, consumed.handler(consumerPool))
 	if err != nil {

@@ -2,4 +2,11 @@ module github.com/bookstore-go/bookstore/services/contracts
 
 go 1.26.0
 
-require github.com/google/uuid v1.6.0
+require (
+	github.com/bookstore-go/bookstore/services/platform v0.0.0
+	github.com/google/uuid v1.6.0
+)
+
+require github.com/rabbitmq/amqp091-go v1.16.0 // indirect
+
+replace github.com/bookstore-go/bookstore/services/platform => ../platform

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 )
 
@@ -110,7 +111,7 @@ func outboxState(ctx context.Context, sys *System, service string) (Outbox, erro
 // queueDepths reads each work queue's messages, ready and unacked, from the management API.
 func queueDepths(ctx context.Context, sys *System) ([]Queue, error) {
 	var out []Queue
-	for _, q := range broker.Queues {
+	for _, q := range contracts.Topology.Queues {
 		var info struct {
 			Messages int `json:"messages"`
 		}

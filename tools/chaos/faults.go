@@ -16,7 +16,6 @@ import (
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
-	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 )
 
@@ -104,7 +103,7 @@ func Schedule(cfg Config, processes, links []string) []Fault {
 	pick := func(xs []string) string { return xs[rng.IntN(len(xs))] }
 	links = slices.Sorted(slices.Values(links))
 	fps := failpointProcesses(cfg)
-	queues := []string{broker.QueueInventoryOrderPlaced, broker.QueueOrderingStockEvents, broker.QueueNotificationStockEvent}
+	queues := []string{contracts.QueueInventoryOrderPlaced, contracts.QueueOrderingStockEvents, contracts.QueueNotificationStockEvents}
 	kinds := slices.Clone(FaultKinds)
 	if cfg.BrokerRestart {
 		kinds = append(kinds, FaultBrokerRestart)

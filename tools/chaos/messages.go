@@ -18,7 +18,6 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
-	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 )
 
@@ -116,7 +115,7 @@ func (m *Messages) Duplicate(ctx context.Context, service string, events, copies
 	n := 0
 	for _, r := range all[:min(events, len(all))] {
 		for range copies {
-			err := m.publish(ctx, broker.Exchange, r.typ, amqp.Publishing{
+			err := m.publish(ctx, contracts.Exchange, r.typ, amqp.Publishing{
 				MessageId: r.id, Type: r.typ, ContentType: event.ContentType, AppId: service, Body: []byte(r.body),
 			})
 			if err != nil {
@@ -130,7 +129,7 @@ func (m *Messages) Duplicate(ctx context.Context, service string, events, copies
 
 // queueType is the event type a work queue normally carries.
 func queueType(queue string) string {
-	if queue == broker.QueueInventoryOrderPlaced {
+	if queue == contracts.QueueInventoryOrderPlaced {
 		return contracts.OrderPlaced
 	}
 	return contracts.StockReserved
@@ -187,7 +186,7 @@ func fakeEnvelope(id, typ string) map[string]any {
 func (m *Messages) alteredProcessedEvent(ctx context.Context, queue string) (id, typ string, body []byte, err error) {
 	var candidates []string // envelopes
 	switch queue {
-	case broker.QueueInventoryOrderPlaced:
+	case contracts.QueueInventoryOrderPlaced:
 		candidates, err = collectStrings(ctx, m.sys.dbs["ordering"], `
 			SELECT o.envelope::text FROM outbox o JOIN orders ord ON ord.id::text = o.aggregate_id
 			WHERE o.state = 'published' AND ord.status <> 'pending'
@@ -250,11 +249,11 @@ func (m *Messages) settled(ctx context.Context, queue, envelope string) bool {
 		return false
 	}
 	switch queue {
-	case broker.QueueOrderingStockEvents:
+	case contracts.QueueOrderingStockEvents:
 		var status string
 		err := m.sys.dbs["ordering"].QueryRow(ctx, `SELECT status FROM orders WHERE id::text = $1`, env.Subject).Scan(&status)
 		return err == nil && status != StatusPending
-	case broker.QueueNotificationStockEvent:
+	case contracts.QueueNotificationStockEvents:
 		var records []Notification
 		p := m.sys.Process("notification")
 		if err := getJSON(ctx, "http://"+p.HTTPAddr+"/notifications?order_id="+url.QueryEscape(env.Subject), &records); err != nil {
@@ -291,7 +290,7 @@ func (m *Messages) DrainDeadLetters(ctx context.Context) ([]DeadLetter, error) {
 		return nil, err
 	}
 	var out []DeadLetter
-	for _, q := range broker.Queues {
+	for _, q := range contracts.Topology.Queues {
 		for {
 			d, ok, err := ch.Get(q.DLQ(), false)
 			if err != nil {

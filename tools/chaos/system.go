@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 )
 
@@ -105,7 +106,7 @@ func setDeliveryLimit(ctx context.Context, m broker.Management, cfg Config) erro
 		return nil
 	}
 	body, err := json.Marshal(map[string]any{
-		"pattern":    "^(" + regexp.QuoteMeta(broker.QueueInventoryOrderPlaced) + "|" + regexp.QuoteMeta(broker.QueueOrderingStockEvents) + ")$",
+		"pattern":    "^(" + regexp.QuoteMeta(contracts.QueueInventoryOrderPlaced) + "|" + regexp.QuoteMeta(contracts.QueueOrderingStockEvents) + ")$",
 		"apply-to":   "queues",
 		"definition": map[string]any{"delivery-limit": cfg.DeliveryLimit},
 	})

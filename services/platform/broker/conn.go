@@ -1,5 +1,5 @@
-// Package broker connects to RabbitMQ, declares the topology of the contracts and
-// publishes with confirms.
+// Package broker connects to RabbitMQ, declares a system's topology and publishes with
+// confirms.
 //
 // It closes three failures. A broker that restarts or a link that drops must not need a
 // service restart: Conn redials on demand, so every caller that asks for a channel after

@@ -17,7 +17,7 @@ var ErrNotFound = errors.New("broker management: not found")
 
 // Management is a client of RabbitMQ's HTTP management API. The services never need it;
 // the tests, the demo and the chaos harness do, to give each run a virtual host of its
-// own, since the contracts fix every exchange and queue name.
+// own, since a system's topology fixes every exchange and queue name.
 type Management struct {
 	URL string // e.g. http://guest:guest@localhost:15672; the credentials are sent as basic auth
 }

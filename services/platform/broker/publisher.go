@@ -20,7 +20,7 @@ var ErrUnroutable = errors.New("broker returned the message: no queue is bound f
 // ErrNacked is reported for a message the broker refused to take responsibility for.
 var ErrNacked = errors.New("broker nacked the message")
 
-// Message is one message to publish to the events exchange.
+// Message is one message to publish to the topology's exchange.
 type Message struct {
 	RoutingKey string
 	Publishing amqp.Publishing // MessageId must be set: returns are matched on it
@@ -30,6 +30,7 @@ type Message struct {
 // It is safe for concurrent use; batches are published one at a time.
 type Publisher struct {
 	conn           *Conn
+	topology       Topology
 	confirmTimeout time.Duration
 
 	mu      sync.Mutex
@@ -37,11 +38,15 @@ type Publisher struct {
 	returns chan amqp.Return
 }
 
-// NewPublisher returns a Publisher that waits at most confirmTimeout for a batch's acks.
-// Give it a Conn of its own: see Conn.
-func NewPublisher(conn *Conn, confirmTimeout time.Duration) *Publisher {
-	return &Publisher{conn: conn, confirmTimeout: confirmTimeout}
+// NewPublisher returns a Publisher to t's exchange that waits at most confirmTimeout for
+// a batch's acks. It declares t on every channel it opens. Give it a Conn of its own: see
+// Conn.
+func NewPublisher(conn *Conn, t Topology, confirmTimeout time.Duration) *Publisher {
+	return &Publisher{conn: conn, topology: t, confirmTimeout: confirmTimeout}
 }
+
+// Exchange is the exchange the publisher publishes to.
+func (p *Publisher) Exchange() string { return p.topology.Exchange }
 
 // MaxDuration is the longest one PublishBatch can take: a dial, then the confirm timeout.
 // A claim on the messages being published must outlast it.
@@ -94,7 +99,7 @@ func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message) []error {
 	confirms := make([]*amqp.DeferredConfirmation, len(msgs))
 	for i, m := range msgs {
 		m.Publishing.DeliveryMode = amqp.Persistent
-		confirms[i], errs[i] = ch.PublishWithDeferredConfirmWithContext(ctx, Exchange, m.RoutingKey, true, false, m.Publishing)
+		confirms[i], errs[i] = ch.PublishWithDeferredConfirmWithContext(ctx, p.topology.Exchange, m.RoutingKey, true, false, m.Publishing)
 		if errs[i] != nil {
 			errs[i] = fmt.Errorf("%w: publish: %w", ErrUnavailable, errs[i])
 		}
@@ -161,7 +166,7 @@ func (p *Publisher) channel(ctx context.Context) (*amqp.Channel, error) {
 	}
 	// Declared on every new channel: after a broker restart that lost the topology, the
 	// first publish would otherwise be returned as unroutable until someone redeclared.
-	if err := DeclareTopology(ch); err != nil {
+	if err := p.topology.Declare(ch); err != nil {
 		closeAsync(ch)
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}

@@ -6,15 +6,15 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-// Names of the contracts' topology.
-const (
-	Exchange           = "bookstore.events"
-	DeadLetterExchange = "bookstore.dlx"
-
-	QueueInventoryOrderPlaced   = "inventory.order-placed"
-	QueueOrderingStockEvents    = "ordering.stock-events"
-	QueueNotificationStockEvent = "notification.stock-events"
-)
+// Topology is a system's exchanges and queues: a topic exchange events are published to,
+// routed by their type, and one quorum queue per consuming service, each with its
+// dead-letter queue behind a direct exchange. The system names them (Bookstore's are in
+// services/contracts); this package declares them and publishes to them.
+type Topology struct {
+	Exchange           string  // the topic exchange every event is published to; the routing key is its type
+	DeadLetterExchange string  // the direct exchange a queue dead-letters through, keyed by the queue's name
+	Queues             []Queue // every queue of the system, each with the event types bound to it
+}
 
 // DeliveryLimit is each queue's x-delivery-limit: how often a message may be delivered
 // before RabbitMQ dead-letters it. Only a message's own failures spend it: a consumer whose
@@ -34,21 +34,14 @@ type Queue struct {
 // DLQ is the name of the queue's dead-letter queue.
 func (q Queue) DLQ() string { return q.Name + ".dlq" }
 
-// Queues is the queue table of the contracts.
-var Queues = []Queue{
-	{Name: QueueInventoryOrderPlaced, Bindings: []string{"ordering.order-placed.v1"}},
-	{Name: QueueOrderingStockEvents, Bindings: []string{"inventory.stock-reserved.v1", "inventory.stock-rejected.v1"}},
-	{Name: QueueNotificationStockEvent, Bindings: []string{"inventory.stock-reserved.v1", "inventory.stock-rejected.v1"}},
-}
-
-// QueueArgs are the arguments every queue is declared with. A queue declared twice with
-// different arguments is an error in RabbitMQ, so the services, the definitions file of
-// docker compose and the tests all take them from here.
-func QueueArgs(q Queue) amqp.Table {
+// QueueArgs are the arguments q is declared with. A queue declared twice with different
+// arguments is an error in RabbitMQ, so the services, the definitions file of docker
+// compose and the tests all take them from here.
+func (t Topology) QueueArgs(q Queue) amqp.Table {
 	return amqp.Table{
 		"x-queue-type":              "quorum",
 		"x-delivery-limit":          DeliveryLimit,
-		"x-dead-letter-exchange":    DeadLetterExchange,
+		"x-dead-letter-exchange":    t.DeadLetterExchange,
 		"x-dead-letter-routing-key": q.Name,
 	}
 }
@@ -56,28 +49,31 @@ func QueueArgs(q Queue) amqp.Table {
 // DLQArgs are the arguments of every dead-letter queue.
 func DLQArgs() amqp.Table { return amqp.Table{"x-queue-type": "quorum"} }
 
-// DeclareTopology declares the exchanges, queues, dead-letter queues and bindings of the
-// contracts. Declarations are idempotent, so every service runs this on start: whichever
-// starts first, no event is published to an exchange with no queue behind it.
-func DeclareTopology(ch *amqp.Channel) error {
-	if err := ch.ExchangeDeclare(Exchange, "topic", true, false, false, false, nil); err != nil {
-		return fmt.Errorf("declare exchange %s: %w", Exchange, err)
+// Declare declares the exchanges, queues, dead-letter queues and bindings of t.
+// Declarations are idempotent, so every service runs this on start: whichever starts
+// first, no event is published to an exchange with no queue behind it.
+func (t Topology) Declare(ch *amqp.Channel) error {
+	if t.Exchange == "" || t.DeadLetterExchange == "" {
+		return fmt.Errorf("declare topology: no exchange named (exchange %q, dead-letter exchange %q)", t.Exchange, t.DeadLetterExchange)
 	}
-	if err := ch.ExchangeDeclare(DeadLetterExchange, "direct", true, false, false, false, nil); err != nil {
-		return fmt.Errorf("declare exchange %s: %w", DeadLetterExchange, err)
+	if err := ch.ExchangeDeclare(t.Exchange, "topic", true, false, false, false, nil); err != nil {
+		return fmt.Errorf("declare exchange %s: %w", t.Exchange, err)
 	}
-	for _, q := range Queues {
+	if err := ch.ExchangeDeclare(t.DeadLetterExchange, "direct", true, false, false, false, nil); err != nil {
+		return fmt.Errorf("declare exchange %s: %w", t.DeadLetterExchange, err)
+	}
+	for _, q := range t.Queues {
 		if _, err := ch.QueueDeclare(q.DLQ(), true, false, false, false, DLQArgs()); err != nil {
 			return fmt.Errorf("declare queue %s: %w", q.DLQ(), err)
 		}
-		if err := ch.QueueBind(q.DLQ(), q.Name, DeadLetterExchange, false, nil); err != nil {
+		if err := ch.QueueBind(q.DLQ(), q.Name, t.DeadLetterExchange, false, nil); err != nil {
 			return fmt.Errorf("bind %s: %w", q.DLQ(), err)
 		}
-		if _, err := ch.QueueDeclare(q.Name, true, false, false, false, QueueArgs(q)); err != nil {
+		if _, err := ch.QueueDeclare(q.Name, true, false, false, false, t.QueueArgs(q)); err != nil {
 			return fmt.Errorf("declare queue %s: %w", q.Name, err)
 		}
 		for _, key := range q.Bindings {
-			if err := ch.QueueBind(q.Name, key, Exchange, false, nil); err != nil {
+			if err := ch.QueueBind(q.Name, key, t.Exchange, false, nil); err != nil {
 				return fmt.Errorf("bind %s to %s: %w", q.Name, key, err)
 			}
 		}

@@ -61,7 +61,7 @@ func (b *batchRun) start(t *testing.T, tune ...func(*consumer.Config)) *consumer
 	b.metrics = srv.URL
 	conn := broker.NewConn(b.amqpURL, "consumer-test")
 	cfg := consumer.Config{
-		Name: "test", Queue: broker.QueueInventoryOrderPlaced, Types: []string{orderPlaced},
+		Name: "test", Queue: testenv.ExampleQueue, Types: []string{testenv.ExampleType}, Topology: testenv.Topology,
 		Concurrency: 2, Batch: b.handleBatch, BatchSize: 16,
 		RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond, Healthy: b.db.Ping,
 	}
@@ -234,10 +234,10 @@ func (b *batchRun) processedOnce(t *testing.T, envs []event.Envelope) {
 // queuesEmpty checks that the queue holds nothing ready and its DLQ holds want.
 func (b *batchRun) queuesEmpty(t *testing.T, wantDead int) {
 	t.Helper()
-	if n := testenv.QueueDepth(t, b.amqpURL, broker.QueueInventoryOrderPlaced); n != 0 {
+	if n := testenv.QueueDepth(t, b.amqpURL, testenv.ExampleQueue); n != 0 {
 		t.Errorf("queue still holds %d messages", n)
 	}
-	if n := testenv.QueueDepth(t, b.amqpURL, broker.QueueInventoryOrderPlaced+".dlq"); n != wantDead {
+	if n := testenv.QueueDepth(t, b.amqpURL, testenv.ExampleQueue+".dlq"); n != wantDead {
 		t.Errorf("DLQ holds %d messages, want %d", n, wantDead)
 	}
 }
@@ -254,7 +254,7 @@ func (b *batchRun) holdUntilPrefetched(t *testing.T, ready int, tune ...func(*co
 	// opens must not leave the consumer's shutdown waiting on its held workers.
 	t.Cleanup(func() { open.Do(func() { close(b.gate) }) })
 	testenv.Eventually(t, 20*time.Second, "both workers held and the prefetch pushed", func() bool {
-		return b.waiting.Load() == 2 && testenv.QueueDepth(t, b.amqpURL, broker.QueueInventoryOrderPlaced) == ready
+		return b.waiting.Load() == 2 && testenv.QueueDepth(t, b.amqpURL, testenv.ExampleQueue) == ready
 	})
 	open.Do(func() { close(b.gate) })
 }
@@ -324,8 +324,8 @@ func TestMessagesAlreadyWaitingGoToTheBatchHandlerTogether(t *testing.T) {
 // without a failure or a requeue.
 func TestPoisonInABatchDoesNotFailItsNeighbours(t *testing.T) {
 	undecodable := func(t *testing.T) broker.Message {
-		return broker.Message{RoutingKey: orderPlaced, Publishing: amqp.Publishing{
-			Type: orderPlaced, ContentType: event.ContentType, Body: []byte("not json at all")}}
+		return broker.Message{RoutingKey: testenv.ExampleType, Publishing: amqp.Publishing{
+			Type: testenv.ExampleType, ContentType: event.ContentType, Body: []byte("not json at all")}}
 	}
 	refused := func(t *testing.T) broker.Message {
 		_, m := message(t, map[string]any{"poison": true})
@@ -351,11 +351,11 @@ func TestPoisonInABatchDoesNotFailItsNeighbours(t *testing.T) {
 
 			testenv.Eventually(t, 30*time.Second, "the neighbours processed and the poison dead-lettered", func() bool {
 				return b.metric(t, "bookstore_consumer_processed_total") == n &&
-					testenv.QueueDepth(t, b.amqpURL, broker.QueueInventoryOrderPlaced+".dlq") == 1
+					testenv.QueueDepth(t, b.amqpURL, testenv.ExampleQueue+".dlq") == 1
 			})
 			b.processedOnce(t, envs)
 			b.queuesEmpty(t, 1)
-			dead := testenv.Drain(t, b.amqpURL, broker.QueueInventoryOrderPlaced+".dlq", 100*time.Millisecond)
+			dead := testenv.Drain(t, b.amqpURL, testenv.ExampleQueue+".dlq", 100*time.Millisecond)
 			if len(dead) != 1 || string(dead[0].Body) != string(poison.Publishing.Body) {
 				t.Errorf("DLQ holds %d messages, want the poison alone", len(dead))
 			} else if c := deliveryCount(dead[0]); c > 0 {

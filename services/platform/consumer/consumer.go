@@ -73,11 +73,12 @@ type Message struct {
 
 // Config tunes a Consumer.
 type Config struct {
-	Name        string   // the consumer's name: inbox key and metric label, e.g. "inventory"
-	Queue       string   // the queue to consume
-	Types       []string // the event types the handler knows; any other type is poison
-	Prefetch    int      // unacked deliveries the broker may push (default 2×Concurrency×BatchSize)
-	Concurrency int      // handlers running at once (default 4)
+	Name        string          // the consumer's name: inbox key and metric label, e.g. "inventory"
+	Queue       string          // the queue to consume, one of Topology's
+	Topology    broker.Topology // the system's, declared on every channel the consumer opens
+	Types       []string        // the event types the handler knows; any other type is poison
+	Prefetch    int             // unacked deliveries the broker may push (default 2×Concurrency×BatchSize)
+	Concurrency int             // handlers running at once (default 4)
 	// Batch, if set, takes the deliveries that have arrived together, up to BatchSize
 	// (default 16), in one call. Under light load each message still goes alone and at
 	// once: a batch is only what was already waiting.
@@ -222,7 +223,7 @@ func (c *Consumer) consume(ctx context.Context) error {
 		return err
 	}
 	defer ch.Close()
-	if err := broker.DeclareTopology(ch); err != nil {
+	if err := c.cfg.Topology.Declare(ch); err != nil {
 		return err
 	}
 	if err := ch.Qos(c.cfg.Prefetch, 0, false); err != nil {

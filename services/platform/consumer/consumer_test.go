@@ -24,10 +24,10 @@ import (
 	"github.com/bookstore-go/bookstore/sql"
 )
 
-// orderPlaced is the event type bound to broker.QueueInventoryOrderPlaced.
-const orderPlaced = "ordering.order-placed.v1"
+// The platform knows no system: its tests speak the example system's names.
+func init() { testenv.Topology = testenv.ExampleTopology }
 
-// harness runs a real consumer of inventory.order-placed in a fresh vhost, whose handler
+// harness runs a real consumer of the example queue in a fresh vhost, whose handler
 // records each processed event in a table through the real inbox.
 type harness struct {
 	pool    *pgxpool.Pool // the test's own view of the database
@@ -85,7 +85,7 @@ func (h *harness) run(t *testing.T, tune ...func(*consumer.Config)) *consumer.Co
 	tel := telemetryFor(t)
 	conn := broker.NewConn(h.amqpURL, "consumer-test")
 	cfg := consumer.Config{
-		Name: "test", Queue: broker.QueueInventoryOrderPlaced, Types: []string{orderPlaced},
+		Name: "test", Queue: testenv.ExampleQueue, Types: []string{testenv.ExampleType}, Topology: testenv.Topology,
 		Concurrency: 2, RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond,
 		Healthy: h.db.Ping,
 	}
@@ -121,7 +121,7 @@ func (h *harness) callsOf(id string) int {
 
 func (h *harness) publish(t *testing.T, id, typ string, body []byte) {
 	t.Helper()
-	err := h.ch.PublishWithContext(context.Background(), broker.Exchange, orderPlaced, true, false,
+	err := h.ch.PublishWithContext(context.Background(), testenv.Topology.Exchange, testenv.ExampleType, true, false,
 		amqp.Publishing{MessageId: id, Type: typ, ContentType: event.ContentType, DeliveryMode: amqp.Persistent, Body: body})
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +130,7 @@ func (h *harness) publish(t *testing.T, id, typ string, body []byte) {
 
 func envelope(t *testing.T, subject string, data any) (event.Envelope, []byte) {
 	t.Helper()
-	env, err := event.New("bookstore/ordering", orderPlaced, subject, 1, data)
+	env, err := event.New("example/source", testenv.ExampleType, subject, 1, data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestPoisonGoesToTheDLQAndTheQueueMovesOn(t *testing.T) {
 	reused.Data = json.RawMessage(`{"n":2}`)
 	reusedBody, _ := json.Marshal(reused)
 	v2 := first
-	v2.ID, v2.Type = "018f2b1e-0000-7000-8000-0000000000b2", "ordering.order-placed.v2"
+	v2.ID, v2.Type = "018f2b1e-0000-7000-8000-0000000000b2", "example.thing-happened.v2"
 	v2Body, _ := json.Marshal(v2)
 	poison := map[string][]byte{
 		event.ReasonNotJSON:         []byte("not json at all"),
@@ -174,18 +174,18 @@ func TestPoisonGoesToTheDLQAndTheQueueMovesOn(t *testing.T) {
 		event.ReasonContentMismatch: reusedBody,
 	}
 	for _, body := range poison {
-		h.publish(t, "", orderPlaced, body)
+		h.publish(t, "", testenv.ExampleType, body)
 	}
 	last, lastBody := envelope(t, "order-2", map[string]int{"n": 3})
 	h.publish(t, last.ID, last.Type, lastBody)
 
 	testenv.Eventually(t, 10*time.Second, "valid message behind the poison processed", func() bool { return h.count(t, "SELECT count(*) FROM work") == 2 })
 	testenv.Eventually(t, 10*time.Second, "every poison message in the DLQ", func() bool {
-		return testenv.QueueDepth(t, h.amqpURL, broker.QueueInventoryOrderPlaced+".dlq") == len(poison)
+		return testenv.QueueDepth(t, h.amqpURL, testenv.ExampleQueue+".dlq") == len(poison)
 	})
 	dead := map[string]bool{}
 	for range poison {
-		d, ok, err := h.ch.Get(broker.QueueInventoryOrderPlaced+".dlq", true)
+		d, ok, err := h.ch.Get(testenv.ExampleQueue+".dlq", true)
 		if err != nil || !ok {
 			t.Fatalf("get from DLQ: %v %v", ok, err)
 		}
@@ -224,10 +224,10 @@ func TestDuplicateIsAckedOnce(t *testing.T) {
 	if n := h.count(t, "SELECT count(*) FROM work"); n != 2 {
 		t.Errorf("work rows = %d, want 2", n)
 	}
-	if n := testenv.QueueDepth(t, h.amqpURL, broker.QueueInventoryOrderPlaced+".dlq"); n != 0 {
+	if n := testenv.QueueDepth(t, h.amqpURL, testenv.ExampleQueue+".dlq"); n != 0 {
 		t.Errorf("DLQ has %d messages, want 0", n)
 	}
-	if n := testenv.QueueDepth(t, h.amqpURL, broker.QueueInventoryOrderPlaced); n != 0 {
+	if n := testenv.QueueDepth(t, h.amqpURL, testenv.ExampleQueue); n != 0 {
 		t.Errorf("queue still has %d messages", n)
 	}
 }

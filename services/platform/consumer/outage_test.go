@@ -47,7 +47,7 @@ func TestDatabaseOutageLongerThanTheDeliveryLimitDeadLettersNothing(t *testing.T
 	if c.Ready(context.Background()) == nil {
 		t.Error("the consumer reports itself consuming while its database is down")
 	}
-	if d := testenv.QueueDepth(t, h.amqpURL, broker.QueueInventoryOrderPlaced+".dlq"); d != 0 {
+	if d := testenv.QueueDepth(t, h.amqpURL, testenv.ExampleQueue+".dlq"); d != 0 {
 		t.Fatalf("%d valid messages dead-lettered during a database outage", d)
 	}
 
@@ -60,7 +60,7 @@ func TestDatabaseOutageLongerThanTheDeliveryLimitDeadLettersNothing(t *testing.T
 			t.Errorf("message %s reached the handler %d times, want at most 2", id, calls)
 		}
 	}
-	if d := testenv.QueueDepth(t, h.amqpURL, broker.QueueInventoryOrderPlaced+".dlq"); d != 0 {
+	if d := testenv.QueueDepth(t, h.amqpURL, testenv.ExampleQueue+".dlq"); d != 0 {
 		t.Errorf("DLQ has %d messages, want 0", d)
 	}
 	testenv.Eventually(t, 10*time.Second, "consumer consuming again", func() bool { return c.Ready(context.Background()) == nil })
@@ -76,15 +76,15 @@ func TestConsumerResubscribesAfterItsQueueIsDeletedAndDeclaredAgain(t *testing.T
 	c := h.run(t, func(cfg *consumer.Config) { cfg.RetryBase = time.Second })
 	testenv.Eventually(t, 10*time.Second, "consumer consuming", func() bool { return c.Ready(context.Background()) == nil })
 
-	q := broker.Queues[0]
-	if q.Name != broker.QueueInventoryOrderPlaced {
-		t.Fatalf("broker.Queues[0] is %s", q.Name)
+	q := testenv.Topology.Queues[0]
+	if q.Name != testenv.ExampleQueue {
+		t.Fatalf("testenv.Topology.Queues[0] is %s", q.Name)
 	}
 	if _, err := h.ch.QueueDelete(q.Name, false, false, false); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 5*time.Second, "consumer reports it is not consuming", func() bool { return c.Ready(context.Background()) != nil })
-	if err := broker.DeclareTopology(h.ch); err != nil {
+	if err := testenv.Topology.Declare(h.ch); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 15*time.Second, "consumer consuming again", func() bool { return c.Ready(context.Background()) == nil })
@@ -115,7 +115,7 @@ func TestShutdownReturnsPrefetchedDeliveriesUnstarted(t *testing.T) {
 	conn := broker.NewConn(h.amqpURL, "consumer-test")
 	defer conn.Close()
 	c, err := consumer.New(conn, tel, consumer.Config{
-		Name: "test", Queue: broker.QueueInventoryOrderPlaced, Types: []string{orderPlaced},
+		Name: "test", Queue: testenv.ExampleQueue, Types: []string{testenv.ExampleType}, Topology: testenv.Topology,
 		Concurrency: 1, Prefetch: 10,
 	}, handle)
 	if err != nil {
@@ -131,7 +131,7 @@ func TestShutdownReturnsPrefetchedDeliveriesUnstarted(t *testing.T) {
 	go func() { defer close(done); _ = c.Run(ctx) }()
 	<-started
 	testenv.Eventually(t, 10*time.Second, "the other deliveries prefetched", func() bool {
-		return testenv.QueueDepth(t, h.amqpURL, broker.QueueInventoryOrderPlaced) == 0
+		return testenv.QueueDepth(t, h.amqpURL, testenv.ExampleQueue) == 0
 	})
 	cancel()
 	close(release)
@@ -140,7 +140,7 @@ func TestShutdownReturnsPrefetchedDeliveriesUnstarted(t *testing.T) {
 	if got := h.count(t, "SELECT count(*) FROM work"); got != 1 {
 		t.Errorf("processed %d messages after shutdown began, want only the one at work", got)
 	}
-	if d := testenv.QueueDepth(t, h.amqpURL, broker.QueueInventoryOrderPlaced); d != n-1 {
+	if d := testenv.QueueDepth(t, h.amqpURL, testenv.ExampleQueue); d != n-1 {
 		t.Errorf("queue holds %d messages after shutdown, want the %d not started", d, n-1)
 	}
 }

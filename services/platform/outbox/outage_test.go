@@ -35,16 +35,16 @@ func TestBrokerOutageLongerThanTheRelayBudgetSpendsNoAttempt(t *testing.T) {
 	proxy, proxied := viaProxy(t, amqpURL)
 	proxy.Cut()
 	const aggregates, perAggregate = 20, 3
-	writeEvents(t, pool, orderPlaced, "order", aggregates, perAggregate)
+	writeEvents(t, pool, testenv.ExampleType, "order", aggregates, perAggregate)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	got := consumeAll(t, ctx, amqpURL, broker.QueueInventoryOrderPlaced)
+	got := consumeAll(t, ctx, amqpURL, testenv.ExampleQueue)
 	conn := broker.NewConn(proxied, "relay")
 	defer conn.Close()
 	cfg := outbox.Config{ID: "relay", MaxAttempts: 2, BackoffBase: time.Millisecond, BackoffMax: 2 * time.Millisecond,
 		OutageMax: 20 * time.Millisecond, PollInterval: 20 * time.Millisecond}
-	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, time.Second), tel, cfg)
+	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, testenv.Topology, time.Second), tel, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,18 +91,18 @@ func TestConfirmTimeoutReleasesTheClaimsWithoutSpendingAttempts(t *testing.T) {
 	proxy, proxied := viaProxy(t, amqpURL)
 	conn := broker.NewConn(proxied, "relay")
 	defer conn.Close()
-	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, 300*time.Millisecond), tel, outbox.Config{ID: "relay", MaxAttempts: 1})
+	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, testenv.Topology, 300*time.Millisecond), tel, outbox.Config{ID: "relay", MaxAttempts: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	writeEvents(t, pool, orderPlaced, "first", 1, 1)
+	writeEvents(t, pool, testenv.ExampleType, "first", 1, 1)
 	if n, err := relay.RunOnce(ctx); n != 1 || err != nil {
 		t.Fatalf("first batch: %d rows, %v", n, err)
 	}
 
 	proxy.Stall()
-	writeEvents(t, pool, orderPlaced, "stalled", 5, 1)
+	writeEvents(t, pool, testenv.ExampleType, "stalled", 5, 1)
 	n, err := relay.RunOnce(ctx)
 	if n != 5 || !broker.Unavailable(err) {
 		t.Fatalf("batch on a stalled link: %d rows, err %v; want 5 and a broker-unavailable error", n, err)
@@ -127,7 +127,7 @@ func TestRelayRefusesALeaseAPublishCanOutlast(t *testing.T) {
 	pool, amqpURL, tel := setup(t)
 	conn := broker.NewConn(amqpURL, "relay")
 	defer conn.Close()
-	pub := broker.NewPublisher(conn, 10*time.Second)
+	pub := broker.NewPublisher(conn, testenv.Topology, 10*time.Second)
 	if _, err := outbox.NewRelay(pool, pub, tel, outbox.Config{Lease: 5 * time.Second}); err == nil {
 		t.Error("a 5s lease under a 10s confirm timeout was accepted")
 	}
@@ -145,7 +145,7 @@ const afterPublish = "relay/after-publish"
 // can come between.
 func holdAfterPublish(t *testing.T, amqpURL string) {
 	t.Helper()
-	if err := broker.DeclareTopology(testenv.Channel(t, amqpURL)); err != nil {
+	if err := testenv.Topology.Declare(testenv.Channel(t, amqpURL)); err != nil {
 		t.Fatal(err)
 	}
 	names := []string{afterPublish}
@@ -168,16 +168,16 @@ func runOnceInBackground(relay *outbox.Relay) <-chan error {
 func TestALateConfirmMarksAParkedRowPublished(t *testing.T) {
 	pool, amqpURL, tel := setup(t)
 	holdAfterPublish(t, amqpURL)
-	writeEvents(t, pool, orderPlaced, "late", 1, 1)
+	writeEvents(t, pool, testenv.ExampleType, "late", 1, 1)
 	conn := broker.NewConn(amqpURL, "relay")
 	defer conn.Close()
-	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, 10*time.Second), tel, outbox.Config{ID: "relay", AfterPublishFailpoint: afterPublish})
+	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, testenv.Topology, 10*time.Second), tel, outbox.Config{ID: "relay", AfterPublishFailpoint: afterPublish})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := runOnceInBackground(relay)
 	testenv.Eventually(t, 10*time.Second, "the event is in the queue", func() bool {
-		return testenv.QueueDepth(t, amqpURL, broker.QueueInventoryOrderPlaced) == 1
+		return testenv.QueueDepth(t, amqpURL, testenv.ExampleQueue) == 1
 	})
 	if _, err := pool.Exec(context.Background(), "UPDATE outbox SET state = 'dead'"); err != nil {
 		t.Fatal(err)
@@ -197,11 +197,11 @@ func TestALateConfirmMarksAParkedRowPublished(t *testing.T) {
 func TestTwoProcessesUnderOneRelayIDNeverShareInFlightRows(t *testing.T) {
 	pool, amqpURL, tel := setup(t)
 	holdAfterPublish(t, amqpURL)
-	writeEvents(t, pool, orderPlaced, "twin", 3, 1)
+	writeEvents(t, pool, testenv.ExampleType, "twin", 3, 1)
 	newRelay := func() *outbox.Relay {
 		conn := broker.NewConn(amqpURL, "twin")
 		t.Cleanup(func() { conn.Close() })
-		relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, 10*time.Second), tel, outbox.Config{ID: "twin", AfterPublishFailpoint: afterPublish})
+		relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, testenv.Topology, 10*time.Second), tel, outbox.Config{ID: "twin", AfterPublishFailpoint: afterPublish})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -210,7 +210,7 @@ func TestTwoProcessesUnderOneRelayIDNeverShareInFlightRows(t *testing.T) {
 	first, second := newRelay(), newRelay()
 	done := runOnceInBackground(first)
 	testenv.Eventually(t, 10*time.Second, "the first process's batch is in the queue", func() bool {
-		return testenv.QueueDepth(t, amqpURL, broker.QueueInventoryOrderPlaced) == 3
+		return testenv.QueueDepth(t, amqpURL, testenv.ExampleQueue) == 3
 	})
 	if n, err := second.RunOnce(context.Background()); n != 0 || err != nil {
 		t.Errorf("the second process took %d rows in flight under the first's claim (err %v), want 0", n, err)

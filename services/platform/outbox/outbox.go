@@ -28,8 +28,8 @@ import (
 // Event is a domain change to announce: which aggregate changed, to which version, and
 // the event's data.
 type Event struct {
-	Source        string // "bookstore/ordering"
-	Type          string // a routing key such as event.OrderPlaced
+	Source        string // the CloudEvents source: the producing service
+	Type          string // the event type, which is its routing key
 	AggregateType string // "order"
 	AggregateID   string
 	Sequence      int64 // the aggregate's version after the change: 1 for its first event

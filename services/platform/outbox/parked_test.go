@@ -27,7 +27,7 @@ func parkingRelay(t *testing.T, pool *pgxpool.Pool, amqpURL string, tel *telemet
 	t.Helper()
 	conn := broker.NewConn(amqpURL, "relay-"+t.Name())
 	t.Cleanup(func() { _ = conn.Close() })
-	pub := broker.NewPublisher(conn, 10*time.Second)
+	pub := broker.NewPublisher(conn, testenv.Topology, 10*time.Second)
 	t.Cleanup(pub.Close)
 	cfg.MaxAttempts, cfg.BackoffBase, cfg.BackoffMax = 2, time.Millisecond, 2*time.Millisecond
 	relay, err := outbox.NewRelay(pool, pub, tel, cfg)
@@ -71,7 +71,7 @@ func bindQueue(t *testing.T, amqpURL, queue string) *amqp.Channel {
 	if _, err := ch.QueueDeclare(queue, true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := ch.QueueBind(queue, parkedType, broker.Exchange, false, nil); err != nil {
+	if err := ch.QueueBind(queue, parkedType, testenv.Topology.Exchange, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	return ch
@@ -197,7 +197,7 @@ func TestRetriedRowHasAFullAttemptBudgetAgain(t *testing.T) {
 func TestRetryDeadWithIDsMovesOnlyThoseRowsAndRefusesAnyThatIsNotDead(t *testing.T) {
 	pool, amqpURL, tel := setup(t)
 	writeEvents(t, pool, parkedType, "stuck", 3, 1)
-	writeEvents(t, pool, orderPlaced, "free", 1, 1)
+	writeEvents(t, pool, testenv.ExampleType, "free", 1, 1)
 	relay := parkingRelay(t, pool, amqpURL, tel, outbox.Config{ID: "relay"})
 	dead := parkAll(t, pool, relay, 3)
 	a, b, c := dead[0].ID, dead[1].ID, dead[2].ID

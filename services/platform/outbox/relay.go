@@ -354,7 +354,7 @@ func (r *Relay) message(ctx context.Context, row store.ClaimOutboxRow) (broker.M
 		trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(
 			semconv.MessagingSystemRabbitmq,
-			semconv.MessagingDestinationName(broker.Exchange),
+			semconv.MessagingDestinationName(r.pub.Exchange()),
 			semconv.MessagingRabbitmqDestinationRoutingKey(row.EventType),
 			semconv.MessagingMessageID(row.ID.String()),
 			attribute.Int("bookstore.outbox.attempts", int(row.Attempts)),

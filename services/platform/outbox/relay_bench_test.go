@@ -24,7 +24,7 @@ func BenchmarkRelayAgainstBarePublish(b *testing.B) {
 
 	conn := broker.NewConn(amqpURL, "bench")
 	defer conn.Close()
-	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, 10*time.Second), tel, outbox.Config{ID: "bench", BatchSize: batch})
+	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, testenv.Topology, 10*time.Second), tel, outbox.Config{ID: "bench", BatchSize: batch})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func BenchmarkRelayAgainstBarePublish(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		writeEvents(b, pool, orderPlaced, "bench-"+string(rune('a'+i%26))+time.Now().Format("150405.000000"), events, 1)
+		writeEvents(b, pool, testenv.ExampleType, "bench-"+string(rune('a'+i%26))+time.Now().Format("150405.000000"), events, 1)
 		purge(b, ch)
 		b.StartTimer()
 
@@ -56,7 +56,7 @@ func BenchmarkRelayAgainstBarePublish(b *testing.B) {
 		for sent := 0; sent < events; sent += batch {
 			confirms := make([]*amqp.DeferredConfirmation, 0, batch)
 			for j := 0; j < batch && sent+j < events; j++ {
-				dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, broker.Exchange, orderPlaced, true, false,
+				dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, testenv.Topology.Exchange, testenv.ExampleType, true, false,
 					amqp.Publishing{DeliveryMode: amqp.Persistent, ContentType: event.ContentType, Body: body})
 				if err != nil {
 					b.Fatal(err)
@@ -81,7 +81,7 @@ func BenchmarkRelayAgainstBarePublish(b *testing.B) {
 }
 
 func purge(b *testing.B, ch *amqp.Channel) {
-	if _, err := ch.QueuePurge(broker.QueueInventoryOrderPlaced, false); err != nil {
+	if _, err := ch.QueuePurge(testenv.ExampleQueue, false); err != nil {
 		b.Fatal(err)
 	}
 }

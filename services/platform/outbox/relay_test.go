@@ -39,8 +39,8 @@ func setup(t testing.TB) (*pgxpool.Pool, string, *telemetry.Telemetry) {
 
 // writeEvents writes aggregates×perAggregate outbox rows, sequences 1..perAggregate for
 // each aggregate, in a few large transactions.
-// orderPlaced is the event type bound to broker.QueueInventoryOrderPlaced.
-const orderPlaced = "ordering.order-placed.v1"
+// The platform knows no system: its tests speak the example system's names.
+func init() { testenv.Topology = testenv.ExampleTopology }
 
 func writeEvents(t testing.TB, pool *pgxpool.Pool, typ, prefix string, aggregates, perAggregate int) {
 	t.Helper()
@@ -117,17 +117,17 @@ func TestTwoRelaysRaceOverTenThousandRows(t *testing.T) {
 	// ones. Only the claim's per-aggregate guard keeps them in order; with 2,500 aggregates
 	// of 4 an aggregate's next event was 2,500 rows on, and removing the guard went unseen.
 	const aggregates, perAggregate = 100, 100
-	writeEvents(t, pool, orderPlaced, "order", aggregates, perAggregate)
+	writeEvents(t, pool, testenv.ExampleType, "order", aggregates, perAggregate)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	got := consumeAll(t, ctx, amqpURL, broker.QueueInventoryOrderPlaced)
+	got := consumeAll(t, ctx, amqpURL, testenv.ExampleQueue)
 
 	var wg sync.WaitGroup
 	for _, id := range []string{"relay-a", "relay-b"} {
 		conn := broker.NewConn(amqpURL, id)
 		defer conn.Close()
-		relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, 10*time.Second), tel, outbox.Config{ID: id, BatchSize: 200, PollInterval: 50 * time.Millisecond})
+		relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, testenv.Topology, 10*time.Second), tel, outbox.Config{ID: id, BatchSize: 200, PollInterval: 50 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,7 +170,7 @@ func TestTwoRelaysRaceOverTenThousandRows(t *testing.T) {
 // takes them over once it expires.
 func TestExpiredClaimIsTakenOverByAnotherRelay(t *testing.T) {
 	pool, amqpURL, tel := setup(t)
-	writeEvents(t, pool, orderPlaced, "order", 3, 1)
+	writeEvents(t, pool, testenv.ExampleType, "order", 3, 1)
 	ctx := context.Background()
 	// relay-dead claims the rows and "dies" before publishing: only its claim is left.
 	if _, err := pool.Exec(ctx, "UPDATE outbox SET claimed_by = 'relay-dead', claimed_until = now() + interval '1 second'"); err != nil {
@@ -178,7 +178,7 @@ func TestExpiredClaimIsTakenOverByAnotherRelay(t *testing.T) {
 	}
 	conn := broker.NewConn(amqpURL, "relay-b")
 	defer conn.Close()
-	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, 10*time.Second), tel, outbox.Config{ID: "relay-b"})
+	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, testenv.Topology, 10*time.Second), tel, outbox.Config{ID: "relay-b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,11 +197,11 @@ func TestExpiredClaimIsTakenOverByAnotherRelay(t *testing.T) {
 func TestUnroutableEventIsRetriedThenParkedWithoutBlockingOthers(t *testing.T) {
 	pool, amqpURL, tel := setup(t)
 	writeEvents(t, pool, "nobody.listens.v1", "stuck", 1, 2) // one aggregate, sequences 1 and 2
-	writeEvents(t, pool, orderPlaced, "free", 1, 1)          // another aggregate
+	writeEvents(t, pool, testenv.ExampleType, "free", 1, 1)  // another aggregate
 	ctx := context.Background()
 	conn := broker.NewConn(amqpURL, "relay")
 	defer conn.Close()
-	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, 10*time.Second), tel,
+	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, testenv.Topology, 10*time.Second), tel,
 		outbox.Config{ID: "relay", MaxAttempts: 3, BackoffBase: time.Millisecond, BackoffMax: 2 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -233,9 +233,9 @@ func TestUnroutableEventIsRetriedThenParkedWithoutBlockingOthers(t *testing.T) {
 		seq        int64
 		attempts   int
 	}{
-		{"nobody.listens.v1", "dead", 1, 3},    // returned three times, then parked
-		{"nobody.listens.v1", "pending", 2, 0}, // waits behind it: order within an aggregate holds
-		{orderPlaced, "published", 1, 0},       // another aggregate is not blocked
+		{"nobody.listens.v1", "dead", 1, 3},      // returned three times, then parked
+		{"nobody.listens.v1", "pending", 2, 0},   // waits behind it: order within an aggregate holds
+		{testenv.ExampleType, "published", 1, 0}, // another aggregate is not blocked
 	}
 	if len(got) != len(want) {
 		t.Fatalf("rows = %+v", got)
@@ -254,7 +254,7 @@ func TestUnroutableEventIsRetriedThenParkedWithoutBlockingOthers(t *testing.T) {
 // Published rows past the retention period are deleted; newer and unpublished ones stay.
 func TestCleanupDeletesOnlyOldPublishedRows(t *testing.T) {
 	pool, amqpURL, tel := setup(t)
-	writeEvents(t, pool, orderPlaced, "order", 2500, 1)
+	writeEvents(t, pool, testenv.ExampleType, "order", 2500, 1)
 	ctx := context.Background()
 	_, err := pool.Exec(ctx, `UPDATE outbox SET state = 'published', published_at = now() - interval '4 days'
 		WHERE id IN (SELECT id FROM outbox ORDER BY id LIMIT 2400)`)
@@ -268,7 +268,7 @@ func TestCleanupDeletesOnlyOldPublishedRows(t *testing.T) {
 	}
 	conn := broker.NewConn(amqpURL, "relay")
 	defer conn.Close()
-	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, time.Second), tel, outbox.Config{Retention: 72 * time.Hour})
+	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, testenv.Topology, time.Second), tel, outbox.Config{Retention: 72 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

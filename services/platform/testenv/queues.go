@@ -11,9 +11,30 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 )
 
-// Channel opens a channel on the vhost at amqpURL with the contracts' exchanges and
-// queues declared, so a test can publish or read before the service under test has
-// declared them itself. The connection closes when the test ends.
+// Topology is the broker topology of the system under test: Channel, Publish, Drain,
+// ReadAll and PutInDLQ declare it, and Publish publishes to its exchange. The platform
+// knows no system's names, so each test package sets it once, before its tests run (a
+// system's to its Topology, the platform's own to ExampleTopology); unset, those helpers
+// fail the test.
+var Topology broker.Topology
+
+// The example system of the platform's own tests: one queue, bound to one event type,
+// under names no real system uses.
+const (
+	ExampleType  = "example.thing-happened.v1"
+	ExampleQueue = "example.things"
+)
+
+// ExampleTopology is the example system's topology.
+var ExampleTopology = broker.Topology{
+	Exchange:           "example.events",
+	DeadLetterExchange: "example.dlx",
+	Queues:             []broker.Queue{{Name: ExampleQueue, Bindings: []string{ExampleType}}},
+}
+
+// Channel opens a channel on the vhost at amqpURL with Topology declared, so a test can
+// publish or read before the service under test has declared it itself. The connection
+// closes when the test ends.
 func Channel(t testing.TB, amqpURL string) *amqp.Channel {
 	t.Helper()
 	conn, ch := dial(t, amqpURL)
@@ -21,7 +42,7 @@ func Channel(t testing.TB, amqpURL string) *amqp.Channel {
 	return ch
 }
 
-// Publish publishes msgs to the contracts' exchange of the vhost at amqpURL as a relay
+// Publish publishes msgs to Topology's exchange of the vhost at amqpURL as a relay
 // does (persistent, mandatory, with publisher confirms), and returns once the broker has
 // confirmed every one. A message the broker nacks is published again after a backoff,
 // as the relay publishes again a row whose publish failed: a quorum queue declared a
@@ -46,7 +67,7 @@ func Publish(t testing.TB, amqpURL string, msgs ...broker.Message) {
 		confirms := make([]*amqp.DeferredConfirmation, len(pending))
 		for i, m := range pending {
 			m.Publishing.DeliveryMode = amqp.Persistent
-			dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, broker.Exchange, m.RoutingKey, true, false, m.Publishing)
+			dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, Topology.Exchange, m.RoutingKey, true, false, m.Publishing)
 			if err != nil {
 				t.Fatalf("publish %s: %v", m.Publishing.MessageId, err)
 			}
@@ -80,8 +101,8 @@ func Publish(t testing.TB, amqpURL string, msgs ...broker.Message) {
 const PublishTimeout = 60 * time.Second
 
 // Drain takes every message now in queue (acknowledging it), waiting up to quiet for
-// more to arrive after each one. The contracts' topology is declared first, so a queue of
-// the contracts exists to be read.
+// more to arrive after each one. Topology is declared first, so a queue of the system
+// exists to be read.
 func Drain(t testing.TB, amqpURL, queue string, quiet time.Duration) []amqp.Delivery {
 	t.Helper()
 	conn, ch := dial(t, amqpURL)
@@ -114,9 +135,9 @@ func dial(t testing.TB, amqpURL string) (*amqp.Connection, *amqp.Channel) {
 		_ = conn.Close()
 		t.Fatalf("open a channel: %v", err)
 	}
-	if err := broker.DeclareTopology(ch); err != nil {
+	if err := Topology.Declare(ch); err != nil {
 		_ = conn.Close()
-		t.Fatalf("declare the topology: %v", err)
+		t.Fatalf("declare the topology (testenv.Topology, which the test package sets): %v", err)
 	}
 	return conn, ch
 }

@@ -128,9 +128,9 @@ func Count(t testing.TB, db *pgxpool.Pool, sql string, args ...any) int {
 	return n
 }
 
-// VHost creates a fresh RabbitMQ virtual host for one test and returns its AMQP URL. The
-// queues and exchanges of the contracts have fixed names; a vhost per test keeps tests
-// that declare them apart.
+// VHost creates a fresh RabbitMQ virtual host for one test and returns its AMQP URL. A
+// system's queues and exchanges have fixed names; a vhost per test keeps tests that
+// declare them apart.
 func VHost(t testing.TB) string {
 	t.Helper()
 	name := Name("t")

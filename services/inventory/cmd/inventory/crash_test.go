@@ -56,7 +56,7 @@ func crashAndRestart(t *testing.T, c crashCase) {
 			t.Errorf("outcome %s, want %s", m.Type, contracts.StockReserved)
 		}
 	}
-	if n := testenv.QueueDepth(t, e.amqpURL, broker.Queue{Name: broker.QueueInventoryOrderPlaced}.DLQ()); n != 0 {
+	if n := testenv.QueueDepth(t, e.amqpURL, broker.Queue{Name: contracts.QueueInventoryOrderPlaced}.DLQ()); n != 0 {
 		t.Errorf("%d messages dead-lettered, want 0", n)
 	}
 }

@@ -95,7 +95,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// publisher (a memory or disk alarm) must not stop the consumer's acks.
 	pubConn := broker.NewConn(cfg.AMQPURL, "inventory-publish")
 	defer pubConn.Close()
-	pub := broker.NewPublisher(pubConn, relayCfg.ConfirmTimeout)
+	pub := broker.NewPublisher(pubConn, contracts.Topology, relayCfg.ConfirmTimeout)
 	defer pub.Close()
 	consumeConn := broker.NewConn(cfg.AMQPURL, "inventory-consume")
 	defer consumeConn.Close()
@@ -112,7 +112,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	ordersCfg := consumer.Config{
 		Name:        stock.ConsumerName,
-		Queue:       broker.QueueInventoryOrderPlaced,
+		Queue:       contracts.QueueInventoryOrderPlaced,
+		Topology:    contracts.Topology,
 		Types:       stock.OrderEventTypes,
 		Concurrency: concurrency,
 		RetryBase:   retry.Base,
@@ -128,7 +129,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	if err := deadletter.ObserveDepth(tel, consumeConn, broker.QueueInventoryOrderPlaced); err != nil {
+	if err := deadletter.ObserveDepth(tel, consumeConn, contracts.QueueInventoryOrderPlaced); err != nil {
 		return err
 	}
 	ready := []httpapi.Check{

@@ -28,7 +28,11 @@ var dune = uuid.MustParse("018f2b1e-0000-7000-8000-000000000001")
 // inventory announced: the contracts' queues are consumed by ordering and notification.
 const outcomesQueue = "test.inventory-outcomes"
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+// The helpers of testenv declare and publish to the system's topology.
+func TestMain(m *testing.M) {
+	testenv.Topology = contracts.Topology
+	testenv.Main(m)
+}
 
 // env is one inventory instance's configuration: its own database and vhost.
 type env struct {
@@ -45,7 +49,7 @@ func newEnv(t *testing.T) env {
 	if _, err := ch.QueueDeclare(outcomesQueue, true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := ch.QueueBind(outcomesQueue, "inventory.#", broker.Exchange, false, nil); err != nil {
+	if err := ch.QueueBind(outcomesQueue, "inventory.#", contracts.Exchange, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	return e

@@ -131,7 +131,7 @@ func TestPoisonMessagesAreDeadLetteredAndTheRestProcessed(t *testing.T) {
 	publishEvent(t, e.amqpURL, valid)
 
 	testenv.Eventually(t, 20*time.Second, "the valid order behind the poison reserved", func() bool { return reserved(t, db, dune) == 3 })
-	dead := distinctIDs(testenv.Drain(t, e.amqpURL, broker.Queue{Name: broker.QueueInventoryOrderPlaced}.DLQ(), time.Second))
+	dead := distinctIDs(testenv.Drain(t, e.amqpURL, broker.Queue{Name: contracts.QueueInventoryOrderPlaced}.DLQ(), time.Second))
 	if len(dead) != len(poison) {
 		t.Errorf("DLQ holds %d messages, want the %d poison ones", len(dead), len(poison))
 	}
@@ -140,7 +140,7 @@ func TestPoisonMessagesAreDeadLetteredAndTheRestProcessed(t *testing.T) {
 			t.Errorf("poison message %s is not in the DLQ", id)
 		}
 	}
-	if n := testenv.QueueDepth(t, e.amqpURL, broker.QueueInventoryOrderPlaced); n != 0 {
+	if n := testenv.QueueDepth(t, e.amqpURL, contracts.QueueInventoryOrderPlaced); n != 0 {
 		t.Errorf("%d messages left in the queue", n)
 	}
 	// Counted by reason, on /metrics.

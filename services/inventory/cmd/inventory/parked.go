@@ -1,8 +1,8 @@
 package main
 
 import (
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
-	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/parked"
 )
 
@@ -13,7 +13,7 @@ import (
 //	inventory outbox list-dead|retry-dead [--id ID ...]
 var parkedCommands = parked.Service{
 	Name:       "inventory",
-	Queues:     []string{broker.QueueInventoryOrderPlaced},
+	Queues:     []string{contracts.QueueInventoryOrderPlaced},
 	Outbox:     true,
 	Migrations: stock.Migrations,
 }

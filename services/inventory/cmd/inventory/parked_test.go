@@ -49,7 +49,7 @@ func TestDLQReplayReservesEachOrderOnceAndAReplayedDuplicateChangesNothing(t *te
 	a := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 1})
 	b := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 2})
 	c := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 3})
-	const queue = broker.QueueInventoryOrderPlaced
+	const queue = contracts.QueueInventoryOrderPlaced
 	dlq := broker.Queue{Name: queue}.DLQ()
 	testenv.PutInDLQ(t, e.amqpURL, queue, relayed(t, a), relayed(t, b), relayed(t, c))
 
@@ -130,18 +130,18 @@ func TestOutboxRetryDeadSendsTheParkedAnswerOnceAfterTheFix(t *testing.T) {
 	// The cause: no queue is bound for the answer's type any more.
 	ch := testenv.Channel(t, e.amqpURL)
 	bindings := []struct{ queue, key string }{
-		{broker.QueueOrderingStockEvents, contracts.StockReserved},
-		{broker.QueueNotificationStockEvent, contracts.StockReserved},
+		{contracts.QueueOrderingStockEvents, contracts.StockReserved},
+		{contracts.QueueNotificationStockEvents, contracts.StockReserved},
 		{outcomesQueue, "inventory.#"},
 	}
 	for _, b := range bindings {
-		if err := ch.QueueUnbind(b.queue, b.key, broker.Exchange, nil); err != nil {
+		if err := ch.QueueUnbind(b.queue, b.key, contracts.Exchange, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Published on this channel: testenv.Publish would declare the topology, bindings and all.
 	second := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 2})
-	if err := ch.PublishWithContext(t.Context(), broker.Exchange, second.Type, true, false, relayed(t, second)); err != nil {
+	if err := ch.PublishWithContext(t.Context(), contracts.Exchange, second.Type, true, false, relayed(t, second)); err != nil {
 		t.Fatal(err)
 	}
 	var deadID string
@@ -155,7 +155,7 @@ func TestOutboxRetryDeadSendsTheParkedAnswerOnceAfterTheFix(t *testing.T) {
 
 	// The fix, then the retry.
 	for _, b := range bindings {
-		if err := ch.QueueBind(b.queue, b.key, broker.Exchange, false, nil); err != nil {
+		if err := ch.QueueBind(b.queue, b.key, contracts.Exchange, false, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -187,7 +187,7 @@ func TestOutboxRetryDeadSendsTheParkedAnswerOnceAfterTheFix(t *testing.T) {
 
 func TestDLQCommandsRefuseAnotherServicesQueue(t *testing.T) {
 	t.Parallel()
-	out, err := testenv.Command(t, run, map[string]string{"AMQP_URL": "amqp://nowhere.invalid/"}, "dlq", "replay", broker.QueueOrderingStockEvents)
+	out, err := testenv.Command(t, run, map[string]string{"AMQP_URL": "amqp://nowhere.invalid/"}, "dlq", "replay", contracts.QueueOrderingStockEvents)
 	if err == nil || !strings.Contains(err.Error(), "inventory consumes inventory.order-placed, not ordering.stock-events") {
 		t.Errorf("dlq replay ordering.stock-events: %v\n%s\nwant a refusal naming inventory's own queue", err, out)
 	}

@@ -59,7 +59,8 @@ func (l *Lab) InboxSameIDDifferentContent(ctx context.Context) (DeadLetterResult
 	defer conn.Close()
 	c, err := consumer.New(conn, l.Tel, consumer.Config{
 		Name:        stock.ConsumerName,
-		Queue:       broker.QueueInventoryOrderPlaced,
+		Queue:       contracts.QueueInventoryOrderPlaced,
+		Topology:    contracts.Topology,
 		Types:       stock.OrderEventTypes,
 		Concurrency: 1,
 	}, svc.ReserveStock)
@@ -71,7 +72,7 @@ func (l *Lab) InboxSameIDDifferentContent(ctx context.Context) (DeadLetterResult
 	go func() { defer close(stopped); _ = c.Run(cctx) }()
 	defer func() { stop(); <-stopped }()
 
-	pub := broker.NewPublisher(conn, 10*time.Second)
+	pub := broker.NewPublisher(conn, contracts.Topology, 10*time.Second)
 	defer pub.Close()
 	if err := publish(ctx, pub, original); err != nil {
 		return r, err
@@ -83,7 +84,7 @@ func (l *Lab) InboxSameIDDifferentContent(ctx context.Context) (DeadLetterResult
 	if err := publish(ctx, pub, altered); err != nil {
 		return r, err
 	}
-	if r.DeadLettered, err = awaitDeadLetter(ctx, conn, broker.Queue{Name: broker.QueueInventoryOrderPlaced}.DLQ(), altered.ID, 10*time.Second); err != nil {
+	if r.DeadLettered, err = awaitDeadLetter(ctx, conn, broker.Queue{Name: contracts.QueueInventoryOrderPlaced}.DLQ(), altered.ID, 10*time.Second); err != nil {
 		return r, err
 	}
 	r.DuneReserved, err = l.duneReserved(ctx)

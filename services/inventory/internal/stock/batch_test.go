@@ -27,6 +27,9 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
 
+// The helpers of testenv declare and publish to the system's topology.
+func init() { testenv.Topology = contracts.Topology }
+
 // More seeded books: The Left Hand of Darkness (5 on hand), The Dispossessed (4), Solaris (5).
 var (
 	leftHand     = uuid.MustParse("018f2b1e-0000-7000-8000-000000000002")
@@ -418,7 +421,7 @@ func TestBatchedConsumerReservesEachOrderOnceWhenEveryMessageArrivesTwice(t *tes
 	t.Cleanup(srv.Close)
 	conn := broker.NewConn(amqpURL, "inventory-test")
 	c, err := consumer.New(conn, tel, consumer.Config{
-		Name: stock.ConsumerName, Queue: broker.QueueInventoryOrderPlaced, Types: stock.OrderEventTypes,
+		Name: stock.ConsumerName, Queue: contracts.QueueInventoryOrderPlaced, Topology: contracts.Topology, Types: stock.OrderEventTypes,
 		Concurrency: 4, Batch: svc.ReserveStockBatch, Healthy: pool.Ping,
 		RetryBase: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond,
 	}, svc.ReserveStock)
@@ -447,9 +450,9 @@ func TestBatchedConsumerReservesEachOrderOnceWhenEveryMessageArrivesTwice(t *tes
 	total := 2 * len(envs)
 	testenv.Eventually(t, 120*time.Second, "every delivery acked", func() bool {
 		return metric("bookstore_consumer_processed_total")+metric("bookstore_consumer_duplicates_total") >= float64(total) &&
-			testenv.QueueDepth(t, amqpURL, broker.QueueInventoryOrderPlaced) == 0
+			testenv.QueueDepth(t, amqpURL, contracts.QueueInventoryOrderPlaced) == 0
 	})
-	if n := testenv.QueueDepth(t, amqpURL, broker.QueueInventoryOrderPlaced+".dlq"); n != 0 {
+	if n := testenv.QueueDepth(t, amqpURL, contracts.QueueInventoryOrderPlaced+".dlq"); n != 0 {
 		t.Errorf("DLQ holds %d messages, want 0", n)
 	}
 	if got := metric("bookstore_consumer_processed_total"); got != orders {

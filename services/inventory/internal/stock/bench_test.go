@@ -53,7 +53,7 @@ func BenchmarkConsumerAgainstBareAck(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := broker.DeclareTopology(ch); err != nil {
+	if err := contracts.Topology.Declare(ch); err != nil {
 		b.Fatal(err)
 	}
 	const bare = "bench.bare"
@@ -69,7 +69,7 @@ func BenchmarkConsumerAgainstBareAck(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		b.StopTimer()
-		fill(b, ch, broker.Exchange, contracts.OrderPlaced, messages, books)
+		fill(b, ch, contracts.Exchange, contracts.OrderPlaced, messages, books)
 		fill(b, ch, "", bare, messages, books)
 		b.StartTimer()
 
@@ -91,7 +91,7 @@ func BenchmarkConsumerAgainstBareAck(b *testing.B) {
 		}
 		conn := broker.NewConn(amqpURL, "bench")
 		c, err := consumer.New(conn, tel, consumer.Config{
-			Name: stock.ConsumerName, Queue: broker.QueueInventoryOrderPlaced, Types: stock.OrderEventTypes, Concurrency: concurrency,
+			Name: stock.ConsumerName, Queue: contracts.QueueInventoryOrderPlaced, Topology: contracts.Topology, Types: stock.OrderEventTypes, Concurrency: concurrency,
 			Batch: countingBatch,
 		}, counting)
 		if err != nil {

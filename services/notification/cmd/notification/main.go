@@ -111,7 +111,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	stockEvents, err := consumer.New(conn, tel, consumer.Config{
 		Name:        notifications.ConsumerName,
-		Queue:       broker.QueueNotificationStockEvent,
+		Queue:       contracts.QueueNotificationStockEvents,
+		Topology:    contracts.Topology,
 		Types:       notifications.StockEventTypes,
 		Concurrency: concurrency,
 		RetryBase:   retry.Base,
@@ -126,7 +127,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	if err := deadletter.ObserveDepth(tel, conn, broker.QueueNotificationStockEvent); err != nil {
+	if err := deadletter.ObserveDepth(tel, conn, contracts.QueueNotificationStockEvents); err != nil {
 		return err
 	}
 

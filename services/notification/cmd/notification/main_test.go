@@ -25,7 +25,11 @@ import (
 // processes, each with its own database, against one fresh RabbitMQ vhost per test, and
 // play inventory by publishing stock events into it.
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+// The helpers of testenv declare and publish to the system's topology.
+func TestMain(m *testing.M) {
+	testenv.Topology = contracts.Topology
+	testenv.Main(m)
+}
 
 // world is one test's databases, vhost and addresses. The provider's address is fixed
 // for the test, so it can be started late or restarted where notification expects it.
@@ -226,7 +230,7 @@ func TestOneEmailPerOrderOutcome(t *testing.T) {
 	if got := testenv.Metric(t, p.Base, "bookstore_emailprovider_sent_total"); got != 2 {
 		t.Fatalf("provider sent %v emails, want 2", got)
 	}
-	if depth := testenv.QueueDepth(t, w.amqpURL, broker.QueueNotificationStockEvent+".dlq"); depth != 0 {
+	if depth := testenv.QueueDepth(t, w.amqpURL, contracts.QueueNotificationStockEvents+".dlq"); depth != 0 {
 		t.Fatalf("DLQ holds %d messages", depth)
 	}
 
@@ -291,7 +295,7 @@ func TestEventsWaitingTogetherAreEmailedAsABatchOnceEach(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	p := w.startProvider(t)
-	if err := broker.DeclareTopology(testenv.Channel(t, w.amqpURL)); err != nil {
+	if err := contracts.Topology.Declare(testenv.Channel(t, w.amqpURL)); err != nil {
 		t.Fatal(err)
 	}
 	const orders = 40
@@ -405,7 +409,7 @@ func TestProviderOutageRetriesUntilBack(t *testing.T) {
 	if got := testenv.Metric(t, n.Base, "bookstore_notification_failed_total"); got != 0 {
 		t.Fatalf("%v records failed", got)
 	}
-	if depth := testenv.QueueDepth(t, w.amqpURL, broker.QueueNotificationStockEvent+".dlq"); depth != 0 {
+	if depth := testenv.QueueDepth(t, w.amqpURL, contracts.QueueNotificationStockEvents+".dlq"); depth != 0 {
 		t.Fatalf("DLQ holds %d messages", depth)
 	}
 }
@@ -424,7 +428,7 @@ func TestOutOfAttemptsFailsToDLQ(t *testing.T) {
 		t.Fatalf("record %+v, want failed after 2 attempts", rec)
 	}
 	testenv.Eventually(t, 60*time.Second, "the message to reach the DLQ", func() bool {
-		return testenv.QueueDepth(t, w.amqpURL, broker.QueueNotificationStockEvent+".dlq") == 1
+		return testenv.QueueDepth(t, w.amqpURL, contracts.QueueNotificationStockEvents+".dlq") == 1
 	})
 	if got := testenv.Metric(t, n.Base, "bookstore_notification_failed_total", `kind="order-rejected"`); got != 1 {
 		t.Fatalf("failed metric = %v, want 1", got)
@@ -454,7 +458,7 @@ func TestIDReusedWithDifferentContentIsDeadLettered(t *testing.T) {
 	}
 	publish(t, w.amqpURL, "", altered)
 	testenv.Eventually(t, 60*time.Second, "the altered message to reach the DLQ", func() bool {
-		return testenv.QueueDepth(t, w.amqpURL, broker.QueueNotificationStockEvent+".dlq") == 1
+		return testenv.QueueDepth(t, w.amqpURL, contracts.QueueNotificationStockEvents+".dlq") == 1
 	})
 	if got := testenv.Metric(t, n.Base, "bookstore_consumer_poison_total", `reason="`+event.ReasonContentMismatch+`"`); got != 1 {
 		t.Fatalf("poison metric = %v, want 1", got)
@@ -476,9 +480,9 @@ func TestSweeperFinishesAbandonedRecords(t *testing.T) {
 	n.WaitKilled(t)
 	// The broker puts the unacked message back; take it away for good.
 	testenv.Eventually(t, 60*time.Second, "the unacked message to return to the queue", func() bool {
-		return testenv.QueueDepth(t, w.amqpURL, broker.QueueNotificationStockEvent) == 1
+		return testenv.QueueDepth(t, w.amqpURL, contracts.QueueNotificationStockEvents) == 1
 	})
-	purge(t, w.amqpURL, broker.QueueNotificationStockEvent)
+	purge(t, w.amqpURL, contracts.QueueNotificationStockEvents)
 
 	// A record abandoned before its send: the provider never heard of it.
 	neverSent := uuid.New()

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"github.com/bookstore-go/bookstore/services/platform/broker"
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/parked"
 )
 
@@ -14,5 +14,5 @@ import (
 //	notification dlq list|replay [notification.stock-events] [--id ID ...]
 var parkedCommands = parked.Service{
 	Name:   "notification",
-	Queues: []string{broker.QueueNotificationStockEvent},
+	Queues: []string{contracts.QueueNotificationStockEvents},
 }

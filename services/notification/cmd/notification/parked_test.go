@@ -10,7 +10,6 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
-	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
@@ -33,7 +32,7 @@ func TestDLQReplaySendsTheEmailOnceAndASecondReplaySendsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	msg := amqp.Publishing{MessageId: ev.ID, Type: ev.Type, ContentType: event.ContentType, AppId: "inventory", Body: body}
-	const queue = broker.QueueNotificationStockEvent
+	const queue = contracts.QueueNotificationStockEvents
 	testenv.PutInDLQ(t, w.amqpURL, queue, msg)
 
 	testenv.Eventually(t, 20*time.Second, "the dead-letter gauge at 1", func() bool {

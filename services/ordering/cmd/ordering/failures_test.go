@@ -61,7 +61,7 @@ func TestCrashBeforeCommitLeavesNothing(t *testing.T) {
 	if n := testenv.Count(t, db, "SELECT count(*) FROM orders"); n != 1 {
 		t.Errorf("orders = %d after the crash and the retry, want 1", n)
 	}
-	msgs := testenv.Drain(t, e.amqpURL, broker.QueueInventoryOrderPlaced, 2*time.Second)
+	msgs := testenv.Drain(t, e.amqpURL, contracts.QueueInventoryOrderPlaced, 2*time.Second)
 	if len(msgs) != 1 {
 		t.Errorf("events = %d, want 1", len(msgs))
 	}
@@ -85,7 +85,7 @@ func TestCrashAfterPublishRepublishesWithTheSameID(t *testing.T) {
 	if err := db.QueryRow(context.Background(), "SELECT id::text FROM outbox WHERE state = 'pending'").Scan(&id); err != nil {
 		t.Fatalf("the outbox row should still be pending after the crash: %v", err)
 	}
-	first := testenv.Drain(t, e.amqpURL, broker.QueueInventoryOrderPlaced, time.Second)
+	first := testenv.Drain(t, e.amqpURL, contracts.QueueInventoryOrderPlaced, time.Second)
 	if len(first) != 1 || first[0].MessageId != id {
 		t.Fatalf("before restart: %d messages, want the one with id %s", len(first), id)
 	}
@@ -94,7 +94,7 @@ func TestCrashAfterPublishRepublishesWithTheSameID(t *testing.T) {
 	testenv.Eventually(t, 20*time.Second, "outbox row published after restart", func() bool {
 		return testenv.Count(t, db, "SELECT count(*) FROM outbox WHERE state = 'published'") == 1
 	})
-	second := testenv.Drain(t, e.amqpURL, broker.QueueInventoryOrderPlaced, time.Second)
+	second := testenv.Drain(t, e.amqpURL, contracts.QueueInventoryOrderPlaced, time.Second)
 	if len(second) != 1 || second[0].MessageId != id {
 		t.Fatalf("after restart: %d messages, want a second copy of id %s", len(second), id)
 	}
@@ -141,7 +141,7 @@ func TestBrokerOutageKeepsTakingOrdersAndDrainsAfter(t *testing.T) {
 	testenv.Eventually(t, 60*time.Second, "outbox drained after the broker came back", func() bool {
 		return testenv.Count(t, db, "SELECT count(*) FROM outbox WHERE state = 'published'") == n
 	})
-	msgs := testenv.Drain(t, e.amqpURL, broker.QueueInventoryOrderPlaced, time.Second)
+	msgs := testenv.Drain(t, e.amqpURL, contracts.QueueInventoryOrderPlaced, time.Second)
 	ids := map[string]bool{}
 	for _, m := range msgs {
 		ids[m.MessageId] = true
@@ -165,7 +165,7 @@ func TestSIGTERMBetweenTheBrokersAckAndTheMarkLeavesTheRowPublished(t *testing.T
 		t.Fatalf("POST: %d %s", resp.StatusCode, body)
 	}
 	testenv.Eventually(t, 10*time.Second, "the broker has the event", func() bool {
-		return testenv.QueueDepth(t, e.amqpURL, broker.QueueInventoryOrderPlaced) == 1
+		return testenv.QueueDepth(t, e.amqpURL, contracts.QueueInventoryOrderPlaced) == 1
 	})
 	p.Stop(t) // while the relay waits in the failpoint, between the ack and the mark
 
@@ -181,7 +181,7 @@ func TestSIGTERMBetweenTheBrokersAckAndTheMarkLeavesTheRowPublished(t *testing.T
 	testenv.Eventually(t, 20*time.Second, "the second order's event published", func() bool {
 		return testenv.Count(t, db, "SELECT count(*) FROM outbox WHERE state = 'published'") == 2
 	})
-	if d := testenv.QueueDepth(t, e.amqpURL, broker.QueueInventoryOrderPlaced); d != 2 {
+	if d := testenv.QueueDepth(t, e.amqpURL, contracts.QueueInventoryOrderPlaced); d != 2 {
 		t.Errorf("queue holds %d events, want 2: the first was published again after the restart", d)
 	}
 }
@@ -218,7 +218,7 @@ func TestPostgresOutageRecoversWithoutRestart(t *testing.T) {
 	})
 	var msgs int
 	testenv.Eventually(t, 20*time.Second, "the order placed after the outage is published", func() bool {
-		msgs += len(testenv.Drain(t, e.amqpURL, broker.QueueInventoryOrderPlaced, 100*time.Millisecond))
+		msgs += len(testenv.Drain(t, e.amqpURL, contracts.QueueInventoryOrderPlaced, 100*time.Millisecond))
 		return msgs == 1
 	})
 }

@@ -101,7 +101,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// publisher (a memory or disk alarm) must not stop the consumer's acks.
 	pubConn := broker.NewConn(cfg.AMQPURL, "ordering-"+mode+"-publish")
 	defer pubConn.Close()
-	pub := broker.NewPublisher(pubConn, relayCfg.ConfirmTimeout)
+	pub := broker.NewPublisher(pubConn, contracts.Topology, relayCfg.ConfirmTimeout)
 	defer pub.Close()
 
 	ready := []httpapi.Check{
@@ -140,7 +140,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	defer consumeConn.Close()
 	stockEvents, err := consumer.New(consumeConn, tel, consumer.Config{
 		Name:        orders.ConsumerName,
-		Queue:       broker.QueueOrderingStockEvents,
+		Queue:       contracts.QueueOrderingStockEvents,
+		Topology:    contracts.Topology,
 		Types:       orders.StockEventTypes,
 		Concurrency: concurrency,
 		RetryBase:   retry.Base,
@@ -151,7 +152,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	if err := deadletter.ObserveDepth(tel, consumeConn, broker.QueueOrderingStockEvents); err != nil {
+	if err := deadletter.ObserveDepth(tel, consumeConn, contracts.QueueOrderingStockEvents); err != nil {
 		return err
 	}
 	ready = append(ready, httpapi.Check{Name: "consumer", Ping: stockEvents.Ready})

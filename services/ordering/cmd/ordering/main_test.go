@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
 
@@ -16,7 +17,11 @@ import (
 
 const dune = "018f2b1e-0000-7000-8000-000000000001"
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+// The helpers of testenv declare and publish to the system's topology.
+func TestMain(m *testing.M) {
+	testenv.Topology = contracts.Topology
+	testenv.Main(m)
+}
 
 // env is one ordering instance's configuration: its own database and vhost.
 type env struct {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
-	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
@@ -46,7 +45,7 @@ func TestPlaceOrderPublishesOneEventWithTheContractsEnvelope(t *testing.T) {
 	}
 	get.Body.Close()
 
-	msgs := testenv.Drain(t, e.amqpURL, broker.QueueInventoryOrderPlaced, 2*time.Second)
+	msgs := testenv.Drain(t, e.amqpURL, contracts.QueueInventoryOrderPlaced, 2*time.Second)
 	if len(msgs) != 1 {
 		t.Fatalf("got %d messages, want 1", len(msgs))
 	}
@@ -157,7 +156,7 @@ func TestIdempotencyKeyConcurrentRequestsPlaceOneOrder(t *testing.T) {
 	if got := testenv.Count(t, db, "SELECT count(*) FROM orders"); got != 1 {
 		t.Errorf("orders = %d, want 1", got)
 	}
-	msgs := testenv.Drain(t, e.amqpURL, broker.QueueInventoryOrderPlaced, 2*time.Second)
+	msgs := testenv.Drain(t, e.amqpURL, contracts.QueueInventoryOrderPlaced, 2*time.Second)
 	if len(msgs) != 1 {
 		t.Errorf("events published = %d, want 1", len(msgs))
 	}

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"github.com/bookstore-go/bookstore/services/platform/broker"
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/parked"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/sql"
@@ -14,7 +14,7 @@ import (
 //	ordering outbox list-dead|retry-dead [--id ID ...]
 var parkedCommands = parked.Service{
 	Name:   "ordering",
-	Queues: []string{broker.QueueOrderingStockEvents},
+	Queues: []string{contracts.QueueOrderingStockEvents},
 	Outbox: true,
 	// The outbox is the platform's table; the commands read nothing of ordering's own.
 	Migrations: []pgdb.Migrations{{FS: sql.Platform, VersionTable: "goose_platform_version"}},

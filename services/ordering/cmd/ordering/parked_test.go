@@ -11,7 +11,6 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
-	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
@@ -66,7 +65,7 @@ func TestDLQReplayConfirmsTheOrderOnceAndASecondReplayIsADuplicate(t *testing.T)
 	}
 	body, _ := json.Marshal(answer)
 	msg := amqp.Publishing{MessageId: answer.ID, Type: answer.Type, ContentType: event.ContentType, AppId: "inventory", Body: body}
-	const queue = broker.QueueOrderingStockEvents
+	const queue = contracts.QueueOrderingStockEvents
 	testenv.PutInDLQ(t, e.amqpURL, queue, msg)
 
 	testenv.Eventually(t, 20*time.Second, "the dead-letter gauge at 1", func() bool {
@@ -119,7 +118,7 @@ func TestOutboxRetryDeadSendsTheParkedOrderOnceAfterTheFix(t *testing.T) {
 		return testenv.Count(t, db, "SELECT count(*) FROM outbox WHERE state = 'published'") == 1
 	})
 	ch := testenv.Channel(t, e.amqpURL)
-	if err := ch.QueueUnbind(broker.QueueInventoryOrderPlaced, contracts.OrderPlaced, broker.Exchange, nil); err != nil {
+	if err := ch.QueueUnbind(contracts.QueueInventoryOrderPlaced, contracts.OrderPlaced, contracts.Exchange, nil); err != nil {
 		t.Fatal(err)
 	}
 	second := placeOrder(t, base)
@@ -132,7 +131,7 @@ func TestOutboxRetryDeadSendsTheParkedOrderOnceAfterTheFix(t *testing.T) {
 		t.Fatalf("outbox list-dead: %v\n%s\nwant the second order's event", err, out)
 	}
 
-	if err := ch.QueueBind(broker.QueueInventoryOrderPlaced, contracts.OrderPlaced, broker.Exchange, false, nil); err != nil {
+	if err := ch.QueueBind(contracts.QueueInventoryOrderPlaced, contracts.OrderPlaced, contracts.Exchange, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	if out, err = testenv.Command(t, run, vars, "outbox", "retry-dead"); err != nil || !strings.Contains(out, "moved 1 dead outbox row(s)") {
@@ -142,7 +141,7 @@ func TestOutboxRetryDeadSendsTheParkedOrderOnceAfterTheFix(t *testing.T) {
 		return testenv.Count(t, db, "SELECT count(*) FROM outbox WHERE state = 'published'") == 2
 	})
 	copies := map[string]int{}
-	for _, m := range testenv.ReadAll(t, e.amqpURL, broker.QueueInventoryOrderPlaced) {
+	for _, m := range testenv.ReadAll(t, e.amqpURL, contracts.QueueInventoryOrderPlaced) {
 		copies[m.MessageId]++
 	}
 	if len(copies) != 2 || copies[deadID] != 1 {
