@@ -2,9 +2,16 @@ package e2e
 
 import (
 	"encoding/json"
+	"go/scanner"
+	"go/token"
 	"io"
+	"io/fs"
+	"os"
 	"os/exec"
 	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -12,9 +19,11 @@ import (
 const module = "github.com/bookstore-go/bookstore/"
 
 // TestLayering keeps the dependencies pointing inwards, the way the code is meant to be
-// read: the shared platform knows no service, services know no other service, HTTP
-// handlers reach SQL only through a use case, and no package hides behind a name that
-// says nothing.
+// read: the shared platform knows no service and not the system's vocabulary (not even
+// in its tests), the vocabulary (services/contracts) knows nothing of the repo but the
+// broker's Topology type it is written in, services know no other service, HTTP handlers
+// reach SQL only through a use case, and no package hides behind a name that says
+// nothing.
 func TestLayering(t *testing.T) {
 	cmd := exec.Command("go", "list", "-json", module+"...")
 	cmd.Dir = ".."
@@ -26,8 +35,10 @@ func TestLayering(t *testing.T) {
 	checked := 0
 	for {
 		var p struct {
-			ImportPath string
-			Imports    []string
+			ImportPath   string
+			Imports      []string
+			TestImports  []string
+			XTestImports []string
 		}
 		if err := dec.Decode(&p); err == io.EOF {
 			break
@@ -40,14 +51,18 @@ func TestLayering(t *testing.T) {
 		case "utils", "util", "helpers", "common", "manager", "misc":
 			t.Errorf("%s: name a package for what it does", p.ImportPath)
 		}
-		for _, imp := range p.Imports {
+		for _, imp := range slices.Concat(p.Imports, p.TestImports, p.XTestImports) {
 			if !strings.HasPrefix(imp, module) {
 				continue
 			}
 			dep := serviceOf(imp)
 			switch {
+			case owner == "platform" && dep == "contracts":
+				t.Errorf("%s imports %s: the platform is given a system's names, it does not know them", p.ImportPath, imp)
 			case owner == "platform" && dep != "platform" && dep != "sql":
 				t.Errorf("%s imports %s: the platform must not know a service", p.ImportPath, imp)
+			case owner == "contracts" && dep != "contracts" && imp != module+"services/platform/broker":
+				t.Errorf("%s imports %s: the vocabulary may import only the broker, whose Topology it fills in", p.ImportPath, imp)
 			case isService(owner) && isService(dep) && owner != dep:
 				t.Errorf("%s imports %s: services talk over HTTP and events, not imports", p.ImportPath, imp)
 			case strings.Contains(p.ImportPath, "/internal/api") && strings.HasSuffix(imp, "/internal/store"):
@@ -57,6 +72,59 @@ func TestLayering(t *testing.T) {
 	}
 	if checked < 20 {
 		t.Fatalf("checked only %d packages", checked)
+	}
+}
+
+// systemNames are pieces of Bookstore's vocabulary (services/contracts) that must not
+// appear in a string literal of the platform's code: a mechanism that spells the
+// system's exchange, an event type or a failpoint name has started knowing the system
+// again. The platform's tests speak a made-up system (testenv.ExampleTopology).
+var systemNames = []string{
+	"bookstore.events", "bookstore.dlx",
+	"order-placed", "stock-reserved", "stock-rejected", "stock-events",
+	"ordering/", "inventory/", "notification/",
+}
+
+// TestPlatformSpellsNoSystemName reads every string literal of the platform's non-test
+// Go files; comments may name Bookstore as an example, code may not.
+func TestPlatformSpellsNoSystemName(t *testing.T) {
+	files := 0
+	err := filepath.WalkDir("../services/platform", func(name string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			return err
+		}
+		src, err := os.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		files++
+		fset := token.NewFileSet()
+		var s scanner.Scanner
+		s.Init(fset.AddFile(name, -1, len(src)), src, nil, 0)
+		for {
+			pos, tok, lit := s.Scan()
+			if tok == token.EOF {
+				return nil
+			}
+			if tok != token.STRING {
+				continue
+			}
+			value, err := strconv.Unquote(lit)
+			if err != nil {
+				value = lit
+			}
+			for _, n := range systemNames {
+				if strings.Contains(value, n) {
+					t.Errorf("%s: %s spells %q, a name of the system: take it from the caller (services/contracts)", fset.Position(pos), lit, n)
+				}
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 30 {
+		t.Fatalf("read only %d files of services/platform", files)
 	}
 }
 
