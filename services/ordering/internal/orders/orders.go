@@ -61,8 +61,8 @@ func (r PlaceOrderRequest) lines() []Line {
 	return out
 }
 
-// MaxEmailLen is the longest customer email an order takes. The limits of its lines
-// are the contracts' (contracts.MaxLines, contracts.contracts.MaxQuantity): inventory checks them too.
+// MaxEmailLen is the longest customer email an order takes. The limits of its lines are
+// contracts.MaxLines and contracts.MaxQuantity, which inventory checks too.
 const MaxEmailLen = 254
 
 // Valid returns a problem per invalid field, keyed by its JSON path; empty when valid.
