@@ -1,21 +1,27 @@
 package httpapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
+	"unicode/utf8"
 )
 
 // MaxBodyBytes is the largest request body any API accepts (64 KiB).
 const MaxBodyBytes = 64 << 10
 
-// Decode reads one JSON object into v: at most MaxBodyBytes, no unknown fields, nothing
-// after it. The error is a *Problem: 413 for a body too large, 400 for a malformed one,
-// with the offending field named where JSON tells us.
+// Decode reads one JSON object into v, strictly: at most MaxBodyBytes of UTF-8; one
+// object and nothing after it; every key spelled exactly as v names it, and only once;
+// every value of the type v declares; no string that holds a NUL, which Postgres cannot
+// store. encoding/json alone lets each of these through (it matches keys whatever their
+// case, keeps the last of two, stops reading after the first value), and what it lets
+// through either changes the meaning of a request silently or fails later as a 500. The
+// error is a *Problem: 413 for a body too large, 400 naming the first offending field by
+// its path (lines[0].quantity) where there is one.
 func Decode(r *http.Request, v any) ([]byte, *Problem) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
 	if err != nil {
@@ -25,13 +31,14 @@ func Decode(r *http.Request, v any) ([]byte, *Problem) {
 		return nil, NewProblem(http.StatusRequestEntityTooLarge, "too-large", "Request body too large",
 			fmt.Sprintf("the body exceeds %d bytes", MaxBodyBytes))
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return nil, decodeProblem(err)
+	if !utf8.Valid(body) {
+		return nil, malformed("", "the body is not valid UTF-8")
 	}
-	if dec.More() {
-		return nil, malformed("", "the body holds more than one JSON value")
+	if p := checkShape(body, reflect.TypeOf(v)); p != nil {
+		return nil, p
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return nil, decodeProblem(err)
 	}
 	return body, nil
 }

@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"net/http"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
@@ -22,17 +24,27 @@ func IdempotencyKey(r *http.Request) (string, *Problem) {
 		return "", nil
 	}
 	key := values[0]
-	bad := len(values) > 1 || len(key) < 1 || len(key) > 255
-	for i := 0; i < len(key) && !bad; i++ {
-		bad = key[i] < 0x20 || key[i] > 0x7e
-	}
-	if bad {
+	if len(values) > 1 || !ValidIdempotencyKey(key) {
 		p := NewProblem(http.StatusBadRequest, "malformed", "Malformed request",
 			IdempotencyKeyHeader+": must be one header of 1 to 255 printable ASCII characters")
 		p.Errors = []FieldError{{Field: IdempotencyKeyHeader, Detail: "must be 1 to 255 printable ASCII characters"}}
 		return "", p
 	}
 	return key, nil
+}
+
+// ValidIdempotencyKey reports whether key is 1 to 255 printable ASCII characters, the
+// only keys an API accepts, and so the only ones it can be asked about.
+func ValidIdempotencyKey(key string) bool {
+	if len(key) < 1 || len(key) > 255 {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // IdempotencyKeyInFlight is the 409 problem for a request whose key's first request is
@@ -66,7 +78,25 @@ func RequiredQuery(r *http.Request, name string) (string, *Problem) {
 	if v == "" {
 		return "", Required(name, "the query parameter is required")
 	}
-	return v, nil
+	return v, Text(name, v)
+}
+
+// Text returns a 400 problem naming the parameter name when v is not text a database
+// can store: invalid UTF-8 (a %ff in a URL decodes to that) or a NUL (%00). Postgres
+// refuses both, and the client would get a 500 for its own malformed request.
+func Text(name, v string) *Problem {
+	var detail string
+	switch {
+	case !utf8.ValidString(v):
+		detail = "is not valid UTF-8"
+	case strings.ContainsRune(v, 0):
+		detail = "must not contain a NUL character"
+	default:
+		return nil
+	}
+	p := NewProblem(http.StatusBadRequest, "malformed", "Malformed request", name+": "+detail)
+	p.Errors = []FieldError{{Field: name, Detail: detail}}
+	return p
 }
 
 // PathUUID reads the path parameter name of the chi route as a UUID, or returns a 400

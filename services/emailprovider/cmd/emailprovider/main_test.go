@@ -182,6 +182,32 @@ func TestSendReplayMismatchAndLookup(t *testing.T) {
 	wantStatus(t, "list without to", p.must(t, http.MethodGet, "/v1/emails", "", ""), http.StatusBadRequest)
 }
 
+// Bytes Postgres cannot store, a NUL or invalid UTF-8, in a body, a path or a query: each
+// is the client's mistake, a 400 naming where it is, never a 500.
+func TestTextPostgresCannotStoreIsRefusedAs400(t *testing.T) {
+	t.Parallel()
+	p := start(t)
+	for _, c := range []struct {
+		what, method, path, body, field string
+	}{
+		{"a NUL in the subject", http.MethodPost, "/v1/emails", `{"to": "ada@example.com", "subject": "a\u0000b", "text": "y"}`, "subject"},
+		{"invalid UTF-8 in the text", http.MethodPost, "/v1/emails", "{\"to\": \"ada@example.com\", \"subject\": \"x\", \"text\": \"\xff\"}", ""},
+		{"a NUL in the key of a lookup", http.MethodGet, "/v1/emails/abc%00def", "", "idempotency_key"},
+		{"invalid UTF-8 in to", http.MethodGet, "/v1/emails?to=%ff", "", "to"},
+		{"a NUL in to", http.MethodGet, "/v1/emails?to=a%00b", "", "to"},
+	} {
+		key := ""
+		if c.method == http.MethodPost {
+			key = "nul-" + c.field
+		}
+		r := p.must(t, c.method, c.path, key, c.body)
+		wantStatus(t, c.what, r, http.StatusBadRequest)
+		if r.header.Get("Content-Type") != "application/problem+json" || (c.field != "" && !strings.Contains(string(r.body), `"field":"`+c.field+`"`)) {
+			t.Errorf("%s: %s, want a problem naming %q", c.what, r.body, c.field)
+		}
+	}
+}
+
 // A second request for a key whose first request is still being sent gets 409: it must
 // neither send again nor be told "not sent". The first request is held in flight by the
 // latency fault, which a send spends holding its key; the test waits until Postgres shows

@@ -81,6 +81,13 @@ func getEmail(svc *emails.Service, tel *telemetry.Telemetry) http.HandlerFunc {
 			httpapi.NotFound(w, "an email with an empty key")
 			return
 		}
+		if !httpapi.ValidIdempotencyKey(key) {
+			p := httpapi.NewProblem(http.StatusBadRequest, "malformed", "Malformed request",
+				"idempotency_key: must be 1 to 255 printable ASCII characters, as Idempotency-Key is")
+			p.Errors = []httpapi.FieldError{{Field: "idempotency_key", Detail: "must be 1 to 255 printable ASCII characters"}}
+			httpapi.WriteProblem(w, p)
+			return
+		}
 		email, err := svc.Get(r.Context(), key)
 		switch {
 		case errors.Is(err, emails.ErrNotFound):

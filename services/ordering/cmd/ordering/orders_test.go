@@ -228,7 +228,7 @@ func TestBadInputIsRefusedNamingTheField(t *testing.T) {
 		{"two values", orderBody("a@example.com", 1) + `{}`, 400, ""},
 		{"unknown field", `{"customer_email": "a@example.com", "lines": [], "coupon": "X"}`, 400, "coupon"},
 		{"wrong type", `{"customer_email": 42, "lines": []}`, 400, "customer_email"},
-		{"quantity not a number", `{"customer_email": "a@example.com", "lines": [{"book_id": "` + dune + `", "quantity": "2"}]}`, 400, "lines.quantity"},
+		{"quantity not a number", `{"customer_email": "a@example.com", "lines": [{"book_id": "` + dune + `", "quantity": "2"}]}`, 400, "lines[0].quantity"},
 		{"book_id not a UUID", `{"customer_email": "a@example.com", "lines": [{"book_id": "dune", "quantity": 2}]}`, 422, "lines[0].book_id"},
 		{"email missing", `{"lines": [` + line(dune, 1) + `]}`, 422, "customer_email"},
 		{"email invalid", `{"customer_email": "not-an-email", "lines": [` + line(dune, 1) + `]}`, 422, "customer_email"},
