@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -121,4 +122,29 @@ func TestDecodeRefusesWhatJSONAloneLetsThrough(t *testing.T) {
 			t.Errorf("%s: refused: %+v", body, p)
 		}
 	}
+}
+
+// Whatever the body, Decode answers with a 400 or 413, or hands over text Postgres can
+// store. `go test -fuzz FuzzDecode ./services/platform/httpapi/` searches further than
+// the seeds below, which make test runs.
+func FuzzDecodeHandsOverOnlyStorableText(f *testing.F) {
+	for _, seed := range []string{
+		`{"customer_email":"a@b.c","lines":[{"book_id":"018f2b1e-0000-7000-8000-000000000001","quantity":1}]}`,
+		`{"customer_email":"a\u0000b"}`, "{\"customer_email\":\"\xff\"}", `{"lines":[{"quantity":1e400}]}`, `{} ]`, `null`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		var req orderRequest
+		p := httpapi.DecodeValid(httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(body)), &req)
+		if p != nil {
+			if p.Status != http.StatusBadRequest && p.Status != http.StatusRequestEntityTooLarge {
+				t.Fatalf("%q: status %d", body, p.Status)
+			}
+			return
+		}
+		if !utf8.ValidString(req.CustomerEmail) || strings.ContainsRune(req.CustomerEmail, 0) {
+			t.Fatalf("%q: accepted %q", body, req.CustomerEmail)
+		}
+	})
 }
