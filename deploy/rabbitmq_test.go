@@ -367,10 +367,10 @@ func TestDefinitionsPermissions(t *testing.T) {
 		"notification": contracts.QueueNotificationStockEvents,
 	}
 	publishes := map[string][]string{ // routing keys each service publishes
-		"ordering":  {"ordering.order-placed.v1"},
+		"ordering":  {"ordering.order-placed.v1", "ordering.order-placed.v2"},
 		"inventory": {"inventory.stock-reserved.v1", "inventory.stock-rejected.v1"},
 	}
-	allKeys := []string{"ordering.order-placed.v1", "inventory.stock-reserved.v1", "inventory.stock-rejected.v1"}
+	allKeys := []string{"ordering.order-placed.v1", "ordering.order-placed.v2", "inventory.stock-reserved.v1", "inventory.stock-rejected.v1"}
 	for service, queue := range ownQueue {
 		t.Run(service, func(t *testing.T) {
 			login := serviceUserURL(t, d, compose, amqpURL, service)

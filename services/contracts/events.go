@@ -8,9 +8,14 @@ import (
 
 // Event types: the routing keys on the Exchange. The version suffix is part of the
 // type, so a consumer that meets a version it does not know dead-letters it instead of
-// misreading it.
+// misreading it. The outbox stores the same number in its schema_version column
+// (outbox.SchemaVersion reads it from the suffix).
 const (
-	OrderPlaced   = "ordering.order-placed.v1"
+	OrderPlaced = "ordering.order-placed.v1"
+	// OrderPlacedV2 is OrderPlaced with the customer as an object (OrderPlacedV2Data).
+	// Ordering publishes v1 unless ORDERING_ORDER_PLACED_VERSION=2; inventory reads both
+	// while the migration runs (docs/schema-evolution.md).
+	OrderPlacedV2 = "ordering.order-placed.v2"
 	StockReserved = "inventory.stock-reserved.v1"
 	StockRejected = "inventory.stock-rejected.v1"
 )
@@ -33,6 +38,26 @@ type OrderPlacedData struct {
 	CustomerEmail string    `json:"customer_email"`
 	Lines         []Line    `json:"lines"`
 	PlacedAt      time.Time `json:"placed_at"`
+}
+
+// OrderPlacedV2Data is the data of ordering.order-placed.v2: v1 with the flat
+// customer_email moved into a customer object, so that what ordering knows about a
+// customer travels together. The change is breaking both ways, which is why it is a new
+// type and not a changed v1: a v1 consumer reads data strictly and refuses the unknown
+// "customer" (and would miss its required customer_email), and a v2 consumer refuses
+// v1's "customer_email". customer.email is required; customer.name is optional, and
+// ordering does not send it yet (an order has no name).
+type OrderPlacedV2Data struct {
+	OrderID  uuid.UUID `json:"order_id"`
+	Customer Customer  `json:"customer"`
+	Lines    []Line    `json:"lines"`
+	PlacedAt time.Time `json:"placed_at"`
+}
+
+// Customer is who placed an order, as ordering.order-placed.v2 carries it.
+type Customer struct {
+	Email string `json:"email"`
+	Name  string `json:"name,omitempty"`
 }
 
 // StockReservedData is the data of inventory.stock-reserved.v1.

@@ -19,7 +19,8 @@ var Topology = broker.Topology{
 	Exchange:           Exchange,
 	DeadLetterExchange: DeadLetterExchange,
 	Queues: []broker.Queue{
-		{Name: QueueInventoryOrderPlaced, Bindings: []string{OrderPlaced}},
+		// Both versions of OrderPlaced while producers migrate from v1 to v2.
+		{Name: QueueInventoryOrderPlaced, Bindings: []string{OrderPlaced, OrderPlacedV2}},
 		{Name: QueueOrderingStockEvents, Bindings: []string{StockReserved, StockRejected}},
 		{Name: QueueNotificationStockEvents, Bindings: []string{StockReserved, StockRejected}},
 	},

@@ -124,7 +124,7 @@ func TestPoisonMessagesAreDeadLetteredAndTheRestProcessed(t *testing.T) {
 	for _, env := range []event.Envelope{
 		invalidEnvelope,
 		withType("ordering.order-shipped.v1"), // unknown type
-		withType("ordering.order-placed.v2"),  // unknown version
+		withType("ordering.order-placed.v3"),  // unknown version
 		invalidData,
 		reused, // same id, different content
 	} {

@@ -13,7 +13,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/store"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
@@ -35,7 +34,7 @@ var errAnsweredBefore = errors.New("an order of the batch was answered before")
 // each order to ReserveStock alone. docs/performance.md measures the difference.
 func (s *Service) ReserveStockBatch(ctx context.Context, msgs []consumer.Message) ([]consumer.Outcome, error) {
 	envs := make([]event.Envelope, len(msgs))
-	orders := make([]contracts.OrderPlacedData, len(msgs))
+	orders := make([]order, len(msgs))
 	causes := make([]trace.SpanContext, len(msgs))
 	for i, m := range msgs {
 		o, err := orderOf(m.Envelope)
@@ -73,7 +72,7 @@ func (s *Service) ReserveStockBatch(ctx context.Context, msgs []consumer.Message
 // is locked in one statement, in id order like reserve's locks, so two batches cannot
 // deadlock on each other or on a single order. Each order is then decided against the
 // copies left by the orders before it.
-func reserveAll(ctx context.Context, tx pgx.Tx, orders []contracts.OrderPlacedData, causes []trace.SpanContext) ([]decision, error) {
+func reserveAll(ctx context.Context, tx pgx.Tx, orders []order, causes []trace.SpanContext) ([]decision, error) {
 	q := store.New(tx)
 	books, err := q.LockBooks(ctx, bookIDs(orders))
 	if err != nil {
@@ -92,12 +91,12 @@ func reserveAll(ctx context.Context, tx pgx.Tx, orders []contracts.OrderPlacedDa
 			for _, l := range o.Lines {
 				free[l.BookID] -= l.Quantity
 				taken[l.BookID] += int32(l.Quantity)
-				lines.OrderIds = append(lines.OrderIds, o.OrderID)
+				lines.OrderIds = append(lines.OrderIds, o.ID)
 				lines.BookIds = append(lines.BookIds, l.BookID)
 				lines.Quantities = append(lines.Quantities, int32(l.Quantity))
 			}
 		}
-		answers.OrderIds = append(answers.OrderIds, o.OrderID)
+		answers.OrderIds = append(answers.OrderIds, o.ID)
 		answers.Outcomes = append(answers.Outcomes, d.outcome())
 		decisions[i] = d
 		events[i] = outcomeEvent(o, d, 1)
@@ -130,7 +129,7 @@ func reserveAll(ctx context.Context, tx pgx.Tx, orders []contracts.OrderPlacedDa
 }
 
 // bookIDs is every book the orders name, once each.
-func bookIDs(orders []contracts.OrderPlacedData) []uuid.UUID {
+func bookIDs(orders []order) []uuid.UUID {
 	seen := map[uuid.UUID]bool{}
 	var ids []uuid.UUID
 	for _, o := range orders {

@@ -16,7 +16,8 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/outbox"
 )
 
-// ReserveStock is the consumer's handler for ordering.order-placed.v1. It reserves every
+// ReserveStock is the consumer's handler for ordering.order-placed, v1 and v2 (orderOf
+// reads either into one order). It reserves every
 // line of the order or none, and announces which through the outbox. An event it cannot
 // read is poison; a book it does not know rejects the order (a catalogue question, not a
 // broken message).
@@ -35,40 +36,6 @@ func (s *Service) ReserveStock(ctx context.Context, env event.Envelope) (consume
 	default:
 		return s.reserveWithInbox(ctx, env, order)
 	}
-}
-
-// orderOf reads and checks the order an event carries. Every error is poison.
-func orderOf(env event.Envelope) (contracts.OrderPlacedData, error) {
-	var o contracts.OrderPlacedData
-	if err := env.DecodeData(&o); err != nil {
-		return o, err
-	}
-	invalid := func(format string, args ...any) error {
-		return event.Poison(event.ReasonInvalidData, fmt.Errorf("%s %s: "+format, append([]any{env.Type, env.ID}, args...)...))
-	}
-	switch {
-	case o.OrderID == uuid.Nil:
-		return o, invalid("order_id is missing")
-	case o.OrderID.String() != env.Subject:
-		return o, invalid("order_id %s does not match subject %q", o.OrderID, env.Subject)
-	case o.CustomerEmail == "":
-		return o, invalid("customer_email is missing")
-	case len(o.Lines) == 0 || len(o.Lines) > contracts.MaxLines:
-		return o, invalid("%d lines, want 1 to %d", len(o.Lines), contracts.MaxLines)
-	}
-	seen := map[uuid.UUID]bool{}
-	for i, l := range o.Lines {
-		switch {
-		case l.BookID == uuid.Nil:
-			return o, invalid("lines[%d].book_id is missing", i)
-		case seen[l.BookID]:
-			return o, invalid("lines[%d].book_id %s appears twice", i, l.BookID)
-		case l.Quantity < 1 || l.Quantity > contracts.MaxQuantity:
-			return o, invalid("lines[%d].quantity %d, want 1 to %d", i, l.Quantity, contracts.MaxQuantity)
-		}
-		seen[l.BookID] = true
-	}
-	return o, nil
 }
 
 // decision is inventory's answer to one order.
@@ -109,7 +76,7 @@ const (
 // reserve does the work of one order inside tx: lock its books, decide, reserve all lines
 // or none, and write the outcome event to the outbox, so that the stock change and its
 // announcement commit together or not at all.
-func reserve(ctx context.Context, tx pgx.Tx, o contracts.OrderPlacedData, key keying) (decision, error) {
+func reserve(ctx context.Context, tx pgx.Tx, o order, key keying) (decision, error) {
 	q := store.New(tx)
 	lines := byBook(o.Lines)
 	ids, quantities := make([]uuid.UUID, len(lines)), make([]int32, len(lines))
@@ -125,7 +92,7 @@ func reserve(ctx context.Context, tx pgx.Tx, o contracts.OrderPlacedData, key ke
 	}
 	d := decide(lines, availableOf(books))
 	if key == byReservationKey {
-		n, err := q.RecordAnswer(ctx, store.RecordAnswerParams{OrderID: o.OrderID, Outcome: d.outcome()})
+		n, err := q.RecordAnswer(ctx, store.RecordAnswerParams{OrderID: o.ID, Outcome: d.outcome()})
 		if err != nil {
 			return d, fmt.Errorf("record answer: %w", err)
 		}
@@ -138,14 +105,14 @@ func reserve(ctx context.Context, tx pgx.Tx, o contracts.OrderPlacedData, key ke
 	if key == notAtAll {
 		// After the locks: a concurrent copy of this order has committed its event by now,
 		// so the next number is free.
-		if sequence, err = q.NextOutcomeSequence(ctx, o.OrderID.String()); err != nil {
+		if sequence, err = q.NextOutcomeSequence(ctx, o.ID.String()); err != nil {
 			return d, fmt.Errorf("next outcome sequence: %w", err)
 		}
 	}
 
 	if d.reserved {
 		if key == byReservationKey {
-			n, err := q.InsertReservations(ctx, store.InsertReservationsParams{OrderID: o.OrderID, Ids: ids, Quantities: quantities})
+			n, err := q.InsertReservations(ctx, store.InsertReservationsParams{OrderID: o.ID, Ids: ids, Quantities: quantities})
 			if err != nil {
 				return d, fmt.Errorf("insert reservations: %w", err)
 			}
@@ -154,7 +121,7 @@ func reserve(ctx context.Context, tx pgx.Tx, o contracts.OrderPlacedData, key ke
 			}
 			if n != int64(len(lines)) {
 				// The lines of an order are inserted together, so either all are there or none.
-				return d, fmt.Errorf("order %s: %d of %d lines were already reserved", o.OrderID, int64(len(lines))-n, len(lines))
+				return d, fmt.Errorf("order %s: %d of %d lines were already reserved", o.ID, int64(len(lines))-n, len(lines))
 			}
 		}
 		n, err := q.AddReserved(ctx, store.AddReservedParams{Ids: ids, Quantities: quantities})
@@ -162,7 +129,7 @@ func reserve(ctx context.Context, tx pgx.Tx, o contracts.OrderPlacedData, key ke
 			return d, fmt.Errorf("add reserved: %w", err)
 		}
 		if n != int64(len(lines)) {
-			return d, fmt.Errorf("order %s: reserved %d of %d books", o.OrderID, n, len(lines))
+			return d, fmt.Errorf("order %s: reserved %d of %d books", o.ID, n, len(lines))
 		}
 	}
 	if _, err := outbox.Write(ctx, tx, outcomeEvent(o, d, sequence)); err != nil {
@@ -204,19 +171,19 @@ func decide(lines []contracts.Line, free map[uuid.UUID]int) decision {
 
 // outcomeEvent is the event that announces d: StockReserved or StockRejected, about the
 // order's reservation, carrying the order's lines as the order listed them.
-func outcomeEvent(o contracts.OrderPlacedData, d decision, sequence int64) outbox.Event {
+func outcomeEvent(o order, d decision, sequence int64) outbox.Event {
 	e := outbox.Event{
 		Source:        Source,
 		AggregateType: AggregateType,
-		AggregateID:   o.OrderID.String(),
+		AggregateID:   o.ID.String(),
 		Sequence:      sequence,
 	}
 	if d.reserved {
 		e.Type = contracts.StockReserved
-		e.Data = contracts.StockReservedData{OrderID: o.OrderID, CustomerEmail: o.CustomerEmail, Lines: o.Lines}
+		e.Data = contracts.StockReservedData{OrderID: o.ID, CustomerEmail: o.CustomerEmail, Lines: o.Lines}
 	} else {
 		e.Type = contracts.StockRejected
-		e.Data = contracts.StockRejectedData{OrderID: o.OrderID, CustomerEmail: o.CustomerEmail, Lines: o.Lines, Reason: d.reason}
+		e.Data = contracts.StockRejectedData{OrderID: o.ID, CustomerEmail: o.CustomerEmail, Lines: o.Lines, Reason: d.reason}
 	}
 	return e
 }

@@ -6,7 +6,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/store"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
@@ -26,7 +25,7 @@ import (
 //     the outcome event to the outbox.
 //  3. Commit. A crash before this leaves none of it, and the redelivery starts afresh; a
 //     crash after it (before the ack) meets the inbox row on redelivery: a duplicate.
-func (s *Service) reserveWithInbox(ctx context.Context, env event.Envelope, o contracts.OrderPlacedData) (consumer.Outcome, error) {
+func (s *Service) reserveWithInbox(ctx context.Context, env event.Envelope, o order) (consumer.Outcome, error) {
 	var d decision
 	processed, err := inbox.Process(ctx, s.pool, ConsumerName, env, func(tx pgx.Tx) error {
 		var err error
@@ -47,7 +46,7 @@ func (s *Service) reserveWithInbox(ctx context.Context, env event.Envelope, o co
 	s.count(ctx, d.outcome())
 	if d.alreadyAnswered {
 		s.log.WarnContext(ctx, "order already answered under another message id; nothing done",
-			"order_id", o.OrderID, "message_id", env.ID)
+			"order_id", o.ID, "message_id", env.ID)
 		return consumer.Duplicate, nil
 	}
 	return consumer.Processed, nil
@@ -62,7 +61,7 @@ func (s *Service) reserveWithInbox(ctx context.Context, env event.Envelope, o co
 //
 // Recording first and working second does not close the window, it turns it round: a
 // crash between them loses the reservation instead (at most once).
-func (s *Service) reserveCheckThenProcess(ctx context.Context, env event.Envelope, o contracts.OrderPlacedData) (consumer.Outcome, error) {
+func (s *Service) reserveCheckThenProcess(ctx context.Context, env event.Envelope, o order) (consumer.Outcome, error) {
 	seen, err := store.New(s.pool).InboxHasMessage(ctx, store.InboxHasMessageParams{MessageID: env.UUID(), Consumer: ConsumerName})
 	if err != nil {
 		return 0, fmt.Errorf("check inbox: %w", err)
@@ -92,7 +91,7 @@ func (s *Service) reserveCheckThenProcess(ctx context.Context, env event.Envelop
 // reserveNaive applies every delivery: each redelivery reserves the order again and
 // announces it again. Correct only on a broker that delivers exactly once, which no
 // broker does.
-func (s *Service) reserveNaive(ctx context.Context, _ event.Envelope, o contracts.OrderPlacedData) (consumer.Outcome, error) {
+func (s *Service) reserveNaive(ctx context.Context, _ event.Envelope, o order) (consumer.Outcome, error) {
 	d, err := s.reserveInOwnTransaction(ctx, o)
 	if err != nil {
 		return 0, err
@@ -106,7 +105,7 @@ func (s *Service) reserveNaive(ctx context.Context, _ event.Envelope, o contract
 
 // reserveInOwnTransaction is the work of the wrong strategies: reserve and announce in one
 // transaction (they keep the outbox; what they lack is the dedup).
-func (s *Service) reserveInOwnTransaction(ctx context.Context, o contracts.OrderPlacedData) (decision, error) {
+func (s *Service) reserveInOwnTransaction(ctx context.Context, o order) (decision, error) {
 	var d decision
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error

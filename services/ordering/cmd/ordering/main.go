@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -49,9 +50,10 @@ func main() {
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	cfg, vars := config.Standard("ordering", 8081)
 	var publisher string
-	var concurrency int
+	var concurrency, placedVersion int
 	vars = append(vars,
 		config.String("ORDERING_PUBLISHER", "outbox", "outbox, or direct: commit then publish, no outbox (the wrong way, for demonstrations)", &publisher),
+		config.Int("ORDERING_ORDER_PLACED_VERSION", "1", "the version of ordering.order-placed written for a new order: 1, or 2 once every consumer reads v2 (docs/schema-evolution.md)", &placedVersion),
 		config.Int("CONSUMER_CONCURRENCY", "4", "stock events handled at once", &concurrency),
 	)
 	relayCfg, relayVars := outbox.Variables()
@@ -76,6 +78,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	if publisher != "outbox" && publisher != "direct" {
 		return fmt.Errorf("ORDERING_PUBLISHER=%q: want outbox or direct", publisher)
+	}
+	if !slices.Contains(orders.OrderPlacedVersions, placedVersion) {
+		return fmt.Errorf("ORDERING_ORDER_PLACED_VERSION=%d: want one of %v", placedVersion, orders.OrderPlacedVersions)
 	}
 	if err := failpoint.Configure(cfg.Failpoints, contracts.Failpoints); err != nil {
 		return err
@@ -135,7 +140,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		direct = directPublisher{pub}
 		log.WarnContext(ctx, "ORDERING_PUBLISHER=direct: events are published after commit without an outbox and CAN BE LOST")
 	}
-	svc := orders.NewService(pool, tel.Tracer("orders"), log, direct)
+	svc := orders.NewService(pool, tel.Tracer("orders"), log, direct, placedVersion)
 	consumeConn := broker.NewConn(cfg.AMQPURL, "ordering-consume")
 	defer consumeConn.Close()
 	stockEvents, err := consumer.New(consumeConn, tel, consumer.Config{

@@ -37,13 +37,19 @@ type Service struct {
 	tracer trace.Tracer
 	log    *slog.Logger
 	direct Publisher // nil: events go through the outbox (the default, and the right way)
+	placed int       // the version of OrderPlaced this service writes: 1 or 2
 }
 
 // NewService returns the ordering use cases. direct must be nil unless the service runs
-// with ORDERING_PUBLISHER=direct for a demonstration.
-func NewService(pool *pgxpool.Pool, tracer trace.Tracer, log *slog.Logger, direct Publisher) *Service {
-	return &Service{pool: pool, tracer: tracer, log: log, direct: direct}
+// with ORDERING_PUBLISHER=direct for a demonstration. placedVersion is the version of
+// OrderPlaced it writes (ORDERING_ORDER_PLACED_VERSION): 2 writes
+// ordering.order-placed.v2, anything else v1.
+func NewService(pool *pgxpool.Pool, tracer trace.Tracer, log *slog.Logger, direct Publisher, placedVersion int) *Service {
+	return &Service{pool: pool, tracer: tracer, log: log, direct: direct, placed: placedVersion}
 }
+
+// OrderPlacedVersions are the versions of OrderPlaced ordering can write.
+var OrderPlacedVersions = []int{1, 2}
 
 // Placed is the outcome of PlaceOrder.
 type Placed struct {
@@ -146,13 +152,13 @@ func (s *Service) place(ctx context.Context, tx pgx.Tx, key string, requestHash 
 		return Placed{}, event.Envelope{}, fmt.Errorf("insert order: %w", err)
 	}
 
-	data := contracts.OrderPlacedData{OrderID: id, CustomerEmail: order.CustomerEmail, Lines: toEventLines(order.Lines), PlacedAt: now}
+	typ, data := s.orderPlacedData(order)
 	var env event.Envelope
 	if s.direct == nil {
 		// The event is part of the transaction: committed with the order or not at all.
-		env, err = outbox.Write(ctx, tx, orderPlaced(id, version, data))
+		env, err = outbox.Write(ctx, tx, orderPlaced(id, version, typ, data))
 	} else {
-		env, err = event.New(Source, contracts.OrderPlaced, id.String(), version, data)
+		env, err = event.New(Source, typ, id.String(), version, data)
 	}
 	return Placed{Order: order, Body: body}, env, err
 }
@@ -166,10 +172,24 @@ func (s *Service) publishDirect(ctx context.Context, env event.Envelope) {
 	}
 }
 
-func orderPlaced(id uuid.UUID, version int64, data contracts.OrderPlacedData) outbox.Event {
+// orderPlacedData is the type and data of a new order's OrderPlaced event, in the version
+// this service writes. Both go through the outbox the same way; only the type (and with
+// it the routing key and the outbox's schema_version) and the data's shape differ.
+func (s *Service) orderPlacedData(o Order) (string, any) {
+	if s.placed == 2 {
+		return contracts.OrderPlacedV2, contracts.OrderPlacedV2Data{
+			OrderID: o.ID, Customer: contracts.Customer{Email: o.CustomerEmail}, Lines: toEventLines(o.Lines), PlacedAt: o.CreatedAt,
+		}
+	}
+	return contracts.OrderPlaced, contracts.OrderPlacedData{
+		OrderID: o.ID, CustomerEmail: o.CustomerEmail, Lines: toEventLines(o.Lines), PlacedAt: o.CreatedAt,
+	}
+}
+
+func orderPlaced(id uuid.UUID, version int64, typ string, data any) outbox.Event {
 	return outbox.Event{
 		Source:        Source,
-		Type:          contracts.OrderPlaced,
+		Type:          typ,
 		AggregateType: "order",
 		AggregateID:   id.String(),
 		Sequence:      version,

@@ -42,7 +42,7 @@ func TestPlacingAnOrderCostsFiveRoundTripsAndAReplayThree(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	svc := orders.NewService(pool, noop.NewTracerProvider().Tracer(""), slog.New(slog.DiscardHandler), nil)
+	svc := orders.NewService(pool, noop.NewTracerProvider().Tracer(""), slog.New(slog.DiscardHandler), nil, 1)
 
 	req := orders.PlaceOrderRequest{
 		CustomerEmail: "ada@example.com",

@@ -1,0 +1,95 @@
+package stock
+
+import (
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/bookstore-go/bookstore/services/contracts"
+	"github.com/bookstore-go/bookstore/services/platform/event"
+)
+
+// order is what inventory needs of an OrderPlaced event, whatever its version: the
+// reservation and the outcome event are written from this, never from a version's data.
+type order struct {
+	ID            uuid.UUID
+	CustomerEmail string
+	Lines         []contracts.Line
+}
+
+// orderOf reads and checks the order an event carries, by its version: one small function
+// per version turns that version's data into an order, and the checks after it are the
+// same for all. Every error is poison.
+func orderOf(env event.Envelope) (order, error) {
+	var o order
+	var err error
+	switch env.Type {
+	case contracts.OrderPlaced:
+		o, err = orderFromV1(env)
+	case contracts.OrderPlacedV2:
+		o, err = orderFromV2(env)
+	default: // the consumer's Types let no other type through; this keeps it so
+		return o, event.Poison(event.ReasonUnknownType, fmt.Errorf("%s %s: not an order-placed version inventory reads", env.Type, env.ID))
+	}
+	if err != nil {
+		return o, err
+	}
+	return o, checkOrder(env, o)
+}
+
+// orderFromV1 reads ordering.order-placed.v1: the customer's email is a flat field.
+func orderFromV1(env event.Envelope) (order, error) {
+	var d contracts.OrderPlacedData
+	if err := env.DecodeData(&d); err != nil {
+		return order{}, err
+	}
+	if d.CustomerEmail == "" {
+		return order{}, invalidData(env, "customer_email is missing")
+	}
+	return order{ID: d.OrderID, CustomerEmail: d.CustomerEmail, Lines: d.Lines}, nil
+}
+
+// orderFromV2 reads ordering.order-placed.v2: the customer is an object, and its email
+// is required. Its optional name is not needed to reserve stock, so it is read (the data
+// is decoded strictly) and left.
+func orderFromV2(env event.Envelope) (order, error) {
+	var d contracts.OrderPlacedV2Data
+	if err := env.DecodeData(&d); err != nil {
+		return order{}, err
+	}
+	if d.Customer.Email == "" {
+		return order{}, invalidData(env, "customer.email is missing")
+	}
+	return order{ID: d.OrderID, CustomerEmail: d.Customer.Email, Lines: d.Lines}, nil
+}
+
+// checkOrder is what every version's order must be: an id equal to the subject, and 1 to
+// MaxLines lines of distinct books with quantities of 1 to MaxQuantity.
+func checkOrder(env event.Envelope, o order) error {
+	switch {
+	case o.ID == uuid.Nil:
+		return invalidData(env, "order_id is missing")
+	case o.ID.String() != env.Subject:
+		return invalidData(env, "order_id %s does not match subject %q", o.ID, env.Subject)
+	case len(o.Lines) == 0 || len(o.Lines) > contracts.MaxLines:
+		return invalidData(env, "%d lines, want 1 to %d", len(o.Lines), contracts.MaxLines)
+	}
+	seen := map[uuid.UUID]bool{}
+	for i, l := range o.Lines {
+		switch {
+		case l.BookID == uuid.Nil:
+			return invalidData(env, "lines[%d].book_id is missing", i)
+		case seen[l.BookID]:
+			return invalidData(env, "lines[%d].book_id %s appears twice", i, l.BookID)
+		case l.Quantity < 1 || l.Quantity > contracts.MaxQuantity:
+			return invalidData(env, "lines[%d].quantity %d, want 1 to %d", i, l.Quantity, contracts.MaxQuantity)
+		}
+		seen[l.BookID] = true
+	}
+	return nil
+}
+
+// invalidData is the poison error of data inventory cannot accept.
+func invalidData(env event.Envelope, format string, args ...any) error {
+	return event.Poison(event.ReasonInvalidData, fmt.Errorf("%s %s: "+format, append([]any{env.Type, env.ID}, args...)...))
+}
