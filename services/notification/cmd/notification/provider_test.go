@@ -1,0 +1,128 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/bookstore-go/bookstore/services/contracts"
+	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/platform/testenv"
+)
+
+// The provider misbehaves: it times out after sending, it is away for a while, it never
+// comes back. Nothing is lost, nothing is sent twice, and a record out of attempts fails.
+
+// The provider sends and then stalls past notification's timeout: the caller cannot know.
+// The retry reconciles, finds the email, and there is still exactly one delivery.
+func TestAmbiguousProviderTimeoutIsReconciled(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	p := w.startProvider(t, "EMAILPROVIDER_ADMIN", "1", "EMAILPROVIDER_AMBIGUOUS_RATE", "1")
+	n := w.startNotification(t)
+
+	orderID := uuid.New()
+	publish(t, w.amqpURL, "", stockEvent(t, contracts.StockReserved, orderID, "amb@example.com"))
+	testenv.Eventually(t, 60*time.Second, "the provider to send the first email", func() bool {
+		return len(emails(t, p, "amb@example.com")) == 1
+	})
+	setFaults(t, p, `{"ambiguous_rate": 0}`) // for the attempts after the first
+
+	rec := waitStatus(t, n, orderID, "completed", 60*time.Second)
+	if rec.Attempts < 2 {
+		t.Fatalf("record %+v: completed without a second attempt, so the first did not time out", rec)
+	}
+	wantOneEmail(t, p, "amb@example.com", orderID, "order-confirmed")
+	if got := testenv.Metric(t, n.Base, "bookstore_notification_reconciled_total", `outcome="found"`); got != 1 {
+		t.Fatalf("reconciled found = %v, want 1", got)
+	}
+	if got := testenv.Metric(t, p.Base, "bookstore_emailprovider_sent_total"); got != 1 {
+		t.Fatalf("provider sent %v, want 1", got)
+	}
+}
+
+// The provider is not there at first, and goes away again later: records retry with
+// backoff and all complete once it is back; nothing lost, nothing sent twice.
+func TestProviderOutageRetriesUntilBack(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	n := w.startNotification(t, "NOTIFICATION_MAX_ATTEMPTS", "1000")
+
+	publishOrders := func(k int) []uuid.UUID {
+		ids := make([]uuid.UUID, k)
+		envs := make([]event.Envelope, k)
+		for i := range ids {
+			ids[i] = uuid.New()
+			envs[i] = stockEvent(t, contracts.StockReserved, ids[i], "outage@example.com")
+		}
+		publish(t, w.amqpURL, "", envs...)
+		return ids
+	}
+	waitRetrying := func(ids []uuid.UUID) {
+		testenv.Eventually(t, 60*time.Second, "every record to be retrying", func() bool {
+			for _, id := range ids {
+				r := records(t, n, id)
+				if len(r) != 1 || r[0].Attempts < 2 || r[0].Status == "completed" {
+					return false
+				}
+			}
+			return true
+		})
+	}
+
+	before := publishOrders(4)
+	waitRetrying(before) // the provider has not been started yet
+	p := w.startProvider(t)
+	for _, id := range before {
+		waitStatus(t, n, id, "completed", 60*time.Second)
+	}
+
+	p.Stop(t)
+	after := publishOrders(3)
+	waitRetrying(after)
+	p = w.startProvider(t)
+	for _, id := range after {
+		waitStatus(t, n, id, "completed", 60*time.Second)
+	}
+
+	list := emails(t, p, "outage@example.com")
+	if len(list) != len(before)+len(after) {
+		t.Fatalf("provider holds %d emails, want %d: %+v", len(list), len(before)+len(after), list)
+	}
+	for _, e := range list {
+		if e.Deliveries != 1 {
+			t.Fatalf("email %s delivered %d times", e.IdempotencyKey, e.Deliveries)
+		}
+	}
+	if got := testenv.Metric(t, n.Base, "bookstore_notification_failed_total"); got != 0 {
+		t.Fatalf("%v records failed", got)
+	}
+	if depth := testenv.QueueDepth(t, w.amqpURL, contracts.QueueNotificationStockEvents+".dlq"); depth != 0 {
+		t.Fatalf("DLQ holds %d messages", depth)
+	}
+}
+
+// Out of attempts: the record fails, the message is dead-lettered with it, and a metric
+// counts it.
+func TestOutOfAttemptsFailsToDLQ(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t) // no provider at all
+	n := w.startNotification(t, "NOTIFICATION_MAX_ATTEMPTS", "2")
+
+	orderID := uuid.New()
+	publish(t, w.amqpURL, "", stockEvent(t, contracts.StockRejected, orderID, "nobody@example.com"))
+	rec := waitStatus(t, n, orderID, "failed", 60*time.Second)
+	if rec.Attempts != 2 {
+		t.Fatalf("record %+v, want failed after 2 attempts", rec)
+	}
+	testenv.Eventually(t, 60*time.Second, "the message to reach the DLQ", func() bool {
+		return testenv.QueueDepth(t, w.amqpURL, contracts.QueueNotificationStockEvents+".dlq") == 1
+	})
+	if got := testenv.Metric(t, n.Base, "bookstore_notification_failed_total", `kind="order-rejected"`); got != 1 {
+		t.Fatalf("failed metric = %v, want 1", got)
+	}
+	if got := testenv.Metric(t, n.Base, "bookstore_consumer_poison_total", `reason="notification-failed"`); got != 1 {
+		t.Fatalf("poison metric = %v, want 1", got)
+	}
+}
