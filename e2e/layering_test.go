@@ -18,13 +18,13 @@ import (
 
 const module = "github.com/bookstore-go/bookstore/"
 
-// TestLayering keeps the dependencies pointing inwards, the way the code is meant to be
+// TestDependenciesPointInwards keeps the dependencies pointing inwards, the way the code is meant to be
 // read: the shared platform knows no service and not the system's vocabulary (not even
 // in its tests), the vocabulary (services/contracts) knows nothing of the repo but the
 // broker's Topology type it is written in, services know no other service, HTTP handlers
 // reach SQL only through a use case, and no package hides behind a name that says
 // nothing.
-func TestLayering(t *testing.T) {
+func TestDependenciesPointInwards(t *testing.T) {
 	cmd := exec.Command("go", "list", "-json", module+"...")
 	cmd.Dir = ".."
 	out, err := cmd.Output()
