@@ -18,7 +18,7 @@ import (
 // The API of the contracts: a send, its replay and the key's lookup; what the provider
 // refuses; one key sent at once from many requests. Also --help.
 
-func TestSendReplayMismatchAndLookup(t *testing.T) {
+func TestAKeySendsOnceReplaysTheSameRequestRefusesAnotherAndFindsTheEmail(t *testing.T) {
 	t.Parallel()
 	p := start(t)
 	const key = "order/018f2b1e-0000-7000-8000-00000000abcd/order-confirmed"

@@ -21,7 +21,7 @@ import (
 // The same event delivered twice, and the same outcome published again under a new
 // message id (a producer duplicate): one record, one email. The provider call also
 // carries the trace the event arrived with.
-func TestOneEmailPerOrderOutcome(t *testing.T) {
+func TestEachOrderOutcomeSendsOneEmailHoweverOftenItArrives(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	p := w.startProvider(t)

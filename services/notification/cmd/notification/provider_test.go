@@ -105,7 +105,7 @@ func TestProviderOutageRetriesUntilBack(t *testing.T) {
 
 // Out of attempts: the record fails, the message is dead-lettered with it, and a metric
 // counts it.
-func TestOutOfAttemptsFailsToDLQ(t *testing.T) {
+func TestARecordOutOfAttemptsFailsAndItsMessageIsDeadLettered(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t) // no provider at all
 	n := w.startNotification(t, "NOTIFICATION_MAX_ATTEMPTS", "2")
