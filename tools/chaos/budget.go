@@ -7,14 +7,14 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 )
 
-// Budget is a retry budget of the services that an outage used to spend: before outages
+// budget is a retry budget of the services that an outage used to spend: before outages
 // were told apart from a message's own failures, a relay counted every publish that
 // failed during a broker outage against the row, and a consumer requeued every message
 // that failed while its database was down, until the row was parked dead or the message
 // dead-lettered. The run shrinks each budget and makes every outage of its kind outlast
 // it, so that a service that spent it again would lose events, and the checker would
 // say so (invariants 2, 5 and 6).
-type Budget struct {
+type budget struct {
 	Name   string        `json:"name"`   // relay | consumer
 	Kind   string        `json:"kind"`   // the outage kind that must outlast it
 	Who    string        `json:"who"`    // the processes that hold it
@@ -40,11 +40,11 @@ const (
 	notificationMaxTry = 30 // NOTIFICATION_MAX_ATTEMPTS in system.go
 )
 
-// Budgets are the budgets the run's outages must outlast. Each Max is the upper end of
+// budgets are the budgets the run's outages must outlast. Each Max is the upper end of
 // the jittered backoff (a delay is drawn from [d/2, d]), so an outage longer than Max
 // would have spent the whole budget whatever the draws; the outages disable the links,
 // so every failing try is refused at once and costs no time beyond its backoff.
-func (c Config) Budgets() []Budget {
+func (c config) budgets() []budget {
 	var relay time.Duration
 	for k := 1; k < c.RelayMaxAttempts; k++ {
 		relay += step(relayBackoffBase, relayBackoffMax, k) + relayPollInterval
@@ -59,16 +59,16 @@ func (c Config) Budgets() []Budget {
 	for k := 1; k <= limit+1; k++ {
 		consumer += step(consumerRetryBase, consumerRetryMax, k)
 	}
-	return []Budget{
+	return []budget{
 		{
-			Name: "relay", Kind: FaultBrokerOutage, Who: "ordering, ordering-relay, inventory-1, inventory-2",
+			Name: "relay", Kind: faultBrokerOutage, Who: "ordering, ordering-relay, inventory-1, inventory-2",
 			Spends: fmt.Sprintf("%d attempts (RELAY_MAX_ATTEMPTS=%d)", c.RelayMaxAttempts, c.RelayMaxAttempts),
 			Max:    relay, Shrunk: true,
 			How: fmt.Sprintf("each failed publish spent an attempt; the row was tried again after its backoff (%v doubling) at the next wake-up (at most a %v poll), and parked dead at the last attempt",
 				relayBackoffBase, relayPollInterval),
 		},
 		{
-			Name: "consumer", Kind: FaultPostgresOutage, Who: "inventory-1, inventory-2, ordering",
+			Name: "consumer", Kind: faultPostgresOutage, Who: "inventory-1, inventory-2, ordering",
 			Spends: policy,
 			Max:    consumer, Shrunk: true,
 			How: fmt.Sprintf("each failure with the database down was requeued after a backoff (%v doubling to %v), spending a delivery; past the limit the message was dead-lettered",
@@ -77,18 +77,18 @@ func (c Config) Budgets() []Budget {
 	}
 }
 
-// BudgetOf returns the budget an outage of kind must outlast.
-func (c Config) BudgetOf(kind string) (Budget, bool) {
-	for _, b := range c.Budgets() {
+// budgetOf returns the budget an outage of kind must outlast.
+func (c config) budgetOf(kind string) (budget, bool) {
+	for _, b := range c.budgets() {
 		if b.Kind == kind {
 			return b, true
 		}
 	}
-	return Budget{}, false
+	return budget{}, false
 }
 
-// BudgetNotes say which budgets the run leaves at the services' own size, and why.
-func (c Config) BudgetNotes() []string {
+// budgetNotes say which budgets the run leaves at the services' own size, and why.
+func (c config) budgetNotes() []string {
 	notes := []string{fmt.Sprintf("Notification keeps its own retry pacing (up to 30 s) and delivery limit of %d: its deliveries also pay for provider failures (NOTIFICATION_MAX_ATTEMPTS=%d), so a Postgres outage does not outlast its budget; its consumer pauses like the others.",
 		broker.DeliveryLimit, notificationMaxTry)}
 	if c.DeliveryLimit == 0 {
@@ -107,8 +107,8 @@ func step(base, ceiling time.Duration, k int) time.Duration {
 	return d
 }
 
-// OutageReport is one outage set against the budget it had to outlast.
-type OutageReport struct {
+// outageReport is one outage set against the budget it had to outlast.
+type outageReport struct {
 	FaultID   int           `json:"fault_id"`
 	Kind      string        `json:"kind"`
 	At        time.Duration `json:"at_ns"`     // from the start of the load
@@ -121,15 +121,15 @@ type OutageReport struct {
 }
 
 // outageReports sets every outage that started against its budget.
-func outageReports(cfg Config, faults []Fault, loadStart time.Time) []OutageReport {
-	var out []OutageReport
+func outageReports(cfg config, faults []fault, loadStart time.Time) []outageReport {
+	var out []outageReport
 	for _, f := range faults {
-		b, ok := cfg.BudgetOf(f.Kind)
+		b, ok := cfg.budgetOf(f.Kind)
 		if !ok || f.Start.IsZero() {
 			continue
 		}
 		length := f.End.Sub(f.Start)
-		out = append(out, OutageReport{
+		out = append(out, outageReport{
 			FaultID: f.ID, Kind: f.Kind, At: f.Start.Sub(loadStart), Length: length,
 			Budget: b.Name, BudgetMax: b.Max, Required: b.Shrunk, Outlasted: f.Fired && length > b.Max, Hit: f.Fired,
 		})

@@ -12,20 +12,20 @@ import (
 	"github.com/google/uuid"
 )
 
-// Verdict is the checker's answer for one invariant of the contracts.
-type Verdict struct {
+// verdict is the checker's answer for one invariant of the contracts.
+type verdict struct {
 	Invariant int            `json:"invariant"`
 	Title     string         `json:"title"`
 	Passed    bool           `json:"passed"`
 	Checked   int            `json:"checked"`            // how many things were looked at
 	Counts    map[string]int `json:"counts,omitempty"`   // violations by kind
-	Examples  []Violation    `json:"examples,omitempty"` // the first few of each kind
+	Examples  []violation    `json:"examples,omitempty"` // the first few of each kind
 	Notes     []string       `json:"notes,omitempty"`    // facts that are not violations
 }
 
-// Violation is one thing that must not happen, about one subject (an order, a book, a
+// violation is one thing that must not happen, about one subject (an order, a book, a
 // message).
-type Violation struct {
+type violation struct {
 	Kind    string `json:"kind"`
 	Subject string `json:"subject"`
 	Detail  string `json:"detail"`
@@ -34,38 +34,38 @@ type Violation struct {
 // Violation kinds. Each names an effect that was lost, duplicated, unexpected or stuck,
 // so the scoreboard can say what a wrong design did.
 const (
-	LostOrder          = "lost order (201 answered, order missing)"
-	DuplicateOrder     = "duplicate order for one idempotency key"
-	UnexpectedOrder    = "unexpected order (no client asked for it)"
-	PlacedAfterFailure = "order exists for an operation that failed"
-	WrongLines         = "order lines differ from the request"
-	StuckPending       = "order stuck pending (its event was lost)"
-	UnknownStatus      = "order in an unknown status"
-	ReservedMismatch   = "reserved differs from confirmed orders (double or lost reservation)"
-	Oversold           = "on_hand - reserved below zero"
-	UnknownBook        = "confirmed order reserves an unknown book"
-	MissingEmail       = "order without an email"
-	DuplicateEmail     = "more than one email for an order"
-	DeliveryCount      = "email delivered other than exactly once"
-	WrongKindEmail     = "email of the wrong kind"
-	UnexpectedEmail    = "email for no order"
-	OutboxNotDrained   = "outbox not drained"
-	OutboxDead         = "outbox rows parked dead"
-	StuckRecord        = "record left unfinished"
-	QueueNotEmpty      = "messages left in a work queue"
-	UnexpectedDead     = "dead letter that was not injected"
-	MissingPoison      = "injected poison not dead-lettered"
-	PoisonTwice        = "poison dead-lettered more than once"
+	lostOrder          = "lost order (201 answered, order missing)"
+	duplicateOrder     = "duplicate order for one idempotency key"
+	unexpectedOrder    = "unexpected order (no client asked for it)"
+	placedAfterFailure = "order exists for an operation that failed"
+	wrongLines         = "order lines differ from the request"
+	stuckPending       = "order stuck pending (its event was lost)"
+	unknownStatus      = "order in an unknown status"
+	reservedMismatch   = "reserved differs from confirmed orders (double or lost reservation)"
+	oversold           = "on_hand - reserved below zero"
+	unknownBook        = "confirmed order reserves an unknown book"
+	missingEmail       = "order without an email"
+	duplicateEmail     = "more than one email for an order"
+	deliveryCount      = "email delivered other than exactly once"
+	wrongKindEmail     = "email of the wrong kind"
+	unexpectedEmail    = "email for no order"
+	outboxNotDrained   = "outbox not drained"
+	outboxDead         = "outbox rows parked dead"
+	stuckRecord        = "record left unfinished"
+	queueNotEmpty      = "messages left in a work queue"
+	unexpectedDead     = "dead letter that was not injected"
+	missingPoison      = "injected poison not dead-lettered"
+	poisonTwice        = "poison dead-lettered more than once"
 )
 
 // maxExamples bounds the examples kept per kind, so a design that fails on every order
 // still writes a readable report.
 const maxExamples = 5
 
-// Check runs every invariant of the contracts against s. It is a pure function of the
+// check runs every invariant of the contracts against s. It is a pure function of the
 // snapshot: no service is asked anything.
-func Check(s Snapshot) []Verdict {
-	return []Verdict{
+func check(s snapshot) []verdict {
+	return []verdict{
 		checkOrdersPlaced(s),
 		checkOrdersDecided(s),
 		checkReservations(s),
@@ -75,8 +75,8 @@ func Check(s Snapshot) []Verdict {
 	}
 }
 
-// Passed reports whether every verdict passed.
-func Passed(vs []Verdict) bool {
+// passed reports whether every verdict passed.
+func passed(vs []verdict) bool {
 	for _, v := range vs {
 		if !v.Passed {
 			return false
@@ -85,8 +85,8 @@ func Passed(vs []Verdict) bool {
 	return true
 }
 
-// ViolationCount adds up every violation of every verdict.
-func ViolationCount(vs []Verdict) int {
+// violationCount adds up every violation of every verdict.
+func violationCount(vs []verdict) int {
 	n := 0
 	for _, v := range vs {
 		for _, c := range v.Counts {
@@ -96,16 +96,16 @@ func ViolationCount(vs []Verdict) int {
 	return n
 }
 
-type verdictBuilder struct{ v Verdict }
+type verdictBuilder struct{ v verdict }
 
 func newVerdict(n int, title string) *verdictBuilder {
-	return &verdictBuilder{v: Verdict{Invariant: n, Title: title, Counts: map[string]int{}}}
+	return &verdictBuilder{v: verdict{Invariant: n, Title: title, Counts: map[string]int{}}}
 }
 
 func (b *verdictBuilder) fail(kind, subject, format string, args ...any) {
 	b.v.Counts[kind]++
 	if b.v.Counts[kind] <= maxExamples {
-		b.v.Examples = append(b.v.Examples, Violation{Kind: kind, Subject: subject, Detail: fmt.Sprintf(format, args...)})
+		b.v.Examples = append(b.v.Examples, violation{Kind: kind, Subject: subject, Detail: fmt.Sprintf(format, args...)})
 	}
 }
 
@@ -113,7 +113,7 @@ func (b *verdictBuilder) note(format string, args ...any) {
 	b.v.Notes = append(b.v.Notes, fmt.Sprintf(format, args...))
 }
 
-func (b *verdictBuilder) done() Verdict {
+func (b *verdictBuilder) done() verdict {
 	b.v.Passed = len(b.v.Counts) == 0
 	if b.v.Passed {
 		b.v.Counts = nil
@@ -125,11 +125,11 @@ func (b *verdictBuilder) done() Verdict {
 // one idempotency key. Also: no order exists that no client asked for, none for an
 // operation that certainly failed, and each has the lines its client sent. Unknown
 // operations may land either way; they are counted as recovered (placed) or not.
-func checkOrdersPlaced(s Snapshot) Verdict {
+func checkOrdersPlaced(s snapshot) verdict {
 	b := newVerdict(1, "every 201 order exists, at most one order per idempotency key")
-	byID := map[uuid.UUID]Order{}
-	byEmail := map[string][]Order{}
-	byKey := map[string][]Order{}
+	byID := map[uuid.UUID]order{}
+	byEmail := map[string][]order{}
+	byKey := map[string][]order{}
 	for _, o := range s.Orders {
 		byID[o.ID] = o
 		byEmail[o.CustomerEmail] = append(byEmail[o.CustomerEmail], o)
@@ -147,23 +147,23 @@ func checkOrdersPlaced(s Snapshot) Verdict {
 			placed = byKey[op.Key]
 		}
 		if len(placed) > 1 {
-			b.fail(DuplicateOrder, op.Key, "%d orders for one operation: %v", len(placed), orderIDs(placed))
+			b.fail(duplicateOrder, op.Key, "%d orders for one operation: %v", len(placed), orderIDs(placed))
 		}
 		switch op.Outcome {
-		case OutcomeOK:
+		case outcomeOK:
 			o, ok := byID[op.OrderID]
 			if !ok {
-				b.fail(LostOrder, op.OrderID.String(), "key %s was answered with order %s, which does not exist", op.Key, op.OrderID)
+				b.fail(lostOrder, op.OrderID.String(), "key %s was answered with order %s, which does not exist", op.Key, op.OrderID)
 				continue
 			}
 			if !sameLines(o.Lines, op.Lines) {
-				b.fail(WrongLines, o.ID.String(), "requested %v, stored %v", op.Lines, o.Lines)
+				b.fail(wrongLines, o.ID.String(), "requested %v, stored %v", op.Lines, o.Lines)
 			}
-		case OutcomeFailed:
+		case outcomeFailed:
 			if len(placed) > 0 {
-				b.fail(PlacedAfterFailure, op.Key, "the client was told it failed, but order %s exists", placed[0].ID)
+				b.fail(placedAfterFailure, op.Key, "the client was told it failed, but order %s exists", placed[0].ID)
 			}
-		case OutcomeUnknown:
+		case outcomeUnknown:
 			if len(placed) > 0 {
 				recovered++
 			} else {
@@ -173,7 +173,7 @@ func checkOrdersPlaced(s Snapshot) Verdict {
 	}
 	for _, o := range s.Orders {
 		if !opEmails[o.CustomerEmail] {
-			b.fail(UnexpectedOrder, o.ID.String(), "order for %s matches no client operation", o.CustomerEmail)
+			b.fail(unexpectedOrder, o.ID.String(), "order for %s matches no client operation", o.CustomerEmail)
 		}
 	}
 	b.note("unknown operations: %d recovered (the order exists), %d not (it was never placed); both are allowed", recovered, notRecovered)
@@ -181,16 +181,16 @@ func checkOrdersPlaced(s Snapshot) Verdict {
 }
 
 // Invariant 2: every order has reached confirmed or rejected; none is left pending.
-func checkOrdersDecided(s Snapshot) Verdict {
+func checkOrdersDecided(s snapshot) verdict {
 	b := newVerdict(2, "every order confirmed or rejected, none left pending")
 	for _, o := range s.Orders {
 		b.v.Checked++
 		switch o.Status {
-		case StatusConfirmed, StatusRejected:
-		case StatusPending:
-			b.fail(StuckPending, o.ID.String(), "placed at %s, still pending", o.CreatedAt.Format("15:04:05.000"))
+		case statusConfirmed, statusRejected:
+		case statusPending:
+			b.fail(stuckPending, o.ID.String(), "placed at %s, still pending", o.CreatedAt.Format("15:04:05.000"))
 		default:
-			b.fail(UnknownStatus, o.ID.String(), "status %q", o.Status)
+			b.fail(unknownStatus, o.ID.String(), "status %q", o.Status)
 		}
 	}
 	return b.done()
@@ -199,11 +199,11 @@ func checkOrdersDecided(s Snapshot) Verdict {
 // Invariant 3: for each book, reserved equals the sum of the quantities of the confirmed
 // orders' lines for it, and on_hand - reserved >= 0. A reservation made twice for one
 // order (a duplicate message processed twice) shows here as reserved above the sum.
-func checkReservations(s Snapshot) Verdict {
+func checkReservations(s snapshot) verdict {
 	b := newVerdict(3, "reserved = confirmed quantities per book, never oversold")
 	want := map[uuid.UUID]int{}
 	for _, o := range s.Orders {
-		if o.Status != StatusConfirmed {
+		if o.Status != statusConfirmed {
 			continue
 		}
 		for _, l := range o.Lines {
@@ -215,15 +215,15 @@ func checkReservations(s Snapshot) Verdict {
 		b.v.Checked++
 		known[bk.ID] = true
 		if bk.Reserved != want[bk.ID] {
-			b.fail(ReservedMismatch, bk.Title, "reserved %d, confirmed orders hold %d (%+d)", bk.Reserved, want[bk.ID], bk.Reserved-want[bk.ID])
+			b.fail(reservedMismatch, bk.Title, "reserved %d, confirmed orders hold %d (%+d)", bk.Reserved, want[bk.ID], bk.Reserved-want[bk.ID])
 		}
 		if bk.OnHand-bk.Reserved < 0 {
-			b.fail(Oversold, bk.Title, "on_hand %d, reserved %d", bk.OnHand, bk.Reserved)
+			b.fail(oversold, bk.Title, "on_hand %d, reserved %d", bk.OnHand, bk.Reserved)
 		}
 	}
 	for id, q := range want {
 		if !known[id] {
-			b.fail(UnknownBook, id.String(), "confirmed orders hold %d of a book inventory does not list", q)
+			b.fail(unknownBook, id.String(), "confirmed orders hold %d of a book inventory does not list", q)
 		}
 	}
 	return b.done()
@@ -232,9 +232,9 @@ func checkReservations(s Snapshot) Verdict {
 // Invariant 4: every order has exactly one email at the provider, delivered exactly once,
 // of the kind that matches its status. The kind is read from the notification record
 // whose idempotency key the email carries.
-func checkEmails(s Snapshot) Verdict {
+func checkEmails(s snapshot) verdict {
 	b := newVerdict(4, "one email per order, delivered once, of the right kind")
-	emailsTo := map[string][]Email{}
+	emailsTo := map[string][]sentEmail{}
 	for _, e := range s.Emails {
 		emailsTo[e.To] = append(emailsTo[e.To], e)
 	}
@@ -247,10 +247,10 @@ func checkEmails(s Snapshot) Verdict {
 		orderEmails[o.CustomerEmail] = true
 		var want string
 		switch o.Status {
-		case StatusConfirmed:
-			want = KindConfirmed
-		case StatusRejected:
-			want = KindRejected
+		case statusConfirmed:
+			want = kindConfirmed
+		case statusRejected:
+			want = kindRejected
 		default:
 			continue // an undecided order has no outcome to tell; invariant 2 reports it
 		}
@@ -258,23 +258,23 @@ func checkEmails(s Snapshot) Verdict {
 		emails := emailsTo[o.CustomerEmail]
 		switch {
 		case len(emails) == 0:
-			b.fail(MissingEmail, o.ID.String(), "%s order, no email to %s", o.Status, o.CustomerEmail)
+			b.fail(missingEmail, o.ID.String(), "%s order, no email to %s", o.Status, o.CustomerEmail)
 			continue
 		case len(emails) > 1:
-			b.fail(DuplicateEmail, o.ID.String(), "%d emails to %s", len(emails), o.CustomerEmail)
+			b.fail(duplicateEmail, o.ID.String(), "%d emails to %s", len(emails), o.CustomerEmail)
 		}
 		for _, e := range emails {
 			if e.Deliveries != 1 {
-				b.fail(DeliveryCount, o.ID.String(), "email %s delivered %d times", e.IdempotencyKey, e.Deliveries)
+				b.fail(deliveryCount, o.ID.String(), "email %s delivered %d times", e.IdempotencyKey, e.Deliveries)
 			}
 			if got := kindOfKey[e.IdempotencyKey]; got != want {
-				b.fail(WrongKindEmail, o.ID.String(), "%s order, email %s is %q", o.Status, e.IdempotencyKey, cmp.Or(got, "of no notification record"))
+				b.fail(wrongKindEmail, o.ID.String(), "%s order, email %s is %q", o.Status, e.IdempotencyKey, cmp.Or(got, "of no notification record"))
 			}
 		}
 	}
 	for _, to := range slices.Sorted(maps.Keys(emailsTo)) {
 		if !orderEmails[to] {
-			b.fail(UnexpectedEmail, to, "%d emails to an address no order has", len(emailsTo[to]))
+			b.fail(unexpectedEmail, to, "%d emails to an address no order has", len(emailsTo[to]))
 		}
 	}
 	return b.done()
@@ -283,30 +283,30 @@ func checkEmails(s Snapshot) Verdict {
 // Invariant 5: every outbox is drained; no inbox or notification record is left
 // processing. A message left in a work queue after the quiet period is unfinished work
 // too.
-func checkNothingStuck(s Snapshot) Verdict {
+func checkNothingStuck(s snapshot) verdict {
 	b := newVerdict(5, "outboxes drained, no record left processing, queues empty")
 	for _, o := range s.Outboxes {
 		b.v.Checked++
 		if o.Pending > 0 {
-			b.fail(OutboxNotDrained, o.Service, "%d rows still pending", o.Pending)
+			b.fail(outboxNotDrained, o.Service, "%d rows still pending", o.Pending)
 		}
 		if o.Dead > 0 {
-			b.fail(OutboxDead, o.Service, "%d rows parked after too many failed publishes", o.Dead)
+			b.fail(outboxDead, o.Service, "%d rows parked after too many failed publishes", o.Dead)
 		}
 	}
 	for _, u := range s.Unfinished {
-		b.fail(StuckRecord, u.Service+" "+u.Record, "status %q", u.Status)
+		b.fail(stuckRecord, u.Service+" "+u.Record, "status %q", u.Status)
 	}
 	for _, n := range s.Notifications {
 		b.v.Checked++
 		if n.Status == "processing" || n.Status == "needs-reconciliation" {
-			b.fail(StuckRecord, "notification "+n.OrderID.String(), "%s record %q after %d attempts", n.Kind, n.Status, n.Attempts)
+			b.fail(stuckRecord, "notification "+n.OrderID.String(), "%s record %q after %d attempts", n.Kind, n.Status, n.Attempts)
 		}
 	}
 	for _, q := range s.Queues {
 		b.v.Checked++
 		if q.Messages > 0 {
-			b.fail(QueueNotEmpty, q.Name, "%d messages", q.Messages)
+			b.fail(queueNotEmpty, q.Name, "%d messages", q.Messages)
 		}
 	}
 	return b.done()
@@ -315,11 +315,11 @@ func checkNothingStuck(s Snapshot) Verdict {
 // Invariant 6: the dead-letter queues hold exactly the poison messages that were
 // injected, nothing else. Messages are matched by queue and message id, and the body
 // must be the one injected.
-func checkDeadLetters(s Snapshot) Verdict {
+func checkDeadLetters(s snapshot) verdict {
 	b := newVerdict(6, "dead-letter queues hold exactly the injected poison")
 	// Counted as multisets: a message injected twice must be dead-lettered twice.
 	type key struct{ queue, id string }
-	injected := map[key]Poison{}
+	injected := map[key]poisonMessage{}
 	want := map[key]int{}
 	for _, p := range s.InjectedPoison {
 		k := key{p.Queue, p.MessageID}
@@ -339,12 +339,12 @@ func checkDeadLetters(s Snapshot) Verdict {
 			case d.Reason != "":
 				why = fmt.Sprintf("dead-lettered as %s: ", d.Reason)
 			}
-			b.fail(UnexpectedDead, d.Queue+" "+d.MessageID, "%s%s", why, describeBody(d.Body))
+			b.fail(unexpectedDead, d.Queue+" "+d.MessageID, "%s%s", why, describeBody(d.Body))
 			continue
 		}
 		seen[k]++
 		if seen[k] == want[k]+1 {
-			b.fail(PoisonTwice, d.Queue+" "+d.MessageID, "%s poison", p.Kind)
+			b.fail(poisonTwice, d.Queue+" "+d.MessageID, "%s poison", p.Kind)
 		}
 	}
 	byKind := map[string]int{}
@@ -353,7 +353,7 @@ func checkDeadLetters(s Snapshot) Verdict {
 		k := key{p.Queue, p.MessageID}
 		if seen[k] < want[k] {
 			seen[k]++ // one missing copy reported once
-			b.fail(MissingPoison, p.Queue+" "+p.MessageID, "%s poison injected at %s is not in %s.dlq", p.Kind, p.At.Format("15:04:05.000"), p.Queue)
+			b.fail(missingPoison, p.Queue+" "+p.MessageID, "%s poison injected at %s is not in %s.dlq", p.Kind, p.At.Format("15:04:05.000"), p.Queue)
 		}
 	}
 	var kinds []string
@@ -364,7 +364,7 @@ func checkDeadLetters(s Snapshot) Verdict {
 	return b.done()
 }
 
-func orderIDs(os []Order) []string {
+func orderIDs(os []order) []string {
 	ids := make([]string, len(os))
 	for i, o := range os {
 		ids[i] = o.ID.String()
@@ -372,13 +372,13 @@ func orderIDs(os []Order) []string {
 	return ids
 }
 
-func sameLines(a, b []Line) bool {
+func sameLines(a, b []orderLine) bool {
 	if len(a) != len(b) {
 		return false
 	}
-	sorted := func(ls []Line) []Line {
+	sorted := func(ls []orderLine) []orderLine {
 		out := slices.Clone(ls)
-		slices.SortFunc(out, func(x, y Line) int { return strings.Compare(x.BookID.String(), y.BookID.String()) })
+		slices.SortFunc(out, func(x, y orderLine) int { return strings.Compare(x.BookID.String(), y.BookID.String()) })
 		return out
 	}
 	return slices.Equal(sorted(a), sorted(b))

@@ -21,46 +21,46 @@ var (
 // cleanSnapshot is a run in which everything went right: three orders placed (one after
 // an unknown outcome), two confirmed, one rejected for lack of stock, one email each,
 // one poison message injected and dead-lettered.
-func cleanSnapshot() Snapshot {
+func cleanSnapshot() snapshot {
 	t0 := time.Date(2026, 11, 29, 21, 0, 0, 0, time.UTC)
-	var s Snapshot
-	statuses := []string{StatusConfirmed, StatusConfirmed, StatusRejected}
-	outcomes := []Outcome{OutcomeOK, OutcomeOK, OutcomeUnknown}
+	var s snapshot
+	statuses := []string{statusConfirmed, statusConfirmed, statusRejected}
+	outcomes := []outcome{outcomeOK, outcomeOK, outcomeUnknown}
 	for i, st := range statuses {
 		id := uuid.MustParse(fmt.Sprintf("018f2b1e-1111-7000-8000-%012d", i+1))
 		email := fmt.Sprintf("op-%d@chaos.example", i)
 		key := fmt.Sprintf("chaos-1-%d", i)
-		lines := []Line{{BookID: dune, Quantity: 2}, {BookID: hobbit, Quantity: 1}}
-		op := Op{N: i, Key: key, Email: email, Lines: lines, Outcome: outcomes[i], Attempts: 1, Start: t0, End: t0.Add(time.Second)}
-		if op.Outcome == OutcomeOK {
+		lines := []orderLine{{BookID: dune, Quantity: 2}, {BookID: hobbit, Quantity: 1}}
+		op := clientOp{N: i, Key: key, Email: email, Lines: lines, Outcome: outcomes[i], Attempts: 1, Start: t0, End: t0.Add(time.Second)}
+		if op.Outcome == outcomeOK {
 			op.OrderID = id
 		}
 		s.History = append(s.History, op)
-		s.Orders = append(s.Orders, Order{ID: id, Key: key, CustomerEmail: email, Status: st, Lines: lines, CreatedAt: t0, UpdatedAt: t0.Add(time.Second)})
-		kind := KindConfirmed
-		if st == StatusRejected {
-			kind = KindRejected
+		s.Orders = append(s.Orders, order{ID: id, Key: key, CustomerEmail: email, Status: st, Lines: lines, CreatedAt: t0, UpdatedAt: t0.Add(time.Second)})
+		kind := kindConfirmed
+		if st == statusRejected {
+			kind = kindRejected
 		}
 		nkey := "notification-" + id.String() + "-" + kind
-		s.Notifications = append(s.Notifications, Notification{OrderID: id, Kind: kind, Status: "completed", IdempotencyKey: nkey, Attempts: 1})
-		s.Emails = append(s.Emails, Email{ID: fmt.Sprint(i), IdempotencyKey: nkey, To: email, Deliveries: 1})
+		s.Notifications = append(s.Notifications, notificationRecord{OrderID: id, Kind: kind, Status: "completed", IdempotencyKey: nkey, Attempts: 1})
+		s.Emails = append(s.Emails, sentEmail{ID: fmt.Sprint(i), IdempotencyKey: nkey, To: email, Deliveries: 1})
 	}
 	// A fourth operation failed for certain: no order, no email.
-	s.History = append(s.History, Op{N: 3, Key: "chaos-1-3", Email: "op-3@chaos.example", Lines: []Line{{BookID: dune, Quantity: 1}}, Outcome: OutcomeFailed, Attempts: 8})
-	s.Books = []Book{
+	s.History = append(s.History, clientOp{N: 3, Key: "chaos-1-3", Email: "op-3@chaos.example", Lines: []orderLine{{BookID: dune, Quantity: 1}}, Outcome: outcomeFailed, Attempts: 8})
+	s.Books = []book{
 		{ID: dune, Title: "Dune", OnHand: 10, Reserved: 4},
 		{ID: hobbit, Title: "The Hobbit", OnHand: 2, Reserved: 2},
 	}
-	s.Outboxes = []Outbox{{Service: "ordering"}, {Service: "inventory"}}
-	s.Queues = []Queue{{Name: "inventory.order-placed"}, {Name: "ordering.stock-events"}, {Name: "notification.stock-events"}}
-	poison := Poison{Queue: "inventory.order-placed", Kind: "not-json", MessageID: "poison-1", Body: []byte("{not json"), At: t0}
-	s.InjectedPoison = []Poison{poison}
-	s.DeadLetters = []DeadLetter{{Queue: poison.Queue, MessageID: poison.MessageID, Body: poison.Body}}
+	s.Outboxes = []outbox{{Service: "ordering"}, {Service: "inventory"}}
+	s.Queues = []queue{{Name: "inventory.order-placed"}, {Name: "ordering.stock-events"}, {Name: "notification.stock-events"}}
+	poison := poisonMessage{Queue: "inventory.order-placed", Kind: "not-json", MessageID: "poison-1", Body: []byte("{not json"), At: t0}
+	s.InjectedPoison = []poisonMessage{poison}
+	s.DeadLetters = []deadLetter{{Queue: poison.Queue, MessageID: poison.MessageID, Body: poison.Body}}
 	return s
 }
 
 func TestCleanSnapshotPasses(t *testing.T) {
-	vs := Check(cleanSnapshot())
+	vs := check(cleanSnapshot())
 	if len(vs) != 6 {
 		t.Fatalf("got %d verdicts, want one per invariant (6)", len(vs))
 	}
@@ -69,16 +69,16 @@ func TestCleanSnapshotPasses(t *testing.T) {
 			t.Errorf("invariant %d: passed=%v checked=%d counts=%v examples=%v", v.Invariant, v.Passed, v.Checked, v.Counts, v.Examples)
 		}
 	}
-	if n := ViolationCount(vs); n != 0 {
+	if n := violationCount(vs); n != 0 {
 		t.Errorf("ViolationCount = %d, want 0", n)
 	}
 }
 
 // assertOnly checks that exactly invariant n failed, with exactly the violation kinds
 // given and their counts.
-func assertOnly(t *testing.T, s Snapshot, n int, want map[string]int) {
+func assertOnly(t *testing.T, s snapshot, n int, want map[string]int) {
 	t.Helper()
-	for _, v := range Check(s) {
+	for _, v := range check(s) {
 		if v.Invariant != n {
 			if !v.Passed {
 				t.Errorf("invariant %d failed too: %v %v", v.Invariant, v.Counts, v.Examples)
@@ -112,7 +112,7 @@ func TestInvariant1LostOrder(t *testing.T) {
 	s.Emails = s.Emails[1:]
 	s.Books[0].Reserved -= 2
 	s.Books[1].Reserved--
-	assertOnly(t, s, 1, map[string]int{LostOrder: 1})
+	assertOnly(t, s, 1, map[string]int{lostOrder: 1})
 	if s.History[0].OrderID != lost {
 		t.Fatal("test setup changed the history")
 	}
@@ -130,7 +130,7 @@ func TestInvariant1DuplicateOrderForOneKey(t *testing.T) {
 	s.Books[0].Reserved += 2
 	s.Books[1].Reserved++
 	s.Books[1].OnHand++
-	assertOnly(t, s, 1, map[string]int{DuplicateOrder: 1})
+	assertOnly(t, s, 1, map[string]int{duplicateOrder: 1})
 }
 
 func TestInvariant1UnexpectedAndFailedOrders(t *testing.T) {
@@ -139,24 +139,24 @@ func TestInvariant1UnexpectedAndFailedOrders(t *testing.T) {
 	// had failed, both rejected with an email each so that only invariant 1 can see them.
 	for i, email := range []string{"stranger@chaos.example", s.History[3].Email} {
 		id := uuid.MustParse(fmt.Sprintf("018f2b1e-3333-7000-8000-%012d", i))
-		s.Orders = append(s.Orders, Order{ID: id, CustomerEmail: email, Status: StatusRejected, Lines: []Line{{BookID: dune, Quantity: 1}}})
+		s.Orders = append(s.Orders, order{ID: id, CustomerEmail: email, Status: statusRejected, Lines: []orderLine{{BookID: dune, Quantity: 1}}})
 		nkey := "n-" + id.String()
-		s.Notifications = append(s.Notifications, Notification{OrderID: id, Kind: KindRejected, Status: "completed", IdempotencyKey: nkey})
-		s.Emails = append(s.Emails, Email{IdempotencyKey: nkey, To: email, Deliveries: 1})
+		s.Notifications = append(s.Notifications, notificationRecord{OrderID: id, Kind: kindRejected, Status: "completed", IdempotencyKey: nkey})
+		s.Emails = append(s.Emails, sentEmail{IdempotencyKey: nkey, To: email, Deliveries: 1})
 	}
-	assertOnly(t, s, 1, map[string]int{UnexpectedOrder: 1, PlacedAfterFailure: 1})
+	assertOnly(t, s, 1, map[string]int{unexpectedOrder: 1, placedAfterFailure: 1})
 }
 
 func TestInvariant1WrongLines(t *testing.T) {
 	s := cleanSnapshot()
-	s.History[1].Lines = []Line{{BookID: dune, Quantity: 3}, {BookID: hobbit, Quantity: 1}}
-	assertOnly(t, s, 1, map[string]int{WrongLines: 1})
+	s.History[1].Lines = []orderLine{{BookID: dune, Quantity: 3}, {BookID: hobbit, Quantity: 1}}
+	assertOnly(t, s, 1, map[string]int{wrongLines: 1})
 }
 
 func TestInvariant1UnknownOperationsMayLandEitherWay(t *testing.T) {
 	s := cleanSnapshot()
-	s.History = append(s.History, Op{N: 4, Key: "chaos-1-4", Email: "op-4@chaos.example", Outcome: OutcomeUnknown})
-	v := Check(s)[0]
+	s.History = append(s.History, clientOp{N: 4, Key: "chaos-1-4", Email: "op-4@chaos.example", Outcome: outcomeUnknown})
+	v := check(s)[0]
 	if !v.Passed {
 		t.Fatalf("an unknown operation that never landed is allowed: %v", v.Counts)
 	}
@@ -170,29 +170,29 @@ func TestInvariant2PendingOrder(t *testing.T) {
 	s := cleanSnapshot()
 	// Order 2's OrderPlaced was never published (the direct publisher's loss): it stays
 	// pending, nothing reserved for it, no email sent for it.
-	s.Orders[2].Status = StatusPending
+	s.Orders[2].Status = statusPending
 	s.Notifications = s.Notifications[:2]
 	s.Emails = s.Emails[:2]
-	assertOnly(t, s, 2, map[string]int{StuckPending: 1})
+	assertOnly(t, s, 2, map[string]int{stuckPending: 1})
 }
 
 func TestInvariant3DoubleReservation(t *testing.T) {
 	s := cleanSnapshot()
 	// A duplicate OrderPlaced was processed twice by a naive consumer.
 	s.Books[0].Reserved += 2
-	assertOnly(t, s, 3, map[string]int{ReservedMismatch: 1})
+	assertOnly(t, s, 3, map[string]int{reservedMismatch: 1})
 }
 
 func TestInvariant3Oversold(t *testing.T) {
 	s := cleanSnapshot()
 	s.Books[1].OnHand = 1
-	assertOnly(t, s, 3, map[string]int{Oversold: 1})
+	assertOnly(t, s, 3, map[string]int{oversold: 1})
 }
 
 func TestInvariant4MissingEmail(t *testing.T) {
 	s := cleanSnapshot()
 	s.Emails = s.Emails[1:]
-	assertOnly(t, s, 4, map[string]int{MissingEmail: 1})
+	assertOnly(t, s, 4, map[string]int{missingEmail: 1})
 }
 
 func TestInvariant4DuplicateEmail(t *testing.T) {
@@ -201,56 +201,56 @@ func TestInvariant4DuplicateEmail(t *testing.T) {
 	second := s.Emails[0]
 	second.IdempotencyKey += "-retry"
 	s.Emails = append(s.Emails, second)
-	s.Notifications = append(s.Notifications, Notification{OrderID: s.Orders[0].ID, Kind: KindConfirmed, Status: "completed", IdempotencyKey: second.IdempotencyKey})
-	assertOnly(t, s, 4, map[string]int{DuplicateEmail: 1})
+	s.Notifications = append(s.Notifications, notificationRecord{OrderID: s.Orders[0].ID, Kind: kindConfirmed, Status: "completed", IdempotencyKey: second.IdempotencyKey})
+	assertOnly(t, s, 4, map[string]int{duplicateEmail: 1})
 }
 
 func TestInvariant4DeliveredTwice(t *testing.T) {
 	s := cleanSnapshot()
 	s.Emails[1].Deliveries = 2
-	assertOnly(t, s, 4, map[string]int{DeliveryCount: 1})
+	assertOnly(t, s, 4, map[string]int{deliveryCount: 1})
 }
 
 func TestInvariant4WrongKind(t *testing.T) {
 	s := cleanSnapshot()
-	s.Notifications[2].Kind = KindConfirmed // a rejected order told it was confirmed
-	assertOnly(t, s, 4, map[string]int{WrongKindEmail: 1})
+	s.Notifications[2].Kind = kindConfirmed // a rejected order told it was confirmed
+	assertOnly(t, s, 4, map[string]int{wrongKindEmail: 1})
 }
 
 func TestInvariant4UnexpectedEmail(t *testing.T) {
 	s := cleanSnapshot()
-	s.Emails = append(s.Emails, Email{IdempotencyKey: "stray", To: s.History[3].Email, Deliveries: 1})
-	assertOnly(t, s, 4, map[string]int{UnexpectedEmail: 1})
+	s.Emails = append(s.Emails, sentEmail{IdempotencyKey: "stray", To: s.History[3].Email, Deliveries: 1})
+	assertOnly(t, s, 4, map[string]int{unexpectedEmail: 1})
 }
 
 func TestInvariant5OutboxNotDrained(t *testing.T) {
 	s := cleanSnapshot()
 	s.Outboxes[1].Pending = 3
 	s.Outboxes[0].Dead = 1
-	assertOnly(t, s, 5, map[string]int{OutboxNotDrained: 1, OutboxDead: 1})
+	assertOnly(t, s, 5, map[string]int{outboxNotDrained: 1, outboxDead: 1})
 }
 
 func TestInvariant5RecordLeftProcessing(t *testing.T) {
 	s := cleanSnapshot()
 	// The email was sent and recorded, the record never completed.
 	s.Notifications[0].Status = "processing"
-	s.Unfinished = []Unfinished{{Service: "inventory", Record: "inbox 018f2b1e", Status: "processing"}}
-	assertOnly(t, s, 5, map[string]int{StuckRecord: 2})
+	s.Unfinished = []unfinished{{Service: "inventory", Record: "inbox 018f2b1e", Status: "processing"}}
+	assertOnly(t, s, 5, map[string]int{stuckRecord: 2})
 }
 
 func TestInvariant5QueueNotEmpty(t *testing.T) {
 	s := cleanSnapshot()
 	s.Queues[2].Messages = 4
-	assertOnly(t, s, 5, map[string]int{QueueNotEmpty: 1})
+	assertOnly(t, s, 5, map[string]int{queueNotEmpty: 1})
 }
 
 func TestInvariant6UnexpectedDeadLetter(t *testing.T) {
 	s := cleanSnapshot()
 	// A good event that ran out of deliveries and was dead-lettered.
-	s.DeadLetters = append(s.DeadLetters, DeadLetter{Queue: "ordering.stock-events", MessageID: "018f2b1e-9999-7000-8000-000000000001", Body: []byte(`{"specversion":"1.0"}`), Reason: "delivery_limit"})
-	assertOnly(t, s, 6, map[string]int{UnexpectedDead: 1})
+	s.DeadLetters = append(s.DeadLetters, deadLetter{Queue: "ordering.stock-events", MessageID: "018f2b1e-9999-7000-8000-000000000001", Body: []byte(`{"specversion":"1.0"}`), Reason: "delivery_limit"})
+	assertOnly(t, s, 6, map[string]int{unexpectedDead: 1})
 	// The violation says why RabbitMQ dead-lettered it: here, returned too often.
-	if ex := Check(s)[5].Examples; len(ex) != 1 || !strings.Contains(ex[0].Detail, "dead-lettered as delivery_limit") {
+	if ex := check(s)[5].Examples; len(ex) != 1 || !strings.Contains(ex[0].Detail, "dead-lettered as delivery_limit") {
 		t.Errorf("examples %+v, want the reason delivery_limit", ex)
 	}
 }
@@ -258,21 +258,21 @@ func TestInvariant6UnexpectedDeadLetter(t *testing.T) {
 func TestInvariant6PoisonMissingOrTwiceOrAltered(t *testing.T) {
 	s := cleanSnapshot()
 	// Poison that a consumer swallowed (never dead-lettered).
-	s.InjectedPoison = append(s.InjectedPoison, Poison{Queue: "notification.stock-events", Kind: "unknown-type", MessageID: "poison-2", Body: []byte(`{}`)})
+	s.InjectedPoison = append(s.InjectedPoison, poisonMessage{Queue: "notification.stock-events", Kind: "unknown-type", MessageID: "poison-2", Body: []byte(`{}`)})
 	// The first poison dead-lettered twice.
 	s.DeadLetters = append(s.DeadLetters, s.DeadLetters[0])
 	// A dead letter with an injected id but a different body is not the injected poison.
-	s.DeadLetters = append(s.DeadLetters, DeadLetter{Queue: "notification.stock-events", MessageID: "poison-2", Body: []byte(`{"x":1}`)})
-	assertOnly(t, s, 6, map[string]int{MissingPoison: 1, PoisonTwice: 1, UnexpectedDead: 1})
+	s.DeadLetters = append(s.DeadLetters, deadLetter{Queue: "notification.stock-events", MessageID: "poison-2", Body: []byte(`{"x":1}`)})
+	assertOnly(t, s, 6, map[string]int{missingPoison: 1, poisonTwice: 1, unexpectedDead: 1})
 }
 
 func TestInvariant6PoisonInjectedTwiceIsExpectedTwice(t *testing.T) {
 	s := cleanSnapshot()
 	// The same message injected twice (the same id and body) must be dead-lettered twice.
 	s.InjectedPoison = append(s.InjectedPoison, s.InjectedPoison[0])
-	assertOnly(t, s, 6, map[string]int{MissingPoison: 1})
+	assertOnly(t, s, 6, map[string]int{missingPoison: 1})
 	s.DeadLetters = append(s.DeadLetters, s.DeadLetters[0])
-	if v := Check(s)[5]; !v.Passed {
+	if v := check(s)[5]; !v.Passed {
 		t.Errorf("two injected, two dead-lettered: %v", v.Counts)
 	}
 }
@@ -280,10 +280,10 @@ func TestInvariant6PoisonInjectedTwiceIsExpectedTwice(t *testing.T) {
 func TestExamplesAreBounded(t *testing.T) {
 	s := cleanSnapshot()
 	for i := range 50 {
-		s.DeadLetters = append(s.DeadLetters, DeadLetter{Queue: "inventory.order-placed", MessageID: fmt.Sprint("stray-", i)})
+		s.DeadLetters = append(s.DeadLetters, deadLetter{Queue: "inventory.order-placed", MessageID: fmt.Sprint("stray-", i)})
 	}
-	v := Check(s)[5]
-	if v.Counts[UnexpectedDead] != 50 || len(v.Examples) != maxExamples {
+	v := check(s)[5]
+	if v.Counts[unexpectedDead] != 50 || len(v.Examples) != maxExamples {
 		t.Errorf("counts %v, %d examples; want 50 counted and %d kept", v.Counts, len(v.Examples), maxExamples)
 	}
 }

@@ -15,37 +15,37 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 )
 
-// Quiet is what the harness saw while waiting for the system to settle.
-type Quiet struct {
+// quiet is what the harness saw while waiting for the system to settle.
+type quiet struct {
 	Reached bool          `json:"reached"`
 	Waited  time.Duration `json:"waited_ns"`
-	Last    Backlog       `json:"last"`
+	Last    backlog       `json:"last"`
 	Reason  string        `json:"reason"`
 }
 
-// Backlog is the work the system still has: unpublished outbox rows, messages in the
+// backlog is the work the system still has: unpublished outbox rows, messages in the
 // work queues, orders without an outcome, email records not finished.
-type Backlog struct {
+type backlog struct {
 	Outbox        int `json:"outbox"`
 	Queued        int `json:"queued"`
 	Pending       int `json:"pending_orders"`
 	Notifications int `json:"unfinished_notifications"`
 }
 
-func (b Backlog) drained() bool { return b.Outbox == 0 && b.Queued == 0 && b.Notifications == 0 }
+func (b backlog) drained() bool { return b.Outbox == 0 && b.Queued == 0 && b.Notifications == 0 }
 
-// WaitQuiet polls until nothing is left to do, or until the only thing left is orders
+// waitQuiet polls until nothing is left to do, or until the only thing left is orders
 // that nothing will ever decide (their events are lost: nothing is queued or unpublished
 // for them) and that has not changed for stable, or until timeout. The management API's
 // queue counts lag by a few seconds, so "drained" must hold on polls that far apart.
-func WaitQuiet(ctx context.Context, sys *System, timeout time.Duration) Quiet {
+func waitQuiet(ctx context.Context, sys *system, timeout time.Duration) quiet {
 	const stable = 15 * time.Second
 	start := time.Now()
-	var q Quiet
+	var q quiet
 	var drainedSince time.Time
 	lastPending := -1
 	for {
-		b, err := backlog(ctx, sys)
+		b, err := readBacklog(ctx, sys)
 		q.Last, q.Waited = b, time.Since(start)
 		switch {
 		case err != nil:
@@ -69,8 +69,8 @@ func WaitQuiet(ctx context.Context, sys *System, timeout time.Duration) Quiet {
 	}
 }
 
-func backlog(ctx context.Context, sys *System) (Backlog, error) {
-	var b Backlog
+func readBacklog(ctx context.Context, sys *system) (backlog, error) {
+	var b backlog
 	for _, svc := range []string{"ordering", "inventory"} {
 		o, err := outboxState(ctx, sys, svc)
 		if err != nil {
@@ -98,8 +98,8 @@ func backlog(ctx context.Context, sys *System) (Backlog, error) {
 }
 
 // outboxState counts a service's unpublished outbox rows (the platform's outbox table).
-func outboxState(ctx context.Context, sys *System, service string) (Outbox, error) {
-	o := Outbox{Service: service}
+func outboxState(ctx context.Context, sys *system, service string) (outbox, error) {
+	o := outbox{Service: service}
 	err := sys.dbs[service].QueryRow(ctx, `
 		SELECT count(*) FILTER (WHERE state = 'pending'), count(*) FILTER (WHERE state = 'dead') FROM outbox`).Scan(&o.Pending, &o.Dead)
 	if err != nil {
@@ -109,8 +109,8 @@ func outboxState(ctx context.Context, sys *System, service string) (Outbox, erro
 }
 
 // queueDepths reads each work queue's messages, ready and unacked, from the management API.
-func queueDepths(ctx context.Context, sys *System) ([]Queue, error) {
-	var out []Queue
+func queueDepths(ctx context.Context, sys *system) ([]queue, error) {
+	var out []queue
 	for _, q := range contracts.Topology.Queues {
 		var info struct {
 			Messages int `json:"messages"`
@@ -118,23 +118,23 @@ func queueDepths(ctx context.Context, sys *System) ([]Queue, error) {
 		if err := (broker.Management{URL: sys.cfg.ManagementURL}).Do(ctx, "GET", "/api/queues/"+url.PathEscape(sys.vhost)+"/"+url.PathEscape(q.Name), "", &info); err != nil {
 			return nil, fmt.Errorf("queue %s: %w", q.Name, err)
 		}
-		out = append(out, Queue{Name: q.Name, Messages: info.Messages})
+		out = append(out, queue{Name: q.Name, Messages: info.Messages})
 	}
 	return out, nil
 }
 
-// Collect fills a snapshot from the real system: the ordering database (orders, lines,
+// collect fills a snapshot from the real system: the ordering database (orders, lines,
 // idempotency keys), the APIs of the contracts (books, notification records, the
 // provider's emails), both outboxes, the queues and, last, the dead-letter queues, which
 // it empties.
-func Collect(ctx context.Context, sys *System, msgs *Messages, history []Op) (Snapshot, error) {
-	s := Snapshot{History: history, InjectedPoison: msgs.Injected()}
+func collect(ctx context.Context, sys *system, msgs *messages, history []clientOp) (snapshot, error) {
+	s := snapshot{History: history, InjectedPoison: msgs.injectedPoison()}
 	var err error
 	if s.Orders, err = collectOrders(ctx, sys); err != nil {
 		return s, err
 	}
-	inv := sys.ProcessesOf("inventory")[0]
-	if err := getJSON(ctx, "http://"+inv.HTTPAddr+"/books", &s.Books); err != nil {
+	inv := sys.processesOf("inventory")[0]
+	if err := getJSON(ctx, "http://"+inv.httpAddr+"/books", &s.Books); err != nil {
 		return s, fmt.Errorf("books: %w", err)
 	}
 
@@ -142,11 +142,11 @@ func Collect(ctx context.Context, sys *System, msgs *Messages, history []Op) (Sn
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
-	notification := sys.Process("notification")
+	notification := sys.process("notification")
 	for _, o := range s.Orders {
 		g.Go(func() error {
-			var recs []Notification
-			if err := getJSON(gctx, "http://"+notification.HTTPAddr+"/notifications?order_id="+o.ID.String(), &recs); err != nil {
+			var recs []notificationRecord
+			if err := getJSON(gctx, "http://"+notification.httpAddr+"/notifications?order_id="+o.ID.String(), &recs); err != nil {
 				return fmt.Errorf("notifications of %s: %w", o.ID, err)
 			}
 			mu.Lock()
@@ -155,7 +155,7 @@ func Collect(ctx context.Context, sys *System, msgs *Messages, history []Op) (Sn
 			return nil
 		})
 	}
-	provider := sys.Process("emailprovider")
+	provider := sys.process("emailprovider")
 	addresses := map[string]bool{}
 	for _, op := range history {
 		addresses[op.Email] = true
@@ -165,8 +165,8 @@ func Collect(ctx context.Context, sys *System, msgs *Messages, history []Op) (Sn
 	}
 	for addr := range addresses {
 		g.Go(func() error {
-			var emails []Email
-			if err := getJSON(gctx, "http://"+provider.HTTPAddr+"/v1/emails?to="+url.QueryEscape(addr), &emails); err != nil {
+			var emails []sentEmail
+			if err := getJSON(gctx, "http://"+provider.httpAddr+"/v1/emails?to="+url.QueryEscape(addr), &emails); err != nil {
 				return fmt.Errorf("emails to %s: %w", addr, err)
 			}
 			mu.Lock()
@@ -189,13 +189,13 @@ func Collect(ctx context.Context, sys *System, msgs *Messages, history []Op) (Sn
 	if s.Queues, err = queueDepths(ctx, sys); err != nil {
 		return s, err
 	}
-	if s.DeadLetters, err = msgs.DrainDeadLetters(ctx); err != nil {
+	if s.DeadLetters, err = msgs.drainDeadLetters(ctx); err != nil {
 		return s, err
 	}
 	return s, nil
 }
 
-func collectOrders(ctx context.Context, sys *System) ([]Order, error) {
+func collectOrders(ctx context.Context, sys *system) ([]order, error) {
 	db := sys.dbs["ordering"]
 	rows, err := db.Query(ctx, `
 		SELECT o.id, coalesce(k.key, ''), o.customer_email, o.status, o.created_at, o.updated_at
@@ -203,8 +203,8 @@ func collectOrders(ctx context.Context, sys *System) ([]Order, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read orders: %w", err)
 	}
-	orders, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Order, error) {
-		var o Order
+	orders, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (order, error) {
+		var o order
 		return o, r.Scan(&o.ID, &o.Key, &o.CustomerEmail, &o.Status, &o.CreatedAt, &o.UpdatedAt)
 	})
 	if err != nil {
@@ -214,9 +214,9 @@ func collectOrders(ctx context.Context, sys *System) ([]Order, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read order lines: %w", err)
 	}
-	lines := map[uuid.UUID][]Line{}
+	lines := map[uuid.UUID][]orderLine{}
 	var id uuid.UUID
-	var l Line
+	var l orderLine
 	_, err = pgx.ForEachRow(rows, []any{&id, &l.BookID, &l.Quantity}, func() error {
 		lines[id] = append(lines[id], l)
 		return nil

@@ -12,33 +12,33 @@ import (
 	"text/tabwriter"
 )
 
-// Design is one way to build the system that compare runs under the same faults.
-type Design struct {
-	Name              string
-	Publisher         string
-	InventoryStrategy string
-	Right             bool // the design the contracts prescribe; every other one must be caught
+// design is one way to build the system that compare runs under the same faults.
+type design struct {
+	name              string
+	publisher         string
+	inventoryStrategy string
+	right             bool // the design the contracts prescribe; every other one must be caught
 }
 
-// Designs are compare's contenders: the right design and one wrong turn per window.
-var Designs = []Design{
-	{Name: "outbox + inbox (default)", Publisher: "outbox", InventoryStrategy: "inbox", Right: true},
-	{Name: "naive consumer", Publisher: "outbox", InventoryStrategy: "naive"},
-	{Name: "check-then-process", Publisher: "outbox", InventoryStrategy: "check-then-process"},
-	{Name: "direct publish", Publisher: "direct", InventoryStrategy: "inbox"},
+// designs are compare's contenders: the right design and one wrong turn per window.
+var designs = []design{
+	{name: "outbox + inbox (default)", publisher: "outbox", inventoryStrategy: "inbox", right: true},
+	{name: "naive consumer", publisher: "outbox", inventoryStrategy: "naive"},
+	{name: "check-then-process", publisher: "outbox", inventoryStrategy: "check-then-process"},
+	{name: "direct publish", publisher: "direct", inventoryStrategy: "inbox"},
 }
 
 // runCompare runs every design with the same seed and fault schedule and prints the
 // scoreboard. It fails when the right design has a violation or a wrong one has none:
 // either means the harness can no longer tell them apart.
-func runCompare(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
-	var results []*Result
-	for _, d := range Designs {
+func runCompare(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
+	var results []*result
+	for _, d := range designs {
 		c := cfg
-		c.Design, c.Publisher, c.InventoryStrategy = d.Name, d.Publisher, d.InventoryStrategy
-		res, err := Run(ctx, c, stderr)
+		c.Design, c.Publisher, c.InventoryStrategy = d.name, d.publisher, d.inventoryStrategy
+		res, err := runChaos(ctx, c, stderr)
 		if err != nil {
-			return fmt.Errorf("%s: %w", d.Name, err)
+			return fmt.Errorf("%s: %w", d.name, err)
 		}
 		printSummary(stderr, res)
 		results = append(results, res)
@@ -49,15 +49,15 @@ func runCompare(ctx context.Context, cfg Config, stdout, stderr io.Writer) error
 	if len(results) > 0 {
 		_ = os.WriteFile(filepath.Join(filepath.Dir(results[0].ReportDir), "scoreboard.txt"), []byte(board.String()), 0o644)
 	}
-	for i, d := range Designs {
-		if d.Right != results[i].Passed {
+	for i, d := range designs {
+		if d.right != results[i].Passed {
 			return errViolations
 		}
 	}
 	return nil
 }
 
-func printScoreboard(w io.Writer, results []*Result) {
+func printScoreboard(w io.Writer, results []*result) {
 	fmt.Fprintln(w, "\nSCOREBOARD (same seed, same faults)")
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "DESIGN\tORDERS\tVIOLATIONS\tWHAT THE CHECKER FOUND\tREPORT")

@@ -11,9 +11,9 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 )
 
-// Config is one chaos run. Every field has a flag; the zero-flag run is the default
+// config is one chaos run. Every field has a flag; the zero-flag run is the default
 // `make chaos`.
-type Config struct {
+type config struct {
 	Orders            int           // client operations to send
 	Rate              float64       // operations per second, scheduled by the clock (open model)
 	MaxInFlight       int           // cap on concurrent operations; beyond it sends wait
@@ -37,9 +37,9 @@ type Config struct {
 	Design            string        // the design's name in reports (set by compare)
 }
 
-// DefaultConfig is `make chaos`: 5,000 orders at 20 per second, 100 faults of every kind,
+// defaultConfig is `make chaos`: 5,000 orders at 20 per second, 100 faults of every kind,
 // 5 broker and 5 Postgres outages of 8-12 s, about four minutes of load.
-var DefaultConfig = Config{
+var defaultConfig = config{
 	Orders:            5000,
 	Rate:              20,
 	MaxInFlight:       1000,
@@ -61,21 +61,21 @@ var DefaultConfig = Config{
 	Progress:          true,
 }
 
-// LoadDuration is how long the load runs if the system keeps up with the rate.
-func (c Config) LoadDuration() time.Duration {
+// loadDuration is how long the load runs if the system keeps up with the rate.
+func (c config) loadDuration() time.Duration {
 	return time.Duration(float64(c.Orders) / c.Rate * float64(time.Second))
 }
 
-// DesignName names the design under test: the publisher and the inventory strategy.
-func (c Config) DesignName() string {
+// designName names the design under test: the publisher and the inventory strategy.
+func (c config) designName() string {
 	if c.Design != "" {
 		return c.Design
 	}
 	return fmt.Sprintf("publisher=%s inventory=%s", c.Publisher, c.InventoryStrategy)
 }
 
-func parseFlags(args []string, stderr io.Writer, compare bool) (Config, error) {
-	cfg := DefaultConfig
+func parseFlags(args []string, stderr io.Writer, compare bool) (config, error) {
+	cfg := defaultConfig
 	if compare {
 		cfg.Orders = 1500 // four runs: keep the whole comparison to a few minutes
 		cfg.FaultsPerKind = 30
@@ -114,7 +114,7 @@ func parseFlags(args []string, stderr io.Writer, compare bool) (Config, error) {
 	return cfg, cfg.validate()
 }
 
-func (c Config) validate() error {
+func (c config) validate() error {
 	var errs []error
 	if c.Orders < 1 {
 		errs = append(errs, errors.New("-orders must be at least 1"))
@@ -140,13 +140,13 @@ func (c Config) validate() error {
 	if c.Outages > 0 {
 		// An outage shorter than a budget proves nothing about it: the old code would
 		// have survived it too.
-		for _, b := range c.Budgets() {
+		for _, b := range c.budgets() {
 			if b.Shrunk && c.OutageLength <= b.Max {
 				errs = append(errs, fmt.Errorf("-outage %v does not outlast the %s budget (%s: up to %v); make it longer or shrink the budget", c.OutageLength, b.Name, b.Spends, b.Max))
 			}
 		}
 		// Outages come one after another, at least one OutageLength apart, within the load.
-		span := c.LoadDuration()
+		span := c.loadDuration()
 		if n := 2 * c.Outages; time.Duration(n)*c.OutageLength*3/2+time.Duration(n-1)*c.OutageLength > span-2*faultLead(span) {
 			errs = append(errs, fmt.Errorf("%d outages of up to %v, at least %v apart, do not fit in a load of %v; fewer, shorter, or more orders",
 				n, c.OutageLength*3/2, c.OutageLength, span.Round(time.Second)))

@@ -11,7 +11,7 @@ import (
 
 // renderHTML is the self-contained report: verdicts first (what a reader opens it for),
 // then the plots, the fault counts, the processes and the configuration.
-func renderHTML(r *Result, plots []Plot, summary string) string {
+func renderHTML(r *result, plots []plot, summary string) string {
 	var b strings.Builder
 	esc := html.EscapeString
 	verdict := map[bool]string{true: `<span class="ok">PASSED</span>`, false: `<span class="bad">FAILED</span>`}[r.Passed]
@@ -47,7 +47,7 @@ pre{background:#f7f7f7;padding:1em;overflow-x:auto;font-size:12px}code{font-size
 
 	b.WriteString(`<h2>Throughput, latency and faults</h2><p>Shaded bands, top to bottom: process crash windows (a kill until the restart, a failpoint armed until it fired), network fault windows, broker and Postgres outages, provider fault windows; the darker, the more at once. The dashed line is the end of the load; what follows is the system catching up.</p>`)
 	for _, p := range plots {
-		fmt.Fprintf(&b, `<figure>%s<figcaption>%s (<a href="%s">%s</a>)</figcaption></figure>`, p.SVG, esc(p.Title), p.File, p.File)
+		fmt.Fprintf(&b, `<figure>%s<figcaption>%s (<a href="%s">%s</a>)</figcaption></figure>`, p.svg, esc(p.title), p.file, p.file)
 	}
 
 	b.WriteString(`<h2>Faults</h2><table><tr><th>kind</th><th>scheduled</th><th>started</th><th>hit</th></tr>`)
@@ -64,7 +64,7 @@ pre{background:#f7f7f7;padding:1em;overflow-x:auto;font-size:12px}code{font-size
 				esc(bu.Name), esc(bu.Who), esc(bu.Spends), esc(bu.Kind), ms(bu.Max), esc(bu.How))
 		}
 		b.WriteString(`</table>`)
-		for _, n := range r.Config.BudgetNotes() {
+		for _, n := range r.Config.budgetNotes() {
 			fmt.Fprintf(&b, `<p>%s</p>`, esc(n))
 		}
 		b.WriteString(`<table><tr><th>fault</th><th>outage</th><th>at</th><th>length (every link down)</th><th>budget</th><th>outlasted</th></tr>`)

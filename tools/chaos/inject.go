@@ -15,11 +15,11 @@ import (
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
 )
 
-// Injector carries out a schedule against a running system.
-type Injector struct {
-	sys      *System
-	inject   *Messages
-	faults   []Fault
+// injector carries out a schedule against a running system.
+type injector struct {
+	sys      *system
+	inject   *messages
+	faults   []fault
 	mu       sync.Mutex // guards faults' result fields and provider
 	provider providerFaults
 	fpMu     map[string]*sync.Mutex // one armed failpoint per process at a time
@@ -34,54 +34,54 @@ type providerFaults struct {
 	Latency       string  `json:"latency"`
 }
 
-// NewInjector prepares schedule for sys.
-func NewInjector(sys *System, inject *Messages, schedule []Fault) *Injector {
-	in := &Injector{sys: sys, inject: inject, faults: schedule, fpMu: map[string]*sync.Mutex{}, fired: map[string]chan string{}}
+// newInjector prepares schedule for sys.
+func newInjector(sys *system, inject *messages, schedule []fault) *injector {
+	in := &injector{sys: sys, inject: inject, faults: schedule, fpMu: map[string]*sync.Mutex{}, fired: map[string]chan string{}}
 	for _, p := range sys.procs {
-		in.fpMu[p.Name] = &sync.Mutex{}
-		in.fired[p.Name] = make(chan string, 1)
+		in.fpMu[p.name] = &sync.Mutex{}
+		in.fired[p.name] = make(chan string, 1)
 	}
 	return in
 }
 
-// FailpointFired is the processes' callback for a crash at a failpoint.
-func (in *Injector) FailpointFired(p *Process, spec string) {
+// failpointFired is the processes' callback for a crash at a failpoint.
+func (in *injector) failpointFired(p *process, spec string) {
 	select {
-	case in.fired[p.Name] <- spec:
+	case in.fired[p.name] <- spec:
 	default:
 	}
 }
 
-// Run starts each fault at its moment until ctx ends or the schedule is done; faults
+// run starts each fault at its moment until ctx ends or the schedule is done; faults
 // already started run to their end. Wait waits for them.
-func (in *Injector) Run(ctx context.Context, start time.Time) {
+func (in *injector) run(ctx context.Context, start time.Time) {
 	for i := range in.faults {
 		if !sleepCtx(ctx, time.Until(start.Add(in.faults[i].At))) {
 			return
 		}
 		in.started.Add(1)
 		in.wg.Add(1)
-		go func(f *Fault) {
+		go func(f *fault) {
 			defer in.wg.Done()
 			in.apply(ctx, f)
 		}(&in.faults[i])
 	}
 }
 
-// Wait waits for every started fault to end.
-func (in *Injector) Wait() { in.wg.Wait() }
+// wait waits for every started fault to end.
+func (in *injector) wait() { in.wg.Wait() }
 
-// Started is how many faults have started so far.
-func (in *Injector) Started() int { return int(in.started.Load()) }
+// startedCount is how many faults have started so far.
+func (in *injector) startedCount() int { return int(in.started.Load()) }
 
-// Faults returns the schedule with what became of each fault.
-func (in *Injector) Faults() []Fault {
+// faultResults returns the schedule with what became of each fault.
+func (in *injector) faultResults() []fault {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	return slices.Clone(in.faults)
 }
 
-func (in *Injector) record(f *Fault, fired bool, note string) {
+func (in *injector) record(f *fault, fired bool, note string) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	f.Fired = fired
@@ -92,7 +92,7 @@ func (in *Injector) record(f *Fault, fired bool, note string) {
 	f.End = time.Now()
 }
 
-func (in *Injector) begin(f *Fault) {
+func (in *injector) begin(f *fault) {
 	in.mu.Lock()
 	f.Start = time.Now()
 	in.mu.Unlock()
@@ -100,43 +100,43 @@ func (in *Injector) begin(f *Fault) {
 
 // apply carries out one fault. ctx ends with the load: a fault that has not begun by
 // then is skipped, one that has begun runs to its end (a link is always brought back up).
-func (in *Injector) apply(ctx context.Context, f *Fault) {
+func (in *injector) apply(ctx context.Context, f *fault) {
 	in.begin(f)
 	switch f.Kind {
-	case FaultKill:
+	case faultKill:
 		in.kill(ctx, f)
-	case FaultFailpoint:
+	case faultFailpoint:
 		in.failpoint(ctx, f)
-	case FaultResetPeer:
+	case faultResetPeer:
 		in.toxic(f, "reset_peer", toxiclient.Attributes{"timeout": 0})
-	case FaultTimeout:
+	case faultTimeout:
 		in.toxic(f, "timeout", toxiclient.Attributes{"timeout": f.Duration.Milliseconds()})
-	case FaultLatency:
+	case faultLatency:
 		var ms, jitter int
 		fmt.Sscanf(f.Detail, "%dms±%dms", &ms, &jitter)
 		in.toxic(f, "latency", toxiclient.Attributes{"latency": ms, "jitter": jitter})
-	case FaultLinkDown:
-		if err := in.sys.net.Down(f.Target); err != nil {
+	case faultLinkDown:
+		if err := in.sys.net.down(f.Target); err != nil {
 			in.record(f, false, err.Error())
 			return
 		}
 		time.Sleep(f.Duration)
-		err := in.sys.net.Up(f.Target)
+		err := in.sys.net.up(f.Target)
 		in.record(f, true, errText(err))
-	case FaultBrokerOutage, FaultPostgresOutage:
+	case faultBrokerOutage, faultPostgresOutage:
 		in.outage(f)
-	case FaultProviderFail, FaultProviderAmbiguous:
+	case faultProviderFail, faultProviderAmbiguous:
 		in.providerFault(ctx, f)
-	case FaultDuplicate:
-		n, err := in.inject.Duplicate(ctx, f.Target, 3, 2)
+	case faultDuplicate:
+		n, err := in.inject.duplicate(ctx, f.Target, 3, 2)
 		in.record(f, n > 0, cmp.Or(errText(err), fmt.Sprintf("%d copies published", n)))
-	case FaultPoison:
+	case faultPoison:
 		// An id-reused poison needs an event its consumer has finished; early in the run
 		// or deep in a backlog there may be none yet, so it looks again for a while.
-		var p Poison
+		var p poisonMessage
 		var err error
 		for range 10 {
-			if p, err = in.inject.Poison(ctx, f.Target, f.Detail); err == nil || !sleepCtx(ctx, time.Second) {
+			if p, err = in.inject.poison(ctx, f.Target, f.Detail); err == nil || !sleepCtx(ctx, time.Second) {
 				break
 			}
 		}
@@ -145,7 +145,7 @@ func (in *Injector) apply(ctx context.Context, f *Fault) {
 			return
 		}
 		in.record(f, true, "message_id "+p.MessageID)
-	case FaultBrokerRestart:
+	case faultBrokerRestart:
 		err := rabbitmqctl(ctx, "stop_app")
 		time.Sleep(f.Duration)
 		err2 := rabbitmqctl(context.WithoutCancel(ctx), "start_app") // never leave the broker stopped
@@ -153,12 +153,12 @@ func (in *Injector) apply(ctx context.Context, f *Fault) {
 	}
 }
 
-func (in *Injector) kill(ctx context.Context, f *Fault) {
-	p := in.sys.Process(f.Target)
+func (in *injector) kill(ctx context.Context, f *fault) {
+	p := in.sys.process(f.Target)
 	// A process that is down already (killed a moment ago, restarting) is tried again
 	// shortly: the fault is a kill of a live process.
 	for range 100 {
-		if p.Kill(f.Duration) {
+		if p.kill(f.Duration) {
 			in.record(f, true, "")
 			return
 		}
@@ -169,9 +169,9 @@ func (in *Injector) kill(ctx context.Context, f *Fault) {
 	in.record(f, false, "process was never up to kill")
 }
 
-func (in *Injector) failpoint(ctx context.Context, f *Fault) {
-	p := in.sys.Process(f.Target)
-	mu := in.fpMu[p.Name]
+func (in *injector) failpoint(ctx context.Context, f *fault) {
+	p := in.sys.process(f.Target)
+	mu := in.fpMu[p.name]
 	mu.Lock()
 	defer mu.Unlock()
 	if ctx.Err() != nil {
@@ -180,15 +180,15 @@ func (in *Injector) failpoint(ctx context.Context, f *Fault) {
 	}
 	in.begin(f)
 	select { // a crash from an earlier window that nobody waited for
-	case <-in.fired[p.Name]:
+	case <-in.fired[p.name]:
 	default:
 	}
 	// A window can pass without the failpoint firing (the process was cut off by a link
 	// fault, or had nothing to do); it stays armed for a few more before giving up.
-	p.Restart(f.Detail, 5*time.Second)
+	p.restart(f.Detail, 5*time.Second)
 	for window := 1; window <= 3; window++ {
 		select {
-		case <-in.fired[p.Name]:
+		case <-in.fired[p.name]:
 			// The supervisor restarts it without the failpoint: the window is closed.
 			in.record(f, true, fmt.Sprintf("crashed at %s (window %d)", strings.SplitN(f.Detail, "=", 2)[0], window))
 			return
@@ -198,8 +198,8 @@ func (in *Injector) failpoint(ctx context.Context, f *Fault) {
 			break
 		}
 	}
-	if p.Failpoints() == f.Detail {
-		p.Restart("", 5*time.Second)
+	if p.armedFailpoints() == f.Detail {
+		p.restart("", 5*time.Second)
 	}
 	in.record(f, false, "did not fire within its windows; disarmed")
 }
@@ -208,13 +208,13 @@ func (in *Injector) failpoint(ctx context.Context, f *Fault) {
 // f.Duration. Its Start and End are the moments the last link went down and the first
 // came back: the time no service could reach the dependency, which the report sets
 // against the budget it had to outlast. A link_down fault on one of the links at the
-// same time nests (Network.Down counts), so neither fault cuts the other short.
-func (in *Injector) outage(f *Fault) {
+// same time nests (network.down counts), so neither fault cuts the other short.
+func (in *injector) outage(f *fault) {
 	links := strings.Split(f.Detail, ",")
 	var down []string
 	var errs []error
 	for _, l := range links {
-		if err := in.sys.net.Down(l); err != nil {
+		if err := in.sys.net.down(l); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -226,7 +226,7 @@ func (in *Injector) outage(f *Fault) {
 	f.End = time.Now()
 	in.mu.Unlock()
 	for _, l := range down {
-		if err := in.sys.net.Up(l); err != nil {
+		if err := in.sys.net.up(l); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -240,19 +240,19 @@ func (in *Injector) outage(f *Fault) {
 	f.Note = note
 }
 
-func (in *Injector) toxic(f *Fault, typ string, attrs toxiclient.Attributes) {
+func (in *injector) toxic(f *fault, typ string, attrs toxiclient.Attributes) {
 	name := fmt.Sprintf("%s-%d", typ, f.ID)
 	stream := "downstream"
-	if err := in.sys.net.AddToxic(f.Target, name, typ, stream, attrs); err != nil {
+	if err := in.sys.net.addToxic(f.Target, name, typ, stream, attrs); err != nil {
 		in.record(f, false, err.Error())
 		return
 	}
 	time.Sleep(f.Duration)
-	err := in.sys.net.RemoveToxic(f.Target, name)
+	err := in.sys.net.removeToxic(f.Target, name)
 	in.record(f, true, errText(err))
 }
 
-func (in *Injector) providerFault(ctx context.Context, f *Fault) {
+func (in *injector) providerFault(ctx context.Context, f *fault) {
 	var rate float64
 	fmt.Sscanf(f.Detail[strings.Index(f.Detail, "=")+1:], "%g", &rate)
 	set := func(on bool) error {
@@ -261,7 +261,7 @@ func (in *Injector) providerFault(ctx context.Context, f *Fault) {
 		if on {
 			v = rate
 		}
-		if f.Kind == FaultProviderFail {
+		if f.Kind == faultProviderFail {
 			in.provider.FailRate = v
 		} else {
 			in.provider.AmbiguousRate = v
@@ -278,13 +278,13 @@ func (in *Injector) providerFault(ctx context.Context, f *Fault) {
 	in.record(f, true, errText(set(false)))
 }
 
-func (in *Injector) putProviderFaults(ctx context.Context, state providerFaults) error {
+func (in *injector) putProviderFaults(ctx context.Context, state providerFaults) error {
 	state.Latency = "0s"
 	ctx = context.WithoutCancel(ctx) // turning a fault off must not be cut short
-	p := in.sys.Process("emailprovider")
+	p := in.sys.process("emailprovider")
 	var err error
 	for range 30 { // the provider may be down for a moment (killed, restarting)
-		if err = putJSON(ctx, "http://"+p.HTTPAddr+"/admin/faults", state); err == nil {
+		if err = putJSON(ctx, "http://"+p.httpAddr+"/admin/faults", state); err == nil {
 			return nil
 		}
 		if !sleepCtx(ctx, 200*time.Millisecond) {
@@ -294,11 +294,11 @@ func (in *Injector) putProviderFaults(ctx context.Context, state providerFaults)
 	return fmt.Errorf("set provider faults: %w", err)
 }
 
-// Heal ends every fault: toxics removed, links up, provider faults off, failpoints
+// heal ends every fault: toxics removed, links up, provider faults off, failpoints
 // disarmed, and every process running. It runs after the load, before the quiet period.
-func (in *Injector) Heal(ctx context.Context) error {
-	in.Wait()
-	err := in.sys.net.Heal()
+func (in *injector) heal(ctx context.Context) error {
+	in.wait()
+	err := in.sys.net.heal()
 	in.mu.Lock()
 	in.provider = providerFaults{}
 	in.mu.Unlock()
@@ -306,14 +306,14 @@ func (in *Injector) Heal(ctx context.Context) error {
 		err = e
 	}
 	for _, p := range in.sys.procs {
-		if p.Failpoints() != "" {
-			p.Restart("", 5*time.Second)
+		if p.armedFailpoints() != "" {
+			p.restart("", 5*time.Second)
 		}
 	}
 	// The provider's faults live in its memory: a restart after the reset above would
 	// not bring them back, and a provider that was down during the reset starts clean.
 	for _, p := range in.sys.procs {
-		if e := p.WaitReady(ctx, time.Minute); e != nil && err == nil {
+		if e := p.waitReady(ctx, time.Minute); e != nil && err == nil {
 			err = e
 		}
 	}

@@ -19,15 +19,15 @@ import (
 	"github.com/google/uuid"
 )
 
-// Load is an open-model client of ordering: operations start when the clock says, not
+// orderLoad is an open-model client of ordering: operations start when the clock says, not
 // when the previous one finished, so a slow or crashed service faces the queue of
 // customers it would face in production instead of a polite closed loop that waits.
 // Each operation retries with its own Idempotency-Key as a real client would, and ends
 // ok, failed or unknown.
-type Load struct {
+type orderLoad struct {
 	baseURL     string
 	client      *http.Client
-	ops         []Op            // planned: key, email, lines; filled in as they finish
+	ops         []clientOp      // planned: key, email, lines; filled in as they finish
 	at          []time.Duration // when each op starts, from the load's start
 	maxInFlight int
 
@@ -44,14 +44,14 @@ const (
 	backoffMax     = 3 * time.Second
 )
 
-// PlanLoad draws every operation from the seed: arrival times (exponential gaps, a
+// planLoad draws every operation from the seed: arrival times (exponential gaps, a
 // Poisson process at cfg.Rate) and bodies (1-3 distinct books, 1-3 copies each).
-func PlanLoad(cfg Config, books []uuid.UUID, baseURL string) *Load {
+func planLoad(cfg config, books []uuid.UUID, baseURL string) *orderLoad {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6c6f6164)) // "load"
-	l := &Load{
+	l := &orderLoad{
 		baseURL:     baseURL,
 		client:      &http.Client{Timeout: attemptTimeout},
-		ops:         make([]Op, cfg.Orders),
+		ops:         make([]clientOp, cfg.Orders),
 		at:          make([]time.Duration, cfg.Orders),
 		maxInFlight: cfg.MaxInFlight,
 	}
@@ -61,11 +61,11 @@ func PlanLoad(cfg Config, books []uuid.UUID, baseURL string) *Load {
 		l.at[i] = time.Duration(t * float64(time.Second))
 		n := 1 + rng.IntN(min(3, len(books)))
 		perm := rng.Perm(len(books))[:n]
-		lines := make([]Line, n)
+		lines := make([]orderLine, n)
 		for j, b := range perm {
-			lines[j] = Line{BookID: books[b], Quantity: 1 + rng.IntN(3)}
+			lines[j] = orderLine{BookID: books[b], Quantity: 1 + rng.IntN(3)}
 		}
-		l.ops[i] = Op{
+		l.ops[i] = clientOp{
 			N:     i,
 			Key:   fmt.Sprintf("chaos-%d-%06d", cfg.Seed, i),
 			Email: fmt.Sprintf("op-%06d@chaos.example", i),
@@ -75,8 +75,8 @@ func PlanLoad(cfg Config, books []uuid.UUID, baseURL string) *Load {
 	return l
 }
 
-// Run sends every operation at its time and returns when all have ended.
-func (l *Load) Run(ctx context.Context) []Op {
+// run sends every operation at its time and returns when all have ended.
+func (l *orderLoad) run(ctx context.Context) []clientOp {
 	start := time.Now()
 	sem := make(chan struct{}, l.maxInFlight)
 	var wg sync.WaitGroup
@@ -101,15 +101,15 @@ func (l *Load) Run(ctx context.Context) []Op {
 		l.sent.Add(1)
 		l.inFlight.Add(1)
 		wg.Add(1)
-		go func(op *Op) {
+		go func(op *clientOp) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			l.place(ctx, op)
 			l.inFlight.Add(-1)
 			switch op.Outcome {
-			case OutcomeOK:
+			case outcomeOK:
 				l.ok.Add(1)
-			case OutcomeFailed:
+			case outcomeFailed:
 				l.failed.Add(1)
 			default:
 				l.unknown.Add(1)
@@ -121,15 +121,15 @@ func (l *Load) Run(ctx context.Context) []Op {
 }
 
 type orderBody struct {
-	CustomerEmail string `json:"customer_email"`
-	Lines         []Line `json:"lines"`
+	CustomerEmail string      `json:"customer_email"`
+	Lines         []orderLine `json:"lines"`
 }
 
 // place runs one operation to its end. An answer that proves the order was not placed
 // (400, 422, a refused connection) is a definite failure; a timeout, a reset, a 5xx or a
 // 409 (the same key still in flight) may hide a placed order, so once one of those is
 // seen, running out of attempts makes the outcome unknown, never failed.
-func (l *Load) place(ctx context.Context, op *Op) {
+func (l *orderLoad) place(ctx context.Context, op *clientOp) {
 	body, _ := json.Marshal(orderBody{CustomerEmail: op.Email, Lines: op.Lines})
 	op.Start = time.Now()
 	defer func() {
@@ -155,12 +155,12 @@ func (l *Load) place(ctx context.Context, op *Op) {
 				ambiguous = true
 				break
 			}
-			op.Outcome, op.OrderID, op.Error = OutcomeOK, o.ID, ""
+			op.Outcome, op.OrderID, op.Error = outcomeOK, o.ID, ""
 			return
 		case status == http.StatusBadRequest || status == http.StatusUnprocessableEntity:
-			op.Outcome, op.Error = OutcomeFailed, fmt.Sprintf("%d: %.200s", status, respBody)
+			op.Outcome, op.Error = outcomeFailed, fmt.Sprintf("%d: %.200s", status, respBody)
 			if ambiguous {
-				op.Outcome = OutcomeUnknown
+				op.Outcome = outcomeUnknown
 			}
 			return
 		default: // 409, 5xx, anything else
@@ -175,13 +175,13 @@ func (l *Load) place(ctx context.Context, op *Op) {
 			break
 		}
 	}
-	op.Outcome = OutcomeFailed
+	op.Outcome = outcomeFailed
 	if ambiguous {
-		op.Outcome = OutcomeUnknown
+		op.Outcome = outcomeUnknown
 	}
 }
 
-func (l *Load) post(ctx context.Context, key string, body []byte) (int, []byte, error) {
+func (l *orderLoad) post(ctx context.Context, key string, body []byte) (int, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.baseURL+"/orders", bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, err

@@ -55,12 +55,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if compare {
 		return runCompare(ctx, cfg, stdout, stderr)
 	}
-	res, err := Run(ctx, cfg, stderr)
+	res, err := runChaos(ctx, cfg, stderr)
 	if err != nil {
 		return err
 	}
 	printSummary(stdout, res)
-	if !Passed(res.Verdicts) {
+	if !passed(res.Verdicts) {
 		return errViolations
 	}
 	return nil

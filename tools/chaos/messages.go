@@ -21,27 +21,27 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/event"
 )
 
-// Messages is the harness's own hand on the broker, straight to the run's vhost: it
+// messages is the harness's own hand on the broker, straight to the run's vhost: it
 // publishes duplicates of real events and poison messages, remembers exactly which poison
 // it injected, and empties the dead-letter queues for the checker.
-type Messages struct {
-	sys *System
+type messages struct {
+	sys *system
 
 	mu       sync.Mutex
 	conn     *amqp.Connection
 	ch       *amqp.Channel
 	rng      *rand.Rand
-	injected []Poison
+	injected []poisonMessage
 	altered  map[string]bool // events already sent altered: each is altered once
 }
 
-// NewMessages returns a Messages for sys; it connects on first use.
-func NewMessages(sys *System, seed uint64) *Messages {
-	return &Messages{sys: sys, rng: rand.New(rand.NewPCG(seed, 0x6d7367)), altered: map[string]bool{}} // "msg"
+// newMessages returns a messages for sys; it connects on first use.
+func newMessages(sys *system, seed uint64) *messages {
+	return &messages{sys: sys, rng: rand.New(rand.NewPCG(seed, 0x6d7367)), altered: map[string]bool{}} // "msg"
 }
 
 // channel returns the confirm-mode channel, reconnecting after a broker restart.
-func (m *Messages) channel() (*amqp.Channel, error) {
+func (m *messages) channel() (*amqp.Channel, error) {
 	if m.ch != nil && !m.ch.IsClosed() {
 		return m.ch, nil
 	}
@@ -64,7 +64,7 @@ func (m *Messages) channel() (*amqp.Channel, error) {
 }
 
 // publish publishes one message and waits for the broker's confirm.
-func (m *Messages) publish(ctx context.Context, exchange, key string, msg amqp.Publishing) error {
+func (m *messages) publish(ctx context.Context, exchange, key string, msg amqp.Publishing) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ch, err := m.channel()
@@ -87,12 +87,12 @@ func (m *Messages) publish(ctx context.Context, exchange, key string, msg amqp.P
 	return nil
 }
 
-// Duplicate publishes events already published by service's outbox again, each copies
+// duplicate publishes events already published by service's outbox again, each copies
 // times back to back, with the same id: what a relay that crashed after the broker's ack
 // and before marking the row does, and what the broker's own redelivery does. Copies sent
 // back to back reach the two competing inventory consumers at the same moment, which is
 // where "check, then process" lets both through.
-func (m *Messages) Duplicate(ctx context.Context, service string, events, copies int) (int, error) {
+func (m *messages) duplicate(ctx context.Context, service string, events, copies int) (int, error) {
 	rows, err := m.sys.dbs[service].Query(ctx,
 		`SELECT id::text, event_type, envelope::text FROM outbox WHERE state = 'published' ORDER BY published_at DESC LIMIT 50`)
 	if err != nil {
@@ -135,9 +135,9 @@ func queueType(queue string) string {
 	return contracts.StockReserved
 }
 
-// Poison publishes one poison message of kind straight into queue (through the default
+// poison publishes one poison message of kind straight into queue (through the default
 // exchange, so no binding decides where it goes) and records it.
-func (m *Messages) Poison(ctx context.Context, queue, kind string) (Poison, error) {
+func (m *messages) poison(ctx context.Context, queue, kind string) (poisonMessage, error) {
 	typ := queueType(queue)
 	id := uuid.Must(uuid.NewV7()).String()
 	var body []byte
@@ -154,12 +154,12 @@ func (m *Messages) Poison(ctx context.Context, queue, kind string) (Poison, erro
 	case event.ReasonContentMismatch:
 		var err error
 		if id, typ, body, err = m.alteredProcessedEvent(ctx, queue); err != nil {
-			return Poison{}, err
+			return poisonMessage{}, err
 		}
 	default:
-		return Poison{}, fmt.Errorf("unknown poison kind %q", kind)
+		return poisonMessage{}, fmt.Errorf("unknown poison kind %q", kind)
 	}
-	p := Poison{Queue: queue, Kind: kind, MessageID: id, Body: body, At: time.Now()}
+	p := poisonMessage{Queue: queue, Kind: kind, MessageID: id, Body: body, At: time.Now()}
 	err := m.publish(ctx, "", queue, amqp.Publishing{MessageId: id, Type: typ, ContentType: event.ContentType, AppId: "chaos", Body: body})
 	if err != nil {
 		return p, err
@@ -183,7 +183,7 @@ func fakeEnvelope(id, typ string) map[string]any {
 // already (its effect is visible) and changes its data, keeping its id: the same id with
 // different content, which no retry can fix. Had the consumer not processed the original
 // yet, the altered copy would be taken for the real event, so only settled ones qualify.
-func (m *Messages) alteredProcessedEvent(ctx context.Context, queue string) (id, typ string, body []byte, err error) {
+func (m *messages) alteredProcessedEvent(ctx context.Context, queue string) (id, typ string, body []byte, err error) {
 	var candidates []string // envelopes
 	switch queue {
 	case contracts.QueueInventoryOrderPlaced:
@@ -243,7 +243,7 @@ func (m *Messages) alteredProcessedEvent(ctx context.Context, queue string) (id,
 
 // settled reports whether the stock event's consumer behind queue has processed it: for
 // ordering the order is no longer pending, for notification its email record completed.
-func (m *Messages) settled(ctx context.Context, queue, envelope string) bool {
+func (m *messages) settled(ctx context.Context, queue, envelope string) bool {
 	var env event.Envelope
 	if json.Unmarshal([]byte(envelope), &env) != nil {
 		return false
@@ -252,14 +252,14 @@ func (m *Messages) settled(ctx context.Context, queue, envelope string) bool {
 	case contracts.QueueOrderingStockEvents:
 		var status string
 		err := m.sys.dbs["ordering"].QueryRow(ctx, `SELECT status FROM orders WHERE id::text = $1`, env.Subject).Scan(&status)
-		return err == nil && status != StatusPending
+		return err == nil && status != statusPending
 	case contracts.QueueNotificationStockEvents:
-		var records []Notification
-		p := m.sys.Process("notification")
-		if err := getJSON(ctx, "http://"+p.HTTPAddr+"/notifications?order_id="+url.QueryEscape(env.Subject), &records); err != nil {
+		var records []notificationRecord
+		p := m.sys.process("notification")
+		if err := getJSON(ctx, "http://"+p.httpAddr+"/notifications?order_id="+url.QueryEscape(env.Subject), &records); err != nil {
 			return false
 		}
-		return slices.ContainsFunc(records, func(n Notification) bool { return n.Status == "completed" })
+		return slices.ContainsFunc(records, func(n notificationRecord) bool { return n.Status == "completed" })
 	}
 	return false
 }
@@ -274,22 +274,22 @@ func collectStrings(ctx context.Context, db interface {
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-// Injected returns the poison injected so far.
-func (m *Messages) Injected() []Poison {
+// injectedPoison returns the poison injected so far.
+func (m *messages) injectedPoison() []poisonMessage {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return slices.Clone(m.injected)
 }
 
-// DrainDeadLetters takes every message out of every dead-letter queue.
-func (m *Messages) DrainDeadLetters(ctx context.Context) ([]DeadLetter, error) {
+// drainDeadLetters takes every message out of every dead-letter queue.
+func (m *messages) drainDeadLetters(ctx context.Context) ([]deadLetter, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ch, err := m.channel()
 	if err != nil {
 		return nil, err
 	}
-	var out []DeadLetter
+	var out []deadLetter
 	for _, q := range contracts.Topology.Queues {
 		for {
 			d, ok, err := ch.Get(q.DLQ(), false)
@@ -301,7 +301,7 @@ func (m *Messages) DrainDeadLetters(ctx context.Context) ([]DeadLetter, error) {
 				break
 			}
 			reason, _ := d.Headers["x-first-death-reason"].(string)
-			out = append(out, DeadLetter{Queue: q.Name, MessageID: d.MessageId, Body: d.Body, Reason: reason, DeliveryCount: headerInt(d.Headers["x-delivery-count"])})
+			out = append(out, deadLetter{Queue: q.Name, MessageID: d.MessageId, Body: d.Body, Reason: reason, DeliveryCount: headerInt(d.Headers["x-delivery-count"])})
 			if err := d.Ack(false); err != nil {
 				return out, err
 			}
@@ -325,8 +325,8 @@ func headerInt(v any) int64 {
 	return 0
 }
 
-// Close closes the harness's broker connection.
-func (m *Messages) Close() {
+// close closes the harness's broker connection.
+func (m *messages) close() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.conn != nil {

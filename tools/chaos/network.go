@@ -11,11 +11,11 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Network is the run's Toxiproxy: a server inside this process, on a loopback port, with
+// network is the run's Toxiproxy: a server inside this process, on a loopback port, with
 // one proxy per link (one process talking to Postgres, RabbitMQ or the email provider,
 // or the load's clients talking to ordering). Every service reaches its dependencies only
 // through these proxies, so a fault on a link hits exactly that process's connections.
-type Network struct {
+type network struct {
 	server *toxiproxy.ApiServer
 	client *toxiclient.Client
 
@@ -29,8 +29,8 @@ type link struct {
 	disabled int // nested link-down faults
 }
 
-// StartNetwork runs the Toxiproxy API server in this process, logging errors to log.
-func StartNetwork(log *os.File) (*Network, error) {
+// startNetwork runs the Toxiproxy API server in this process, logging errors to log.
+func startNetwork(log *os.File) (*network, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -43,7 +43,7 @@ func StartNetwork(log *os.File) (*Network, error) {
 			fmt.Fprintf(log, "toxiproxy server: %v\n", err)
 		}
 	}()
-	n := &Network{server: server, client: toxiclient.NewClient("http://" + addr), links: map[string]*link{}}
+	n := &network{server: server, client: toxiclient.NewClient("http://" + addr), links: map[string]*link{}}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		if _, err := n.client.Version(); err == nil {
@@ -55,9 +55,9 @@ func StartNetwork(log *os.File) (*Network, error) {
 	}
 }
 
-// Link creates a proxy named name in front of upstream and returns the address to dial
+// addLink creates a proxy named name in front of upstream and returns the address to dial
 // instead.
-func (n *Network) Link(name, upstream string) (string, error) {
+func (n *network) addLink(name, upstream string) (string, error) {
 	listen, err := freeAddr()
 	if err != nil {
 		return "", err
@@ -72,8 +72,8 @@ func (n *Network) Link(name, upstream string) (string, error) {
 	return p.Listen, nil
 }
 
-// Links lists the links' names.
-func (n *Network) Links() []string {
+// linkNames lists the links' names.
+func (n *network) linkNames() []string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	names := make([]string, 0, len(n.links))
@@ -83,7 +83,7 @@ func (n *Network) Links() []string {
 	return names
 }
 
-func (n *Network) link(name string) (*link, error) {
+func (n *network) link(name string) (*link, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	l, ok := n.links[name]
@@ -93,8 +93,8 @@ func (n *Network) link(name string) (*link, error) {
 	return l, nil
 }
 
-// AddToxic puts a toxic on a link until RemoveToxic.
-func (n *Network) AddToxic(linkName, toxicName, typ, stream string, attrs toxiclient.Attributes) error {
+// addToxic puts a toxic on a link until RemoveToxic.
+func (n *network) addToxic(linkName, toxicName, typ, stream string, attrs toxiclient.Attributes) error {
 	l, err := n.link(linkName)
 	if err != nil {
 		return err
@@ -105,8 +105,8 @@ func (n *Network) AddToxic(linkName, toxicName, typ, stream string, attrs toxicl
 	return err
 }
 
-// RemoveToxic takes a toxic off a link.
-func (n *Network) RemoveToxic(linkName, toxicName string) error {
+// removeToxic takes a toxic off a link.
+func (n *network) removeToxic(linkName, toxicName string) error {
 	l, err := n.link(linkName)
 	if err != nil {
 		return err
@@ -116,9 +116,9 @@ func (n *Network) RemoveToxic(linkName, toxicName string) error {
 	return l.proxy.RemoveToxic(toxicName)
 }
 
-// Down disables a link: every connection through it is dropped and new ones refused,
-// until as many Up calls as Down calls have been made.
-func (n *Network) Down(linkName string) error {
+// down disables a link: every connection through it is dropped and new ones refused,
+// until as many up calls as down calls have been made.
+func (n *network) down(linkName string) error {
 	l, err := n.link(linkName)
 	if err != nil {
 		return err
@@ -132,8 +132,8 @@ func (n *Network) Down(linkName string) error {
 	return l.proxy.Disable()
 }
 
-// Up enables a link again once every fault that took it down has ended.
-func (n *Network) Up(linkName string) error {
+// up enables a link again once every fault that took it down has ended.
+func (n *network) up(linkName string) error {
 	l, err := n.link(linkName)
 	if err != nil {
 		return err
@@ -150,8 +150,8 @@ func (n *Network) Up(linkName string) error {
 	return l.proxy.Enable()
 }
 
-// Heal removes every toxic and enables every link: the network as it was at the start.
-func (n *Network) Heal() error {
+// heal removes every toxic and enables every link: the network as it was at the start.
+func (n *network) heal() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, l := range n.links {
@@ -162,10 +162,10 @@ func (n *Network) Heal() error {
 	return n.client.ResetState()
 }
 
-// Close stops the Toxiproxy server and with it every proxy.
-func (n *Network) Close() {
+// close stops the Toxiproxy server and with it every proxy.
+func (n *network) close() {
 	_ = n.client.ResetState()
-	for _, name := range n.Links() {
+	for _, name := range n.linkNames() {
 		if l, err := n.link(name); err == nil {
 			_ = l.proxy.Delete()
 		}

@@ -10,11 +10,11 @@ import (
 	"time"
 )
 
-// Plot is one chart of the report, as a standalone SVG document.
-type Plot struct {
-	File  string
-	Title string
-	SVG   string
+// plot is one chart of the report, as a standalone SVG document.
+type plot struct {
+	file  string
+	title string
+	svg   string
 }
 
 type series1 struct {
@@ -36,16 +36,16 @@ const (
 )
 
 var kindColors = map[string]string{
-	FaultKill: "#d62728", FaultFailpoint: "#9467bd", FaultResetPeer: "#ff7f0e", FaultTimeout: "#8c564b",
-	FaultLatency: "#bcbd22", FaultLinkDown: "#e377c2", FaultProviderFail: "#17becf", FaultProviderAmbiguous: "#1f77b4",
-	FaultDuplicate: "#2ca02c", FaultPoison: "#7f7f7f", FaultBrokerRestart: "#000000",
-	FaultBrokerOutage: "#393b79", FaultPostgresOutage: "#637939",
+	faultKill: "#d62728", faultFailpoint: "#9467bd", faultResetPeer: "#ff7f0e", faultTimeout: "#8c564b",
+	faultLatency: "#bcbd22", faultLinkDown: "#e377c2", faultProviderFail: "#17becf", faultProviderAmbiguous: "#1f77b4",
+	faultDuplicate: "#2ca02c", faultPoison: "#7f7f7f", faultBrokerRestart: "#000000",
+	faultBrokerOutage: "#393b79", faultPostgresOutage: "#637939",
 }
 
 // renderPlots draws throughput, latency and the fault timeline of a run.
-func renderPlots(r *Result) []Plot {
+func renderPlots(r *result) []plot {
 	xs := make([]float64, len(r.Series))
-	col := func(f func(Point) float64) []float64 {
+	col := func(f func(point) float64) []float64 {
 		out := make([]float64, len(r.Series))
 		for i, p := range r.Series {
 			out[i] = f(p)
@@ -67,26 +67,26 @@ func renderPlots(r *Result) []Plot {
 	}
 	shades := faultWindows(r)
 	loadEnd := r.LoadEnd.Sub(r.LoadStart).Seconds()
-	return []Plot{
-		{File: "throughput.svg", Title: "Throughput (per second)", SVG: lineChart("Throughput: orders per second", "orders/s", xs, xmax, loadEnd, false, []series1{
-			{"sent", "#999999", col(func(p Point) float64 { return p.Sent })},
-			{"answered ok", "#1f77b4", col(func(p Point) float64 { return p.OK })},
-			{"decided", "#2ca02c", col(func(p Point) float64 { return p.Decided })},
+	return []plot{
+		{file: "throughput.svg", title: "Throughput (per second)", svg: lineChart("Throughput: orders per second", "orders/s", xs, xmax, loadEnd, false, []series1{
+			{"sent", "#999999", col(func(p point) float64 { return p.Sent })},
+			{"answered ok", "#1f77b4", col(func(p point) float64 { return p.OK })},
+			{"decided", "#2ca02c", col(func(p point) float64 { return p.Decided })},
 		}, shades)},
-		{File: "latency.svg", Title: "Latency", SVG: lineChart("Latency (log scale)", "ms", xs, xmax, loadEnd, true, []series1{
-			{"client p50", "#1f77b4", col(func(p Point) float64 { return msOrNaN(p.P50) })},
-			{"client p99", "#aec7e8", col(func(p Point) float64 { return msOrNaN(p.P99) })},
-			{"placed→decided p50", "#2ca02c", col(func(p Point) float64 { return msOrNaN(p.E2EP50) })},
-			{"placed→decided p99", "#98df8a", col(func(p Point) float64 { return msOrNaN(p.E2EP99) })},
+		{file: "latency.svg", title: "Latency", svg: lineChart("Latency (log scale)", "ms", xs, xmax, loadEnd, true, []series1{
+			{"client p50", "#1f77b4", col(func(p point) float64 { return msOrNaN(p.P50) })},
+			{"client p99", "#aec7e8", col(func(p point) float64 { return msOrNaN(p.P99) })},
+			{"placed→decided p50", "#2ca02c", col(func(p point) float64 { return msOrNaN(p.E2EP50) })},
+			{"placed→decided p99", "#98df8a", col(func(p point) float64 { return msOrNaN(p.E2EP99) })},
 		}, shades)},
-		{File: "faults.svg", Title: "Fault timeline", SVG: timeline(r, xmax)},
+		{file: "faults.svg", title: "Fault timeline", svg: timeline(r, xmax)},
 	}
 }
 
 // faultWindows are the windows of the faults that last (not the instantaneous
 // duplicates and poison), coloured by what they disturb: processes, the network or the
 // email provider.
-func faultWindows(r *Result) []window {
+func faultWindows(r *result) []window {
 	var ws []window
 	for _, f := range r.Faults {
 		if f.Start.IsZero() || f.End.IsZero() || !f.Fired {
@@ -107,10 +107,10 @@ func faultWindows(r *Result) []window {
 // faulty, the provider faulty.
 var (
 	faultCategory = map[string]string{
-		FaultKill: "process", FaultFailpoint: "process", FaultBrokerRestart: "process",
-		FaultResetPeer: "network", FaultTimeout: "network", FaultLatency: "network", FaultLinkDown: "network",
-		FaultBrokerOutage: "outage", FaultPostgresOutage: "outage",
-		FaultProviderFail: "provider", FaultProviderAmbiguous: "provider",
+		faultKill: "process", faultFailpoint: "process", faultBrokerRestart: "process",
+		faultResetPeer: "network", faultTimeout: "network", faultLatency: "network", faultLinkDown: "network",
+		faultBrokerOutage: "outage", faultPostgresOutage: "outage",
+		faultProviderFail: "provider", faultProviderAmbiguous: "provider",
 	}
 	categoryColors = []struct{ name, color, label string }{
 		{"process", "#d62728", "process crash windows"},
@@ -224,7 +224,7 @@ func lineChart(title, unit string, xs []float64, xmax, loadEnd float64, logY boo
 
 // timeline draws one lane per fault kind, one mark per fault: its window, or a tick for
 // an instantaneous one (a duplicate, a poison message).
-func timeline(r *Result, xmax float64) string {
+func timeline(r *result, xmax float64) string {
 	var kinds []string
 	for _, c := range r.FaultCounts {
 		kinds = append(kinds, c.Kind)

@@ -13,13 +13,13 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
 
-// Process is one service process under supervision: started, restarted whenever it dies
+// process is one service process under supervision: started, restarted whenever it dies
 // (killed by the harness, crashed at a failpoint, or failed to start because a link was
 // down), and stopped at the end. Its output goes to one log file across restarts.
-type Process struct {
-	Name     string
-	Service  string // ordering | inventory | notification | emailprovider
-	HTTPAddr string
+type process struct {
+	name     string
+	service  string // ordering | inventory | notification | emailprovider
+	httpAddr string
 
 	bin  string
 	args []string
@@ -33,12 +33,12 @@ type Process struct {
 	expectExit  bool          // the harness sent the signal that ends the current cmd
 	restartIn   time.Duration // how long to stay down after the current cmd ends
 	stopping    bool
-	stats       ProcessStats
-	onFailpoint func(p *Process, spec string) // a failpoint crash fired
+	stats       processStats
+	onFailpoint func(p *process, spec string) // a failpoint crash fired
 }
 
-// ProcessStats counts what happened to a process during the run.
-type ProcessStats struct {
+// processStats counts what happened to a process during the run.
+type processStats struct {
 	Name             string `json:"name"`
 	Starts           int    `json:"starts"`
 	Kills            int    `json:"kills"`             // SIGKILLs sent by the harness
@@ -47,17 +47,17 @@ type ProcessStats struct {
 	OtherExits       int    `json:"other_exits"`       // e.g. start-up failed while a link was down
 }
 
-// Start runs the supervisor until Stop. It returns once the first process has started.
-func (p *Process) Start(ctx context.Context) error {
+// start runs the supervisor until Stop. It returns once the first process has started.
+func (p *process) start(ctx context.Context) error {
 	p.mu.Lock()
-	p.stats.Name = p.Name
+	p.stats.Name = p.name
 	p.mu.Unlock()
 	started := make(chan error, 1)
 	go p.supervise(ctx, started)
 	return <-started
 }
 
-func (p *Process) supervise(ctx context.Context, started chan<- error) {
+func (p *process) supervise(ctx context.Context, started chan<- error) {
 	first := true
 	for {
 		p.mu.Lock()
@@ -76,7 +76,7 @@ func (p *Process) supervise(ctx context.Context, started chan<- error) {
 		if err != nil {
 			p.mu.Unlock()
 			if first {
-				started <- fmt.Errorf("start %s: %w", p.Name, err)
+				started <- fmt.Errorf("start %s: %w", p.name, err)
 				return
 			}
 			fmt.Fprintf(p.log, "=== chaos: start failed: %v\n", err)
@@ -131,8 +131,8 @@ func (p *Process) supervise(ctx context.Context, started chan<- error) {
 
 // exited reports whether the current cmd has ended; the caller holds p.mu. Not
 // cmd.ProcessState: cmd.Wait sets that in the supervisor without the lock (the race pass
-// caught Restart reading it), while done is made and closed under the lock.
-func (p *Process) exited() bool {
+// caught restart reading it), while done is made and closed under the lock.
+func (p *process) exited() bool {
 	select {
 	case <-p.done:
 		return true
@@ -141,9 +141,9 @@ func (p *Process) exited() bool {
 	}
 }
 
-// Kill sends SIGKILL, as a power cut would, and lets the supervisor restart the process
+// kill sends SIGKILL, as a power cut would, and lets the supervisor restart the process
 // after downFor.
-func (p *Process) Kill(downFor time.Duration) bool {
+func (p *process) kill(downFor time.Duration) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cmd == nil || p.exited() || p.expectExit || p.stopping {
@@ -156,9 +156,9 @@ func (p *Process) Kill(downFor time.Duration) bool {
 	return true
 }
 
-// Restart stops the process gracefully (SIGTERM, SIGKILL after grace) and starts it
+// restart stops the process gracefully (SIGTERM, SIGKILL after grace) and starts it
 // again with the given failpoints: how a failpoint is armed and disarmed.
-func (p *Process) Restart(failpoints string, grace time.Duration) {
+func (p *process) restart(failpoints string, grace time.Duration) {
 	p.mu.Lock()
 	p.failpoints = failpoints
 	if p.cmd == nil || p.exited() || p.expectExit || p.stopping {
@@ -178,15 +178,15 @@ func (p *Process) Restart(failpoints string, grace time.Duration) {
 	}
 }
 
-// Failpoints returns the failpoints the process runs with now.
-func (p *Process) Failpoints() string {
+// armedFailpoints returns the failpoints the process runs with now.
+func (p *process) armedFailpoints() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.failpoints
 }
 
-// Stop ends supervision and the process: SIGTERM, then SIGKILL after grace.
-func (p *Process) Stop(grace time.Duration) {
+// stop ends supervision and the process: SIGTERM, then SIGKILL after grace.
+func (p *process) stop(grace time.Duration) {
 	p.mu.Lock()
 	p.stopping = true
 	p.expectExit = true
@@ -204,28 +204,28 @@ func (p *Process) Stop(grace time.Duration) {
 	}
 }
 
-// Stats returns a copy of the process's counters.
-func (p *Process) Stats() ProcessStats {
+// counters returns a copy of the process's counters.
+func (p *process) counters() processStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.stats
 }
 
-// WaitReady waits until the process answers /readyz with 200 (testenv.PollReady, the
+// waitReady waits until the process answers /readyz with 200 (testenv.PollReady, the
 // wait every test uses). On a timeout the error ends with the tail of the process's log,
 // which says why: a port it could not listen on, a link down at start-up, a crash loop.
-func (p *Process) WaitReady(ctx context.Context, timeout time.Duration) error {
+func (p *process) waitReady(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := testenv.PollReady(ctx, "http://"+p.HTTPAddr, nil); err != nil {
+	if err := testenv.PollReady(ctx, "http://"+p.httpAddr, nil); err != nil {
 		return fmt.Errorf("%s not ready at http://%s/readyz after %v: %w (see logs/%s.log, which ends:\n%s)",
-			p.Name, p.HTTPAddr, timeout, err, p.Name, p.logTail(20))
+			p.name, p.httpAddr, timeout, err, p.name, p.logTail(20))
 	}
 	return nil
 }
 
 // logTail returns the last n lines of the process's log.
-func (p *Process) logTail(n int) string {
+func (p *process) logTail(n int) string {
 	b, err := os.ReadFile(p.log.Name())
 	if err != nil {
 		return err.Error()

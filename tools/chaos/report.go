@@ -14,8 +14,8 @@ import (
 	"time"
 )
 
-// OpStats sums up the client history.
-type OpStats struct {
+// opStats sums up the client history.
+type opStats struct {
 	Sent      int           `json:"sent"`
 	OK        int           `json:"ok"`
 	Failed    int           `json:"failed"`
@@ -27,8 +27,8 @@ type OpStats struct {
 	PerSecond float64       `json:"ok_per_second"`
 }
 
-// OrderStats sums up the orders the system holds at the end.
-type OrderStats struct {
+// orderStats sums up the orders the system holds at the end.
+type orderStats struct {
 	Total     int           `json:"total"`
 	Confirmed int           `json:"confirmed"`
 	Rejected  int           `json:"rejected"`
@@ -37,16 +37,16 @@ type OrderStats struct {
 	E2EP99    time.Duration `json:"e2e_p99_ns"`
 }
 
-// FaultCount is how many faults of one kind were scheduled, started and really hit.
-type FaultCount struct {
+// faultCount is how many faults of one kind were scheduled, started and really hit.
+type faultCount struct {
 	Kind      string `json:"kind"`
 	Scheduled int    `json:"scheduled"`
 	Started   int    `json:"started"`
 	Fired     int    `json:"fired"`
 }
 
-// Point is one time bucket of the run, from the start of the load.
-type Point struct {
+// point is one time bucket of the run, from the start of the load.
+type point struct {
 	T       float64       `json:"t_s"`
 	Sent    float64       `json:"sent_per_s"`
 	OK      float64       `json:"ok_per_s"`
@@ -57,13 +57,13 @@ type Point struct {
 	E2EP99  time.Duration `json:"e2e_p99_ns"`
 }
 
-func opStats(h []Op) OpStats {
-	s := OpStats{Sent: len(h)}
+func summarizeOps(h []clientOp) opStats {
+	s := opStats{Sent: len(h)}
 	var lat []time.Duration
 	var first, last time.Time
 	for _, op := range h {
 		switch op.Outcome {
-		case OutcomeOK:
+		case outcomeOK:
 			s.OK++
 			lat = append(lat, op.Latency)
 			if first.IsZero() || op.Start.Before(first) {
@@ -72,7 +72,7 @@ func opStats(h []Op) OpStats {
 			if op.End.After(last) {
 				last = op.End
 			}
-		case OutcomeFailed:
+		case outcomeFailed:
 			s.Failed++
 		default:
 			s.Unknown++
@@ -92,15 +92,15 @@ func opStats(h []Op) OpStats {
 	return s
 }
 
-func orderStats(orders []Order) OrderStats {
-	var s OrderStats
+func summarizeOrders(orders []order) orderStats {
+	var s orderStats
 	var e2e []time.Duration
 	for _, o := range orders {
 		s.Total++
 		switch o.Status {
-		case StatusConfirmed:
+		case statusConfirmed:
 			s.Confirmed++
-		case StatusRejected:
+		case statusRejected:
 			s.Rejected++
 		default:
 			s.Pending++
@@ -113,13 +113,13 @@ func orderStats(orders []Order) OrderStats {
 	return s
 }
 
-func countFaults(fs []Fault) []FaultCount {
-	byKind := map[string]*FaultCount{}
+func countFaults(fs []fault) []faultCount {
+	byKind := map[string]*faultCount{}
 	var order []string
 	for _, f := range fs {
 		c, ok := byKind[f.Kind]
 		if !ok {
-			c = &FaultCount{Kind: f.Kind}
+			c = &faultCount{Kind: f.Kind}
 			byKind[f.Kind] = c
 			order = append(order, f.Kind)
 		}
@@ -131,9 +131,9 @@ func countFaults(fs []Fault) []FaultCount {
 			c.Fired++
 		}
 	}
-	kindOrder := append(slices.Clone(FaultKinds), FaultBrokerRestart)
+	kindOrder := append(slices.Clone(faultKinds), faultBrokerRestart)
 	slices.SortFunc(order, func(a, b string) int { return cmp.Compare(slices.Index(kindOrder, a), slices.Index(kindOrder, b)) })
-	out := make([]FaultCount, len(order))
+	out := make([]faultCount, len(order))
 	for i, k := range order {
 		out[i] = *byKind[k]
 	}
@@ -145,17 +145,17 @@ func bucketSize(d time.Duration) time.Duration {
 	return max(time.Second, (d / 120).Round(time.Second))
 }
 
-func series(start, end time.Time, h []Op, orders []Order) []Point {
+func series(start, end time.Time, h []clientOp, orders []order) []point {
 	size := bucketSize(end.Sub(start))
 	n := int(end.Sub(start)/size) + 1
 	// Outcomes keep arriving after the load while the system catches up; show that tail.
 	for _, o := range orders {
-		if o.Status != StatusPending {
+		if o.Status != statusPending {
 			n = max(n, int(o.UpdatedAt.Sub(start)/size)+1)
 		}
 	}
 	n = min(n, 10_000)
-	pts := make([]Point, n)
+	pts := make([]point, n)
 	lat := make([][]time.Duration, n)
 	e2e := make([][]time.Duration, n)
 	bucket := func(t time.Time) int {
@@ -169,18 +169,18 @@ func series(start, end time.Time, h []Op, orders []Order) []Point {
 	for _, op := range h {
 		if i := bucket(op.Start); i >= 0 {
 			pts[i].Sent += 1 / per
-			if op.Outcome == OutcomeOK {
+			if op.Outcome == outcomeOK {
 				lat[i] = append(lat[i], op.Latency)
 			}
 		}
-		if op.Outcome == OutcomeOK {
+		if op.Outcome == outcomeOK {
 			if i := bucket(op.End); i >= 0 {
 				pts[i].OK += 1 / per
 			}
 		}
 	}
 	for _, o := range orders {
-		if o.Status == StatusPending {
+		if o.Status == statusPending {
 			continue
 		}
 		if i := bucket(o.UpdatedAt); i >= 0 {
@@ -201,7 +201,7 @@ func series(start, end time.Time, h []Op, orders []Order) []Point {
 }
 
 // printSummary writes the run's summary table.
-func printSummary(w io.Writer, r *Result) {
+func printSummary(w io.Writer, r *result) {
 	fmt.Fprintf(w, "\n%s — %s\n", r.Design, map[bool]string{true: "PASSED", false: "FAILED"}[r.Passed])
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "operations\t%d sent, %d ok, %d unknown, %d failed, %d retried\n", r.Ops.Sent, r.Ops.OK, r.Ops.Unknown, r.Ops.Failed, r.Ops.Retried)
@@ -251,7 +251,7 @@ func printSummary(w io.Writer, r *Result) {
 
 // printOutages writes the budgets the run shrank and every outage set against the one it
 // had to outlast.
-func printOutages(w io.Writer, r *Result) {
+func printOutages(w io.Writer, r *result) {
 	if len(r.Budgets) == 0 {
 		return
 	}
@@ -262,7 +262,7 @@ func printOutages(w io.Writer, r *Result) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\n", b.Name, b.Who, b.Spends, b.Kind, ms(b.Max))
 	}
 	tw.Flush()
-	for _, n := range r.Config.BudgetNotes() {
+	for _, n := range r.Config.budgetNotes() {
 		for _, line := range wrap(n, 88) {
 			fmt.Fprintf(w, "  %s\n", line)
 		}
@@ -315,7 +315,7 @@ func ms(d time.Duration) time.Duration {
 
 // writeReports writes report.json, snapshot.json (the checker's whole input), summary.txt,
 // the plots as SVG files and report.html with the plots inline.
-func writeReports(r *Result, snap Snapshot) error {
+func writeReports(r *result, snap snapshot) error {
 	write := func(name string, v any) error {
 		b, err := json.MarshalIndent(v, "", "  ")
 		if err != nil {
@@ -336,7 +336,7 @@ func writeReports(r *Result, snap Snapshot) error {
 	}
 	plots := renderPlots(r)
 	for _, p := range plots {
-		if err := os.WriteFile(filepath.Join(r.ReportDir, p.File), []byte(p.SVG), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(r.ReportDir, p.file), []byte(p.svg), 0o644); err != nil {
 			return err
 		}
 	}
@@ -350,7 +350,7 @@ func rerender(dir string) error {
 	if err != nil {
 		return err
 	}
-	var r Result
+	var r result
 	if err := json.Unmarshal(b, &r); err != nil {
 		return fmt.Errorf("%s: %w", filepath.Join(dir, "report.json"), err)
 	}
@@ -359,7 +359,7 @@ func rerender(dir string) error {
 	printSummary(&sum, &r)
 	plots := renderPlots(&r)
 	for _, p := range plots {
-		if err := os.WriteFile(filepath.Join(dir, p.File), []byte(p.SVG), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, p.file), []byte(p.svg), 0o644); err != nil {
 			return err
 		}
 	}

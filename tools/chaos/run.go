@@ -15,37 +15,37 @@ import (
 	"github.com/google/uuid"
 )
 
-// Result is one run: what was done, what was seen, what the checker said.
-type Result struct {
+// result is one run: what was done, what was seen, what the checker said.
+type result struct {
 	Design       string         `json:"design"`
-	Config       Config         `json:"config"`
+	Config       config         `json:"config"`
 	ReportDir    string         `json:"report_dir"`
 	Started      time.Time      `json:"started"`
 	LoadStart    time.Time      `json:"load_start"`
 	LoadEnd      time.Time      `json:"load_end"`
 	Finished     time.Time      `json:"finished"`
-	Ops          OpStats        `json:"ops"`
-	Orders       OrderStats     `json:"orders"`
-	Faults       []Fault        `json:"faults"`
-	FaultCounts  []FaultCount   `json:"fault_counts"`
-	Budgets      []Budget       `json:"budgets,omitempty"` // the retry budgets the outages had to outlast
-	Outages      []OutageReport `json:"outages,omitempty"` // each outage's length against its budget
-	Processes    []ProcessStats `json:"processes"`
-	Quiet        Quiet          `json:"quiet"`
-	Series       []Point        `json:"series"`
-	Verdicts     []Verdict      `json:"verdicts"`
+	Ops          opStats        `json:"ops"`
+	Orders       orderStats     `json:"orders"`
+	Faults       []fault        `json:"faults"`
+	FaultCounts  []faultCount   `json:"fault_counts"`
+	Budgets      []budget       `json:"budgets,omitempty"` // the retry budgets the outages had to outlast
+	Outages      []outageReport `json:"outages,omitempty"` // each outage's length against its budget
+	Processes    []processStats `json:"processes"`
+	Quiet        quiet          `json:"quiet"`
+	Series       []point        `json:"series"`
+	Verdicts     []verdict      `json:"verdicts"`
 	Violations   int            `json:"violations"`
 	Passed       bool           `json:"passed"`
 	DelayedSends int64          `json:"delayed_sends"` // sends that waited for the in-flight cap
 }
 
-// Run starts the system, loads it under the fault schedule, waits for quiet, checks
+// runChaos starts the system, loads it under the fault schedule, waits for quiet, checks
 // every invariant and writes the reports. Progress goes to progress.
-func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
+func runChaos(ctx context.Context, cfg config, progress io.Writer) (*result, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	res := &Result{Design: cfg.DesignName(), Config: cfg, Started: time.Now()}
+	res := &result{Design: cfg.designName(), Config: cfg, Started: time.Now()}
 	name := res.Started.Format("20060102-150405")
 	if cfg.Design != "" {
 		name += "-" + slug(cfg.Design)
@@ -54,7 +54,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 	if err := os.MkdirAll(filepath.Join(res.ReportDir, "logs"), 0o755); err != nil {
 		return nil, err
 	}
-	for _, svc := range Services {
+	for _, svc := range services {
 		if _, err := os.Stat(filepath.Join(cfg.BinDir, svc)); err != nil {
 			return nil, fmt.Errorf("service binary missing: %w (run make build)", err)
 		}
@@ -63,47 +63,47 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 	say("%s: %d orders at %g/s, %d faults of each kind, %d broker and %d Postgres outages, seed %d; report in %s",
 		res.Design, cfg.Orders, cfg.Rate, cfg.FaultsPerKind, cfg.Outages, cfg.Outages, cfg.Seed, res.ReportDir)
 
-	if err := ResetStores(ctx, cfg); err != nil {
+	if err := resetStores(ctx, cfg); err != nil {
 		return nil, err
 	}
-	var injector atomic.Pointer[Injector]
-	sys, err := StartSystem(ctx, cfg, res.ReportDir, func(p *Process, spec string) {
-		if in := injector.Load(); in != nil {
-			in.FailpointFired(p, spec)
+	var live atomic.Pointer[injector]
+	sys, err := startSystem(ctx, cfg, res.ReportDir, func(p *process, spec string) {
+		if in := live.Load(); in != nil {
+			in.failpointFired(p, spec)
 		}
 	})
 	if err != nil {
 		return nil, err
 	}
-	defer sys.Stop()
-	say("system up: %d processes, %d Toxiproxy links", len(sys.procs), len(sys.net.Links()))
+	defer sys.stop()
+	say("system up: %d processes, %d Toxiproxy links", len(sys.procs), len(sys.net.linkNames()))
 
 	books, err := stockBooks(ctx, sys, cfg)
 	if err != nil {
 		return nil, err
 	}
-	clientLink, err := sys.net.Link("client-ordering", sys.Process("ordering").HTTPAddr)
+	clientLink, err := sys.net.addLink("client-ordering", sys.process("ordering").httpAddr)
 	if err != nil {
 		return nil, err
 	}
-	load := PlanLoad(cfg, books, "http://"+clientLink)
-	msgs := NewMessages(sys, cfg.Seed)
-	defer msgs.Close()
+	load := planLoad(cfg, books, "http://"+clientLink)
+	msgs := newMessages(sys, cfg.Seed)
+	defer msgs.close()
 	var procNames []string
 	for _, p := range sys.procs {
-		procNames = append(procNames, p.Name)
+		procNames = append(procNames, p.name)
 	}
-	in := NewInjector(sys, msgs, Schedule(cfg, procNames, sys.net.Links()))
-	injector.Store(in)
+	in := newInjector(sys, msgs, schedule(cfg, procNames, sys.net.linkNames()))
+	live.Store(in)
 
 	loadCtx, endLoad := context.WithCancel(ctx)
 	res.LoadStart = time.Now()
 	faultsDone := make(chan struct{})
-	go func() { defer close(faultsDone); in.Run(loadCtx, res.LoadStart) }()
+	go func() { defer close(faultsDone); in.run(loadCtx, res.LoadStart) }()
 	progressDone := make(chan struct{})
 	go func() { defer close(progressDone); showProgress(loadCtx, progress, sys, load, in, cfg) }()
 
-	history := load.Run(ctx)
+	history := load.run(ctx)
 	res.LoadEnd = time.Now()
 	endLoad()
 	<-faultsDone
@@ -112,30 +112,30 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 		return nil, ctx.Err()
 	}
 	say("load done in %v; healing every fault", res.LoadEnd.Sub(res.LoadStart).Round(time.Second))
-	if err := in.Heal(ctx); err != nil {
+	if err := in.heal(ctx); err != nil {
 		say("heal: %v", err)
 	}
 	say("waiting for quiet (at most %v)", cfg.QuietTimeout)
-	res.Quiet = WaitQuiet(ctx, sys, cfg.QuietTimeout)
+	res.Quiet = waitQuiet(ctx, sys, cfg.QuietTimeout)
 	say("%s after %v", res.Quiet.Reason, res.Quiet.Waited.Round(time.Second))
 
-	snap, err := Collect(ctx, sys, msgs, history)
+	snap, err := collect(ctx, sys, msgs, history)
 	if err != nil {
 		return nil, fmt.Errorf("collect: %w", err)
 	}
-	res.Verdicts = Check(snap)
-	res.Violations = ViolationCount(res.Verdicts)
-	res.Passed = Passed(res.Verdicts)
-	res.Faults = in.Faults()
+	res.Verdicts = check(snap)
+	res.Violations = violationCount(res.Verdicts)
+	res.Passed = passed(res.Verdicts)
+	res.Faults = in.faultResults()
 	res.FaultCounts = countFaults(res.Faults)
 	if cfg.Outages > 0 {
-		res.Budgets = cfg.Budgets()
+		res.Budgets = cfg.budgets()
 		res.Outages = outageReports(cfg, res.Faults, res.LoadStart)
 	}
-	res.Processes = sys.ProcessStats()
+	res.Processes = sys.processStats()
 	res.DelayedSends = load.delayed.Load()
-	res.Ops = opStats(history)
-	res.Orders = orderStats(snap.Orders)
+	res.Ops = summarizeOps(history)
+	res.Orders = summarizeOrders(snap.Orders)
 	res.Series = series(res.LoadStart, res.LoadEnd, history, snap.Orders)
 	res.Finished = time.Now()
 	if err := writeReports(res, snap); err != nil {
@@ -147,16 +147,16 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 // stockBooks reads the seeded catalogue and sets its stock: plenty of most titles, and
 // two scarce ones (drawn from the seed) that run out during the load, so part of the
 // orders are rejected and the rejection path is exercised as much as the happy one.
-func stockBooks(ctx context.Context, sys *System, cfg Config) ([]uuid.UUID, error) {
-	inv := sys.ProcessesOf("inventory")[0]
-	var books []Book
-	if err := getJSON(ctx, "http://"+inv.HTTPAddr+"/books", &books); err != nil {
+func stockBooks(ctx context.Context, sys *system, cfg config) ([]uuid.UUID, error) {
+	inv := sys.processesOf("inventory")[0]
+	var books []book
+	if err := getJSON(ctx, "http://"+inv.httpAddr+"/books", &books); err != nil {
 		return nil, fmt.Errorf("read the catalogue: %w", err)
 	}
 	if len(books) < 3 {
 		return nil, fmt.Errorf("the catalogue has %d books; the contracts promise at least 8", len(books))
 	}
-	slices.SortFunc(books, func(a, b Book) int { return strings.Compare(a.ID.String(), b.ID.String()) })
+	slices.SortFunc(books, func(a, b book) int { return strings.Compare(a.ID.String(), b.ID.String()) })
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x73746f636b)) // "stock"
 	scarce := map[int]bool{}
 	for len(scarce) < 2 {
@@ -170,7 +170,7 @@ func stockBooks(ctx context.Context, sys *System, cfg Config) ([]uuid.UUID, erro
 			onHand = max(5, cfg.Orders/10)
 		}
 		body := map[string]any{"title": b.Title, "on_hand": onHand}
-		if err := putJSON(ctx, "http://"+inv.HTTPAddr+"/books/"+b.ID.String(), body); err != nil {
+		if err := putJSON(ctx, "http://"+inv.httpAddr+"/books/"+b.ID.String(), body); err != nil {
 			return nil, fmt.Errorf("stock %s: %w", b.Title, err)
 		}
 	}
@@ -179,7 +179,7 @@ func stockBooks(ctx context.Context, sys *System, cfg Config) ([]uuid.UUID, erro
 
 // showProgress prints one live line: orders sent and answered, the database's outcomes,
 // faults so far. On a terminal it rewrites itself; elsewhere it prints every 10 seconds.
-func showProgress(ctx context.Context, w io.Writer, sys *System, load *Load, in *Injector, cfg Config) {
+func showProgress(ctx context.Context, w io.Writer, sys *system, load *orderLoad, in *injector, cfg config) {
 	if !cfg.Progress {
 		return
 	}
@@ -219,7 +219,7 @@ func showProgress(ctx context.Context, w io.Writer, sys *System, load *Load, in 
 		}
 		line := fmt.Sprintf("[%4.0fs] sent %d/%d  ok %d  unknown %d  failed %d  in flight %d | confirmed %d  rejected %d  pending %d | faults %d/%d",
 			time.Since(start).Seconds(), load.sent.Load(), len(load.ops), load.ok.Load(), load.unknown.Load(), load.failed.Load(), load.inFlight.Load(),
-			counts[StatusConfirmed], counts[StatusRejected], counts[StatusPending], in.Started(), total)
+			counts[statusConfirmed], counts[statusRejected], counts[statusPending], in.startedCount(), total)
 		if tty {
 			fmt.Fprintf(w, "\r\033[K%s", line)
 		} else {

@@ -18,41 +18,41 @@ import (
 
 // Fault kinds. Each opens a failure window some part of the design claims to close.
 const (
-	FaultKill              = "kill"               // SIGKILL a process at a random moment; restart it
-	FaultFailpoint         = "failpoint"          // restart a process with a failpoint set to crash; restart it when it dies
-	FaultResetPeer         = "reset_peer"         // Toxiproxy: every connection on a link is reset
-	FaultTimeout           = "timeout"            // Toxiproxy: a link black-holes data, then closes
-	FaultLatency           = "latency"            // Toxiproxy: a link gets slow
-	FaultLinkDown          = "link_down"          // Toxiproxy: a link is disabled, then enabled
-	FaultBrokerOutage      = "broker_outage"      // every service's link to RabbitMQ disabled, for longer than the relays' retry budget
-	FaultPostgresOutage    = "postgres_outage"    // every service's link to Postgres disabled; consumers must pause, not spend deliveries
-	FaultProviderFail      = "provider_fail"      // the email provider answers 503 to a share of sends
-	FaultProviderAmbiguous = "provider_ambiguous" // the provider sends, then stalls past the caller's timeout
-	FaultDuplicate         = "duplicate"          // an already-published event is published again, same id
-	FaultPoison            = "poison"             // a message that can never succeed, into a work queue
-	FaultBrokerRestart     = "broker_restart"     // RabbitMQ's app stopped and started (--broker-restart)
+	faultKill              = "kill"               // SIGKILL a process at a random moment; restart it
+	faultFailpoint         = "failpoint"          // restart a process with a failpoint set to crash; restart it when it dies
+	faultResetPeer         = "reset_peer"         // Toxiproxy: every connection on a link is reset
+	faultTimeout           = "timeout"            // Toxiproxy: a link black-holes data, then closes
+	faultLatency           = "latency"            // Toxiproxy: a link gets slow
+	faultLinkDown          = "link_down"          // Toxiproxy: a link is disabled, then enabled
+	faultBrokerOutage      = "broker_outage"      // every service's link to RabbitMQ disabled, for longer than the relays' retry budget
+	faultPostgresOutage    = "postgres_outage"    // every service's link to Postgres disabled; consumers must pause, not spend deliveries
+	faultProviderFail      = "provider_fail"      // the email provider answers 503 to a share of sends
+	faultProviderAmbiguous = "provider_ambiguous" // the provider sends, then stalls past the caller's timeout
+	faultDuplicate         = "duplicate"          // an already-published event is published again, same id
+	faultPoison            = "poison"             // a message that can never succeed, into a work queue
+	faultBrokerRestart     = "broker_restart"     // RabbitMQ's app stopped and started (--broker-restart)
 )
 
-// FaultKinds lists the kinds every run injects, in report order: FaultsPerKind of each,
+// faultKinds lists the kinds every run injects, in report order: FaultsPerKind of each,
 // but Outages of each outage kind.
-var FaultKinds = []string{
-	FaultKill, FaultFailpoint, FaultResetPeer, FaultTimeout, FaultLatency, FaultLinkDown,
-	FaultBrokerOutage, FaultPostgresOutage,
-	FaultProviderFail, FaultProviderAmbiguous, FaultDuplicate, FaultPoison,
+var faultKinds = []string{
+	faultKill, faultFailpoint, faultResetPeer, faultTimeout, faultLatency, faultLinkDown,
+	faultBrokerOutage, faultPostgresOutage,
+	faultProviderFail, faultProviderAmbiguous, faultDuplicate, faultPoison,
 }
 
 // isOutage reports whether kind takes a whole dependency away from every service.
-func isOutage(kind string) bool { return kind == FaultBrokerOutage || kind == FaultPostgresOutage }
+func isOutage(kind string) bool { return kind == faultBrokerOutage || kind == faultPostgresOutage }
 
 // outageLinkSuffix names the links an outage of kind disables: every process's link to
 // that dependency.
-var outageLinkSuffix = map[string]string{FaultBrokerOutage: "-rabbitmq", FaultPostgresOutage: "-postgres"}
+var outageLinkSuffix = map[string]string{faultBrokerOutage: "-rabbitmq", faultPostgresOutage: "-postgres"}
 
 // Poison kinds, one per reason of the contracts a consumer must dead-letter.
-var PoisonKinds = []string{event.ReasonNotJSON, event.ReasonInvalidEnvelope, event.ReasonUnknownType, event.ReasonContentMismatch}
+var poisonKinds = []string{event.ReasonNotJSON, event.ReasonInvalidEnvelope, event.ReasonUnknownType, event.ReasonContentMismatch}
 
 // failpointProcesses maps each failpoint of the contracts to the processes that pass it.
-func failpointProcesses(cfg Config) map[string][]string {
+func failpointProcesses(cfg config) map[string][]string {
 	relays := []string{"inventory-1", "inventory-2"}
 	if cfg.Publisher == "outbox" {
 		relays = append(relays, "ordering", "ordering-relay")
@@ -71,8 +71,8 @@ func failpointProcesses(cfg Config) map[string][]string {
 // fire within a second or two under the load, low enough that some work passes it first.
 const failpointProbability = 0.5
 
-// Fault is one scheduled fault and, after the run, what became of it.
-type Fault struct {
+// fault is one scheduled fault and, after the run, what became of it.
+type fault struct {
 	ID       int           `json:"id"`
 	Kind     string        `json:"kind"`
 	At       time.Duration `json:"at_ns"`       // from the start of the load
@@ -86,12 +86,12 @@ type Fault struct {
 	Note  string    `json:"note,omitempty"`
 }
 
-// Schedule draws the run's faults from the seed: FaultsPerKind of each kind at uniform
+// schedule draws the run's faults from the seed: FaultsPerKind of each kind at uniform
 // random moments of the planned load, each with its target and duration. The same seed
 // and flags give the same schedule; only the moments the system happens to be in differ.
-func Schedule(cfg Config, processes, links []string) []Fault {
+func schedule(cfg config, processes, links []string) []fault {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6661756c74)) // "fault"
-	span := cfg.LoadDuration()
+	span := cfg.loadDuration()
 	lead := faultLead(span)
 	at := func() time.Duration {
 		return lead + time.Duration(rng.Int64N(int64(max(span-2*lead, time.Millisecond))))
@@ -101,9 +101,9 @@ func Schedule(cfg Config, processes, links []string) []Fault {
 	links = slices.Sorted(slices.Values(links))
 	fps := failpointProcesses(cfg)
 	queues := []string{contracts.QueueInventoryOrderPlaced, contracts.QueueOrderingStockEvents, contracts.QueueNotificationStockEvents}
-	kinds := slices.Clone(FaultKinds)
+	kinds := slices.Clone(faultKinds)
 	if cfg.BrokerRestart {
-		kinds = append(kinds, FaultBrokerRestart)
+		kinds = append(kinds, faultBrokerRestart)
 	}
 
 	out := scheduleOutages(cfg, links)
@@ -112,43 +112,43 @@ func Schedule(cfg Config, processes, links []string) []Fault {
 			continue
 		}
 		n := cfg.FaultsPerKind
-		if kind == FaultBrokerRestart {
+		if kind == faultBrokerRestart {
 			n = max(1, n/50) // each one stops every connection of the machine's broker
 		}
 		for i := range n {
-			f := Fault{Kind: kind, At: at()}
+			f := fault{Kind: kind, At: at()}
 			switch kind {
-			case FaultKill:
+			case faultKill:
 				f.Target, f.Duration = pick(processes), between(100*time.Millisecond, 1500*time.Millisecond)
-			case FaultFailpoint:
+			case faultFailpoint:
 				// Cycle through the names so every failpoint is opened about equally often.
 				name := contracts.Failpoints[i%len(contracts.Failpoints)]
 				f.Target, f.Detail = pick(fps[name]), fmt.Sprintf("%s=p(%g)*crash", name, failpointProbability)
 				f.Duration = 8 * time.Second // disarmed after this if it has not fired
-			case FaultResetPeer, FaultTimeout, FaultLinkDown:
+			case faultResetPeer, faultTimeout, faultLinkDown:
 				f.Target, f.Duration = pick(links), between(500*time.Millisecond, 3*time.Second)
-			case FaultLatency:
+			case faultLatency:
 				f.Target, f.Duration = pick(links), between(time.Second, 4*time.Second)
 				f.Detail = fmt.Sprintf("%dms±%dms", 100+rng.IntN(700), 50)
-			case FaultProviderFail:
+			case faultProviderFail:
 				f.Target, f.Duration = "emailprovider", between(time.Second, 4*time.Second)
 				f.Detail = fmt.Sprintf("fail_rate=%.2f", 0.3+0.6*rng.Float64())
-			case FaultProviderAmbiguous:
+			case faultProviderAmbiguous:
 				f.Target, f.Duration = "emailprovider", between(time.Second, 4*time.Second)
 				f.Detail = fmt.Sprintf("ambiguous_rate=%.2f", 0.2+0.5*rng.Float64())
-			case FaultDuplicate:
+			case faultDuplicate:
 				f.Target = pick([]string{"ordering", "inventory"})
 				f.Detail = "republish 3 published events, twice each"
-			case FaultPoison:
+			case faultPoison:
 				// 3 queues and 4 kinds are coprime: any 12 in a row cover every pair.
-				f.Target, f.Detail = queues[i%len(queues)], PoisonKinds[i%len(PoisonKinds)]
-			case FaultBrokerRestart:
+				f.Target, f.Detail = queues[i%len(queues)], poisonKinds[i%len(poisonKinds)]
+			case faultBrokerRestart:
 				f.Target, f.Duration = "rabbitmq", between(2*time.Second, 5*time.Second)
 			}
 			out = append(out, f)
 		}
 	}
-	slices.SortStableFunc(out, func(a, b Fault) int { return cmp.Compare(a.At, b.At) })
+	slices.SortStableFunc(out, func(a, b fault) int { return cmp.Compare(a.At, b.At) })
 	for i := range out {
 		out[i].ID = i
 	}
@@ -164,15 +164,15 @@ func faultLead(span time.Duration) time.Duration { return min(2*time.Second, spa
 // random gaps of at least OutageLength: no two overlap (an outage of both at once would
 // test neither), and the system has time to catch up between two. They come from a
 // stream of their own, so adding them leaves the seed's other faults where they were.
-func scheduleOutages(cfg Config, links []string) []Fault {
+func scheduleOutages(cfg config, links []string) []fault {
 	n := 2 * cfg.Outages
 	if n == 0 {
 		return nil
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6f75746167)) // "outag"
-	span := cfg.LoadDuration()
+	span := cfg.loadDuration()
 	lead := faultLead(span)
-	kinds := [2]string{FaultBrokerOutage, FaultPostgresOutage}
+	kinds := [2]string{faultBrokerOutage, faultPostgresOutage}
 	first := rng.IntN(2)
 	lengths := make([]time.Duration, n)
 	var total time.Duration
@@ -181,7 +181,7 @@ func scheduleOutages(cfg Config, links []string) []Fault {
 		total += lengths[i]
 	}
 	// The free time is cut at n random points into n+1 gaps: before the first outage,
-	// between each two (on top of the least gap), after the last. Config.validate makes
+	// between each two (on top of the least gap), after the last. config.validate makes
 	// sure it is not negative.
 	gap := cfg.OutageLength
 	free := max(span-2*lead-total-time.Duration(n-1)*gap, 0)
@@ -190,7 +190,7 @@ func scheduleOutages(cfg Config, links []string) []Fault {
 		cuts[i] = time.Duration(rng.Int64N(int64(free) + 1))
 	}
 	slices.Sort(cuts)
-	out := make([]Fault, n)
+	out := make([]fault, n)
 	var busy time.Duration
 	for i := range out {
 		kind := kinds[(first+i)%2]
@@ -200,7 +200,7 @@ func scheduleOutages(cfg Config, links []string) []Fault {
 				target = append(target, l)
 			}
 		}
-		out[i] = Fault{
+		out[i] = fault{
 			Kind: kind, At: lead + busy + time.Duration(i)*gap + cuts[i], Duration: lengths[i],
 			Target: "all", Detail: strings.Join(target, ","),
 		}

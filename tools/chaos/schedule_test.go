@@ -16,44 +16,44 @@ var (
 )
 
 func TestScheduleIsDrawnFromTheSeed(t *testing.T) {
-	cfg := DefaultConfig
+	cfg := defaultConfig
 	cfg.Orders, cfg.FaultsPerKind = 600, 12
-	a := Schedule(cfg, testProcesses, testLinks)
-	b := Schedule(cfg, testProcesses, slicesReversed(testLinks)) // the order links are listed in must not matter
+	a := schedule(cfg, testProcesses, testLinks)
+	b := schedule(cfg, testProcesses, slicesReversed(testLinks)) // the order links are listed in must not matter
 	if !reflect.DeepEqual(a, b) {
 		t.Fatal("the same seed gave two schedules")
 	}
 	cfg.Seed++
-	if reflect.DeepEqual(a, Schedule(cfg, testProcesses, testLinks)) {
+	if reflect.DeepEqual(a, schedule(cfg, testProcesses, testLinks)) {
 		t.Fatal("another seed gave the same schedule")
 	}
 }
 
 func TestScheduleCoversEveryKindNameAndPoison(t *testing.T) {
-	cfg := DefaultConfig
+	cfg := defaultConfig
 	cfg.Orders, cfg.FaultsPerKind, cfg.Outages = 600, 12, 1
-	span := cfg.LoadDuration()
+	span := cfg.loadDuration()
 	byKind := map[string]int{}
 	names := map[string]bool{}
 	type pair struct{ queue, kind string }
 	poison := map[pair]bool{}
-	for i, f := range Schedule(cfg, testProcesses, testLinks) {
+	for i, f := range schedule(cfg, testProcesses, testLinks) {
 		byKind[f.Kind]++
 		if f.At <= 0 || f.At >= span {
 			t.Errorf("fault %d at %v, outside the load (0, %v)", i, f.At, span)
 		}
 		switch f.Kind {
-		case FaultFailpoint:
+		case faultFailpoint:
 			name := strings.SplitN(f.Detail, "=", 2)[0]
 			names[name] = true
 			if _, err := failpoint.Parse(f.Detail, contracts.Failpoints); err != nil {
 				t.Errorf("failpoint spec %q: %v", f.Detail, err)
 			}
-		case FaultPoison:
+		case faultPoison:
 			poison[pair{f.Target, f.Detail}] = true
 		}
 	}
-	for _, k := range FaultKinds {
+	for _, k := range faultKinds {
 		want := cfg.FaultsPerKind
 		if isOutage(k) {
 			want = cfg.Outages
@@ -62,7 +62,7 @@ func TestScheduleCoversEveryKindNameAndPoison(t *testing.T) {
 			t.Errorf("%s: %d faults, want %d", k, byKind[k], want)
 		}
 	}
-	if byKind[FaultBrokerRestart] != 0 {
+	if byKind[faultBrokerRestart] != 0 {
 		t.Error("broker restarts scheduled without --broker-restart")
 	}
 	if len(names) != len(contracts.Failpoints) {
@@ -77,7 +77,7 @@ func TestScheduleCoversEveryKindNameAndPoison(t *testing.T) {
 // to Postgres (not the provider's: it plays a third party), each longer than the budget
 // it must outlast, none closer than one outage length to another, all within the load.
 func TestOutagesTakeEveryLinkLongerThanTheirBudgetOneAtATime(t *testing.T) {
-	cfg := DefaultConfig
+	cfg := defaultConfig
 	if err := cfg.validate(); err != nil {
 		t.Fatalf("the default configuration is refused: %v", err)
 	}
@@ -85,11 +85,11 @@ func TestOutagesTakeEveryLinkLongerThanTheirBudgetOneAtATime(t *testing.T) {
 		"inventory-2-postgres", "inventory-2-rabbitmq", "notification-emailprovider", "notification-postgres",
 		"notification-rabbitmq", "ordering-postgres", "ordering-rabbitmq", "ordering-relay-postgres", "ordering-relay-rabbitmq"}
 	wantTargets := map[string]string{
-		FaultBrokerOutage:   "inventory-1-rabbitmq,inventory-2-rabbitmq,notification-rabbitmq,ordering-rabbitmq,ordering-relay-rabbitmq",
-		FaultPostgresOutage: "inventory-1-postgres,inventory-2-postgres,notification-postgres,ordering-postgres,ordering-relay-postgres",
+		faultBrokerOutage:   "inventory-1-rabbitmq,inventory-2-rabbitmq,notification-rabbitmq,ordering-rabbitmq,ordering-relay-rabbitmq",
+		faultPostgresOutage: "inventory-1-postgres,inventory-2-postgres,notification-postgres,ordering-postgres,ordering-relay-postgres",
 	}
-	var outages []Fault
-	for _, f := range Schedule(cfg, testProcesses, links) {
+	var outages []fault
+	for _, f := range schedule(cfg, testProcesses, links) {
 		if isOutage(f.Kind) {
 			outages = append(outages, f)
 		}
@@ -100,12 +100,12 @@ func TestOutagesTakeEveryLinkLongerThanTheirBudgetOneAtATime(t *testing.T) {
 		if f.Detail != wantTargets[f.Kind] {
 			t.Errorf("%s takes down %s, want %s", f.Kind, f.Detail, wantTargets[f.Kind])
 		}
-		b, ok := cfg.BudgetOf(f.Kind)
+		b, ok := cfg.budgetOf(f.Kind)
 		if !ok || (b.Shrunk && f.Duration <= b.Max) {
 			t.Errorf("%s of %v does not outlast its budget %+v", f.Kind, f.Duration, b)
 		}
-		if f.At <= 0 || f.At+f.Duration >= cfg.LoadDuration() {
-			t.Errorf("%s at %v lasting %v, not within the load (0, %v)", f.Kind, f.At, f.Duration, cfg.LoadDuration())
+		if f.At <= 0 || f.At+f.Duration >= cfg.loadDuration() {
+			t.Errorf("%s at %v lasting %v, not within the load (0, %v)", f.Kind, f.At, f.Duration, cfg.loadDuration())
 		}
 		if i > 0 {
 			prev := outages[i-1]
@@ -117,7 +117,7 @@ func TestOutagesTakeEveryLinkLongerThanTheirBudgetOneAtATime(t *testing.T) {
 			}
 		}
 	}
-	if count[FaultBrokerOutage] != 5 || count[FaultPostgresOutage] != 5 {
+	if count[faultBrokerOutage] != 5 || count[faultPostgresOutage] != 5 {
 		t.Errorf("outages %v, want 5 of each", count)
 	}
 }
@@ -125,12 +125,12 @@ func TestOutagesTakeEveryLinkLongerThanTheirBudgetOneAtATime(t *testing.T) {
 // Outages are drawn from a stream of their own: with or without them, a seed's other
 // faults are the same.
 func TestOutagesLeaveTheSeedsOtherFaultsWhereTheyWere(t *testing.T) {
-	cfg := DefaultConfig
+	cfg := defaultConfig
 	cfg.Orders, cfg.FaultsPerKind, cfg.Outages = 600, 12, 0
-	without := Schedule(cfg, testProcesses, testLinks)
+	without := schedule(cfg, testProcesses, testLinks)
 	cfg.Outages, cfg.OutageLength = 1, 5*time.Second
-	var others []Fault
-	for _, f := range Schedule(cfg, testProcesses, testLinks) {
+	var others []fault
+	for _, f := range schedule(cfg, testProcesses, testLinks) {
 		if !isOutage(f.Kind) {
 			f.ID = 0
 			others = append(others, f)
@@ -149,14 +149,14 @@ func TestOutagesLeaveTheSeedsOtherFaultsWhereTheyWere(t *testing.T) {
 func TestAnOutageShorterThanABudgetIsRefused(t *testing.T) {
 	for _, c := range []struct {
 		name   string
-		change func(*Config)
+		change func(*config)
 		budget string
 	}{
-		{"the queues' delivery limit against 2 s outages", func(c *Config) { c.RelayMaxAttempts, c.OutageLength = 1, 2*time.Second }, "consumer"},
-		{"the relay's default attempts", func(c *Config) { c.RelayMaxAttempts = 25 }, "relay"},
-		{"a 2 s outage", func(c *Config) { c.OutageLength = 2 * time.Second }, "relay"},
+		{"the queues' delivery limit against 2 s outages", func(c *config) { c.RelayMaxAttempts, c.OutageLength = 1, 2*time.Second }, "consumer"},
+		{"the relay's default attempts", func(c *config) { c.RelayMaxAttempts = 25 }, "relay"},
+		{"a 2 s outage", func(c *config) { c.OutageLength = 2 * time.Second }, "relay"},
 	} {
-		cfg := DefaultConfig
+		cfg := defaultConfig
 		c.change(&cfg)
 		err := cfg.validate()
 		if err == nil || !strings.Contains(err.Error(), "the "+c.budget+" budget") {
@@ -170,7 +170,7 @@ func TestAnOutageShorterThanABudgetIsRefused(t *testing.T) {
 }
 
 func TestDirectPublisherGetsNoOrderingRelayFailpoint(t *testing.T) {
-	cfg := DefaultConfig
+	cfg := defaultConfig
 	cfg.Publisher = "direct"
 	for _, p := range failpointProcesses(cfg)[contracts.RelayAfterPublish] {
 		if strings.HasPrefix(p, "ordering") {

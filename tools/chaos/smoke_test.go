@@ -55,9 +55,9 @@ func build() (string, error) {
 		return "", err
 	}
 	var wg sync.WaitGroup
-	errs := make([]error, len(Services))
-	out := make([][]byte, len(Services))
-	for i, svc := range Services {
+	errs := make([]error, len(services))
+	out := make([][]byte, len(services))
+	for i, svc := range services {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -72,7 +72,7 @@ func build() (string, error) {
 	var failed []error
 	for i, err := range errs {
 		if err != nil {
-			failed = append(failed, fmt.Errorf("build %s: %w\n%s", Services[i], err, out[i]))
+			failed = append(failed, fmt.Errorf("build %s: %w\n%s", services[i], err, out[i]))
 		}
 	}
 	return dir, errors.Join(failed...)
@@ -80,7 +80,7 @@ func build() (string, error) {
 
 // smokeConfig is a small run on its own vhost and databases (named after the vhost), so
 // it can run beside developers' systems and other tests.
-func smokeConfig(t *testing.T, bin string) Config {
+func smokeConfig(t *testing.T, bin string) config {
 	t.Helper()
 	testenv.Database(t, "chaos") // skips (fails in CI) when Postgres is down
 	amqpURL := testenv.VHost(t)  // the same for RabbitMQ; the run recreates the vhost
@@ -88,7 +88,7 @@ func smokeConfig(t *testing.T, bin string) Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultConfig
+	cfg := defaultConfig
 	cfg.Prefix = strings.TrimPrefix(u.Path, "/")
 	cfg.AdminURL = testenv.AdminURL
 	cfg.AMQPURL = testenv.AMQPBase
@@ -101,7 +101,7 @@ func smokeConfig(t *testing.T, bin string) Config {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := DropStores(ctx, cfg); err != nil {
+		if err := dropStores(ctx, cfg); err != nil {
 			t.Logf("drop the run's stores: %v", err)
 		}
 	})
@@ -126,7 +126,7 @@ func TestChaosSmoke(t *testing.T) {
 	// (up to 2.5 s of the old consumer's shrunk backoff).
 	cfg.Outages, cfg.OutageLength = 1, 3*time.Second
 
-	res, err := Run(t.Context(), cfg, testLog{t})
+	res, err := runChaos(t.Context(), cfg, testLog{t})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestChaosSmoke(t *testing.T) {
 	for _, c := range res.FaultCounts {
 		hit[c.Kind] = c.Fired
 	}
-	for _, kind := range FaultKinds {
+	for _, kind := range faultKinds {
 		if hit[kind] == 0 {
 			t.Errorf("no %s fault hit the system (counts %+v)", kind, res.FaultCounts)
 		}
@@ -160,7 +160,7 @@ func TestChaosSmoke(t *testing.T) {
 	}
 	fired := map[string]int{}
 	for _, f := range res.Faults {
-		if f.Kind == FaultFailpoint && f.Fired {
+		if f.Kind == faultFailpoint && f.Fired {
 			fired[strings.SplitN(f.Detail, "=", 2)[0]]++
 		}
 	}
@@ -188,7 +188,7 @@ func TestChaosCatchesNaiveConsumer(t *testing.T) {
 	cfg.Orders, cfg.Rate, cfg.FaultsPerKind = 150, 15, 4
 	cfg.InventoryStrategy = "naive"
 
-	res, err := Run(t.Context(), cfg, testLog{t})
+	res, err := runChaos(t.Context(), cfg, testLog{t})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestChaosCatchesNaiveConsumer(t *testing.T) {
 	if res.Passed || res.Violations == 0 {
 		t.Fatal("the naive consumer passed the checker: the harness cannot tell right from wrong")
 	}
-	if v := res.Verdicts[2]; v.Passed || v.Counts[ReservedMismatch] == 0 {
+	if v := res.Verdicts[2]; v.Passed || v.Counts[reservedMismatch] == 0 {
 		t.Errorf("invariant 3 should find double reservations, got %+v", v)
 	}
 }

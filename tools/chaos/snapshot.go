@@ -6,51 +6,51 @@ import (
 	"github.com/google/uuid"
 )
 
-// Snapshot is everything the checker looks at: what the clients were told (History),
+// snapshot is everything the checker looks at: what the clients were told (History),
 // what the system holds after it went quiet (orders, books, notifications, emails,
 // outboxes, queues, dead letters) and what the harness did to it on purpose (the poison
 // it injected). The collector fills one from the real databases, APIs and queues; the
 // checker's unit tests build one by hand. The checker sees nothing else, so a verdict
 // can always be re-derived from report.json.
-type Snapshot struct {
-	History        []Op           `json:"history"`
-	Orders         []Order        `json:"orders"`
-	Books          []Book         `json:"books"`
-	Notifications  []Notification `json:"notifications"`
-	Emails         []Email        `json:"emails"`
-	Outboxes       []Outbox       `json:"outboxes"`
-	Unfinished     []Unfinished   `json:"unfinished"`
-	Queues         []Queue        `json:"queues"`
-	DeadLetters    []DeadLetter   `json:"dead_letters"`
-	InjectedPoison []Poison       `json:"injected_poison"`
+type snapshot struct {
+	History        []clientOp           `json:"history"`
+	Orders         []order              `json:"orders"`
+	Books          []book               `json:"books"`
+	Notifications  []notificationRecord `json:"notifications"`
+	Emails         []sentEmail          `json:"emails"`
+	Outboxes       []outbox             `json:"outboxes"`
+	Unfinished     []unfinished         `json:"unfinished"`
+	Queues         []queue              `json:"queues"`
+	DeadLetters    []deadLetter         `json:"dead_letters"`
+	InjectedPoison []poisonMessage      `json:"injected_poison"`
 }
 
-// Outcome is what a client learned about one operation, Jepsen-style: ok (the API said
+// outcome is what a client learned about one operation, Jepsen-style: ok (the API said
 // 201 or replayed it), failed (it certainly did not happen) or unknown (a timeout, a
 // reset, a 5xx: it may or may not have happened).
-type Outcome string
+type outcome string
 
 const (
-	OutcomeOK      Outcome = "ok"
-	OutcomeFailed  Outcome = "failed"
-	OutcomeUnknown Outcome = "unknown"
+	outcomeOK      outcome = "ok"
+	outcomeFailed  outcome = "failed"
+	outcomeUnknown outcome = "unknown"
 )
 
-// Line is one book and quantity of an order.
-type Line struct {
+// orderLine is one book and quantity of an order.
+type orderLine struct {
 	BookID   uuid.UUID `json:"book_id"`
 	Quantity int       `json:"quantity"`
 }
 
-// Op is one client operation: placing one order under one Idempotency-Key, with every
-// retry of it. Each op uses its own customer email, so its effects (orders, emails) can
-// be found by address even where no key links them.
-type Op struct {
+// clientOp is one client operation: placing one order under one Idempotency-Key, with
+// every retry of it. Each op uses its own customer email, so its effects (orders, emails)
+// can be found by address even where no key links them.
+type clientOp struct {
 	N        int           `json:"n"`
 	Key      string        `json:"key"`
 	Email    string        `json:"customer_email"`
-	Lines    []Line        `json:"lines"`
-	Outcome  Outcome       `json:"outcome"`
+	Lines    []orderLine   `json:"lines"`
+	Outcome  outcome       `json:"outcome"`
 	OrderID  uuid.UUID     `json:"order_id,omitzero"`
 	Attempts int           `json:"attempts"`
 	Start    time.Time     `json:"start"`
@@ -59,28 +59,28 @@ type Op struct {
 	Error    string        `json:"error,omitempty"`
 }
 
-// Order is an order as the ordering database holds it; Key is the Idempotency-Key that
+// order is an order as the ordering database holds it; Key is the Idempotency-Key that
 // placed it ("" when none did).
-type Order struct {
-	ID            uuid.UUID `json:"id"`
-	Key           string    `json:"key"`
-	CustomerEmail string    `json:"customer_email"`
-	Status        string    `json:"status"`
-	Lines         []Line    `json:"lines"`
-	CreatedAt     time.Time `json:"created_at"`
-	UpdatedAt     time.Time `json:"updated_at"`
+type order struct {
+	ID            uuid.UUID   `json:"id"`
+	Key           string      `json:"key"`
+	CustomerEmail string      `json:"customer_email"`
+	Status        string      `json:"status"`
+	Lines         []orderLine `json:"lines"`
+	CreatedAt     time.Time   `json:"created_at"`
+	UpdatedAt     time.Time   `json:"updated_at"`
 }
 
-// Book is one title as inventory's GET /books shows it.
-type Book struct {
+// book is one title as inventory's GET /books shows it.
+type book struct {
 	ID       uuid.UUID `json:"id"`
 	Title    string    `json:"title"`
 	OnHand   int       `json:"on_hand"`
 	Reserved int       `json:"reserved"`
 }
 
-// Notification is one record of notification's GET /notifications.
-type Notification struct {
+// notificationRecord is one record of notification's GET /notifications.
+type notificationRecord struct {
 	OrderID        uuid.UUID `json:"order_id"`
 	Kind           string    `json:"kind"`
 	Status         string    `json:"status"`
@@ -88,8 +88,8 @@ type Notification struct {
 	Attempts       int       `json:"attempts"`
 }
 
-// Email is one email as the provider's GET /v1/emails lists it.
-type Email struct {
+// sentEmail is one email as the provider's GET /v1/emails lists it.
+type sentEmail struct {
 	ID             string `json:"id"`
 	IdempotencyKey string `json:"idempotency_key"`
 	To             string `json:"to"`
@@ -97,29 +97,29 @@ type Email struct {
 	Deliveries     int    `json:"deliveries"`
 }
 
-// Outbox counts the rows of one service's outbox that are not published.
-type Outbox struct {
+// outbox counts the rows of one service's outbox that are not published.
+type outbox struct {
 	Service string `json:"service"`
 	Pending int    `json:"pending"`
 	Dead    int    `json:"dead"`
 }
 
-// Unfinished is a record a service started and did not finish: an inbox row still
+// unfinished is a record a service started and did not finish: an inbox row still
 // "processing", a notification not completed.
-type Unfinished struct {
+type unfinished struct {
 	Service string `json:"service"`
 	Record  string `json:"record"`
 	Status  string `json:"status"`
 }
 
-// Queue is one work queue and how many messages it still holds (ready and unacked).
-type Queue struct {
+// queue is one work queue and how many messages it still holds (ready and unacked).
+type queue struct {
 	Name     string `json:"name"`
 	Messages int    `json:"messages"`
 }
 
-// DeadLetter is one message the harness took out of a dead-letter queue.
-type DeadLetter struct {
+// deadLetter is one message the harness took out of a dead-letter queue.
+type deadLetter struct {
 	Queue     string `json:"queue"` // the work queue it was dead-lettered from
 	MessageID string `json:"message_id"`
 	Body      []byte `json:"body"`
@@ -131,8 +131,8 @@ type DeadLetter struct {
 	DeliveryCount int64  `json:"delivery_count,omitempty"`
 }
 
-// Poison is one poison message the harness injected into a work queue.
-type Poison struct {
+// poisonMessage is one poison message the harness injected into a work queue.
+type poisonMessage struct {
 	Queue     string    `json:"queue"`
 	Kind      string    `json:"kind"`
 	MessageID string    `json:"message_id"`
@@ -142,13 +142,13 @@ type Poison struct {
 
 // Kinds of email, from the notification contract.
 const (
-	KindConfirmed = "order-confirmed"
-	KindRejected  = "order-rejected"
+	kindConfirmed = "order-confirmed"
+	kindRejected  = "order-rejected"
 )
 
 // Order statuses, from the ordering contract.
 const (
-	StatusPending   = "pending"
-	StatusConfirmed = "confirmed"
-	StatusRejected  = "rejected"
+	statusPending   = "pending"
+	statusConfirmed = "confirmed"
+	statusRejected  = "rejected"
 )

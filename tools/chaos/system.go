@@ -21,59 +21,59 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 )
 
-// Services are the four binaries the run starts, in the order they start: the provider
+// services are the four binaries the run starts, in the order they start: the provider
 // first (notification needs it), inventory before ordering (it seeds the catalogue the
 // load orders from).
-var Services = []string{"emailprovider", "inventory", "notification", "ordering"}
+var services = []string{"emailprovider", "inventory", "notification", "ordering"}
 
-// System is the running Bookstore: the processes, their links and the harness's own
+// system is the running Bookstore: the processes, their links and the harness's own
 // direct connections to each database (never through a proxy: the checker must see the
 // truth even while a link is down).
-type System struct {
-	cfg       Config
+type system struct {
+	cfg       config
 	dir       string // the report directory
 	vhost     string
 	amqpURL   string // the run's vhost, direct
-	net       *Network
-	procs     []*Process
+	net       *network
+	procs     []*process
 	dbs       map[string]*pgxpool.Pool // by service, connected as the superuser
-	onFPCrash func(p *Process, spec string)
+	onFPCrash func(p *process, spec string)
 }
 
 // databaseName is the run's database (and role) of a service, e.g. chaos_ordering.
-func (c Config) databaseName(service string) string { return c.Prefix + "_" + service }
+func (c config) databaseName(service string) string { return c.Prefix + "_" + service }
 
-// Process returns the process called name.
-func (s *System) Process(name string) *Process {
+// process returns the process called name.
+func (s *system) process(name string) *process {
 	for _, p := range s.procs {
-		if p.Name == name {
+		if p.name == name {
 			return p
 		}
 	}
 	return nil
 }
 
-// ProcessesOf returns the processes that run service.
-func (s *System) ProcessesOf(service string) []*Process {
-	var out []*Process
+// processesOf returns the processes that run service.
+func (s *system) processesOf(service string) []*process {
+	var out []*process
 	for _, p := range s.procs {
-		if p.Service == service {
+		if p.service == service {
 			out = append(out, p)
 		}
 	}
 	return out
 }
 
-// ResetStores drops the run's databases and roles and recreates its RabbitMQ vhost, so
+// resetStores drops the run's databases and roles and recreates its RabbitMQ vhost, so
 // every run starts from nothing; the services create and migrate their databases
 // themselves on start, as in production.
-func ResetStores(ctx context.Context, cfg Config) error {
+func resetStores(ctx context.Context, cfg config) error {
 	conn, err := pgx.Connect(ctx, cfg.AdminURL)
 	if err != nil {
 		return fmt.Errorf("postgres: %w (is it running? make services)", err)
 	}
 	defer conn.Close(ctx)
-	for _, svc := range Services {
+	for _, svc := range services {
 		id := pgx.Identifier{cfg.databaseName(svc)}.Sanitize()
 		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+id+" WITH (FORCE)"); err != nil {
 			return fmt.Errorf("drop database %s: %w", id, err)
@@ -95,13 +95,13 @@ func ResetStores(ctx context.Context, cfg Config) error {
 // setDeliveryLimit, with --delivery-limit, shrinks the delivery limit of ordering's and
 // inventory's queues with a policy on the run's vhost (for a quorum queue RabbitMQ takes
 // the lower of the policy's and the queue's own x-delivery-limit), so that a Postgres
-// outage of seconds outlasts what the old consumers spent on it (see Budgets).
+// outage of seconds outlasts what the old consumers spent on it (see budgets).
 // Notification's queue keeps its own: its deliveries also pay for the provider's
 // failures, which the run injects all the time. It is off by default: RabbitMQ 3.10 also
 // counts every return to the queue (a channel closed, a consumer killed) against the
 // limit, and under the default run's crashes and outages a limit of 5 dead-lettered
 // valid messages.
-func setDeliveryLimit(ctx context.Context, m broker.Management, cfg Config) error {
+func setDeliveryLimit(ctx context.Context, m broker.Management, cfg config) error {
 	if cfg.DeliveryLimit == 0 {
 		return nil
 	}
@@ -120,13 +120,13 @@ func setDeliveryLimit(ctx context.Context, m broker.Management, cfg Config) erro
 	return nil
 }
 
-// DropStores removes the run's databases, roles and vhost.
-func DropStores(ctx context.Context, cfg Config) error {
+// dropStores removes the run's databases, roles and vhost.
+func dropStores(ctx context.Context, cfg config) error {
 	var errs []error
 	conn, err := pgx.Connect(ctx, cfg.AdminURL)
 	if err == nil {
 		defer conn.Close(ctx)
-		for _, svc := range Services {
+		for _, svc := range services {
 			id := pgx.Identifier{cfg.databaseName(svc)}.Sanitize()
 			_, e1 := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+id+" WITH (FORCE)")
 			_, e2 := conn.Exec(ctx, "DROP ROLE IF EXISTS "+id)
@@ -138,10 +138,10 @@ func DropStores(ctx context.Context, cfg Config) error {
 	return errors.Join(errs...)
 }
 
-// StartSystem starts the Toxiproxy links and every process, and waits until each
+// startSystem starts the Toxiproxy links and every process, and waits until each
 // answers /readyz.
-func StartSystem(ctx context.Context, cfg Config, dir string, onFPCrash func(*Process, string)) (*System, error) {
-	s := &System{cfg: cfg, dir: dir, vhost: cfg.Prefix, dbs: map[string]*pgxpool.Pool{}, onFPCrash: onFPCrash}
+func startSystem(ctx context.Context, cfg config, dir string, onFPCrash func(*process, string)) (*system, error) {
+	s := &system{cfg: cfg, dir: dir, vhost: cfg.Prefix, dbs: map[string]*pgxpool.Pool{}, onFPCrash: onFPCrash}
 	var err error
 	if s.amqpURL, err = withVHost(cfg.AMQPURL, cfg.Prefix); err != nil {
 		return nil, err
@@ -158,7 +158,7 @@ func StartSystem(ctx context.Context, cfg Config, dir string, onFPCrash func(*Pr
 	if err != nil {
 		return nil, err
 	}
-	if s.net, err = StartNetwork(toxiLog); err != nil {
+	if s.net, err = startNetwork(toxiLog); err != nil {
 		return nil, err
 	}
 
@@ -173,7 +173,7 @@ func StartSystem(ctx context.Context, cfg Config, dir string, onFPCrash func(*Pr
 	// so a run with a kill every few seconds settles in minutes. Both only decide how soon
 	// another instance may take over; neither changes what the checker must find.
 	// RELAY_MAX_ATTEMPTS is shrunk so that a broker outage of seconds outlasts what the old
-	// relay spent on one (see Budgets); an outage now spends no attempt at all.
+	// relay spent on one (see budgets); an outage now spends no attempt at all.
 	relayAttempts := fmt.Sprintf("RELAY_MAX_ATTEMPTS=%d", cfg.RelayMaxAttempts)
 	// The consumers' retry backoff is shrunk too, for the same reason (see budget.go).
 	consumerRetry := []string{"CONSUMER_RETRY_BASE=" + consumerRetryBase.String(), "CONSUMER_RETRY_MAX=" + consumerRetryMax.String()}
@@ -196,7 +196,7 @@ func StartSystem(ctx context.Context, cfg Config, dir string, onFPCrash func(*Pr
 	for _, sp := range specs {
 		p, err := s.newProcess(ctx, sp.name, sp.service, sp.args, sp.extra, pgAdmin, amqpBase)
 		if err != nil {
-			s.Stop()
+			s.stop()
 			return nil, err
 		}
 		s.procs = append(s.procs, p)
@@ -204,21 +204,21 @@ func StartSystem(ctx context.Context, cfg Config, dir string, onFPCrash func(*Pr
 	// Start one at a time: each creates or migrates its database on start, and the second
 	// inventory should find the first one's catalogue rather than race it.
 	for _, p := range s.procs {
-		if err := p.Start(ctx); err != nil {
-			s.Stop()
+		if err := p.start(ctx); err != nil {
+			s.stop()
 			return nil, err
 		}
-		if err := p.WaitReady(ctx, 60*time.Second); err != nil {
-			s.Stop()
+		if err := p.waitReady(ctx, 60*time.Second); err != nil {
+			s.stop()
 			return nil, err
 		}
 	}
-	for _, svc := range Services {
+	for _, svc := range services {
 		u := *pgAdmin
 		u.Path = "/" + cfg.databaseName(svc)
 		pool, err := pgxpool.New(ctx, u.String())
 		if err != nil {
-			s.Stop()
+			s.stop()
 			return nil, fmt.Errorf("connect %s: %w", svc, err)
 		}
 		s.dbs[svc] = pool
@@ -228,12 +228,12 @@ func StartSystem(ctx context.Context, cfg Config, dir string, onFPCrash func(*Pr
 
 // newProcess creates the process's links (Postgres, RabbitMQ, and for notification the
 // provider) and its environment, all pointing at the proxies.
-func (s *System) newProcess(ctx context.Context, name, service string, args, extra []string, pgAdmin, amqpBase *url.URL) (*Process, error) {
+func (s *system) newProcess(ctx context.Context, name, service string, args, extra []string, pgAdmin, amqpBase *url.URL) (*process, error) {
 	httpAddr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
-	pgLink, err := s.net.Link(name+"-postgres", pgAdmin.Host)
+	pgLink, err := s.net.addLink(name+"-postgres", pgAdmin.Host)
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +250,7 @@ func (s *System) newProcess(ctx context.Context, name, service string, args, ext
 		"LOG_LEVEL=info",
 	}
 	if service != "emailprovider" {
-		amqpLink, err := s.net.Link(name+"-rabbitmq", amqpBase.Host)
+		amqpLink, err := s.net.addLink(name+"-rabbitmq", amqpBase.Host)
 		if err != nil {
 			return nil, err
 		}
@@ -263,11 +263,11 @@ func (s *System) newProcess(ctx context.Context, name, service string, args, ext
 		env = append(env, "AMQP_URL="+amqpURL)
 	}
 	if service == "notification" {
-		provider := s.Process("emailprovider")
+		provider := s.process("emailprovider")
 		if provider == nil {
 			return nil, errors.New("the email provider must be set up before notification")
 		}
-		providerLink, err := s.net.Link(name+"-emailprovider", provider.HTTPAddr)
+		providerLink, err := s.net.addLink(name+"-emailprovider", provider.httpAddr)
 		if err != nil {
 			return nil, err
 		}
@@ -277,8 +277,8 @@ func (s *System) newProcess(ctx context.Context, name, service string, args, ext
 	if err != nil {
 		return nil, err
 	}
-	return &Process{
-		Name: name, Service: service, HTTPAddr: httpAddr,
+	return &process{
+		name: name, service: service, httpAddr: httpAddr,
 		bin: filepath.Join(s.cfg.BinDir, service), args: args, env: append(env, extra...), log: log,
 		onFailpoint: s.onFPCrash,
 	}, nil
@@ -295,15 +295,15 @@ func withVHost(amqpURL, vhost string) (string, error) {
 	return u.String(), nil
 }
 
-// Stop stops every process at once (the checker has its snapshot: the order no longer
+// stop stops every process at once (the checker has its snapshot: the order no longer
 // matters), closes the links and the harness's connections.
-func (s *System) Stop() {
+func (s *system) stop() {
 	var wg sync.WaitGroup
 	for _, p := range s.procs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p.Stop(5 * time.Second)
+			p.stop(5 * time.Second)
 			p.log.Close()
 		}()
 	}
@@ -312,15 +312,15 @@ func (s *System) Stop() {
 		pool.Close()
 	}
 	if s.net != nil {
-		s.net.Close()
+		s.net.close()
 	}
 }
 
-// ProcessStats returns every process's counters.
-func (s *System) ProcessStats() []ProcessStats {
-	out := make([]ProcessStats, len(s.procs))
+// processStats returns every process's counters.
+func (s *system) processStats() []processStats {
+	out := make([]processStats, len(s.procs))
 	for i, p := range s.procs {
-		out[i] = p.Stats()
+		out[i] = p.counters()
 	}
 	return out
 }
