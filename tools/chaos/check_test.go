@@ -59,7 +59,7 @@ func cleanSnapshot() snapshot {
 	return s
 }
 
-func TestCleanSnapshotPasses(t *testing.T) {
+func TestACleanSnapshotPassesEveryInvariant(t *testing.T) {
 	vs := check(cleanSnapshot())
 	if len(vs) != 6 {
 		t.Fatalf("got %d verdicts, want one per invariant (6)", len(vs))
@@ -102,7 +102,7 @@ func assertOnly(t *testing.T, s snapshot, n int, want map[string]int) {
 	}
 }
 
-func TestInvariant1LostOrder(t *testing.T) {
+func TestInvariant1CatchesAnOrderAnswered201ThenLost(t *testing.T) {
 	s := cleanSnapshot()
 	// The API said 201 for order 0, and the order is gone (with it its outcome and email,
 	// which would break other invariants, so its effects go too: only the loss remains).
@@ -118,7 +118,7 @@ func TestInvariant1LostOrder(t *testing.T) {
 	}
 }
 
-func TestInvariant1DuplicateOrderForOneKey(t *testing.T) {
+func TestInvariant1CatchesASecondOrderForOneOperation(t *testing.T) {
 	s := cleanSnapshot()
 	// The client's retry of op 1 placed a second, identical order, which was confirmed
 	// and reserved too. Both orders share the op's address, so the one email there serves
@@ -133,7 +133,7 @@ func TestInvariant1DuplicateOrderForOneKey(t *testing.T) {
 	assertOnly(t, s, 1, map[string]int{duplicateOrder: 1})
 }
 
-func TestInvariant1UnexpectedAndFailedOrders(t *testing.T) {
+func TestInvariant1CatchesOrdersNoClientAskedForOrToldFailed(t *testing.T) {
 	s := cleanSnapshot()
 	// An order that no client asked for, and one for the operation the client was told
 	// had failed, both rejected with an email each so that only invariant 1 can see them.
@@ -147,7 +147,7 @@ func TestInvariant1UnexpectedAndFailedOrders(t *testing.T) {
 	assertOnly(t, s, 1, map[string]int{unexpectedOrder: 1, placedAfterFailure: 1})
 }
 
-func TestInvariant1WrongLines(t *testing.T) {
+func TestInvariant1CatchesAnOrderWithOtherLinesThanRequested(t *testing.T) {
 	s := cleanSnapshot()
 	s.History[1].Lines = []orderLine{{BookID: dune, Quantity: 3}, {BookID: hobbit, Quantity: 1}}
 	assertOnly(t, s, 1, map[string]int{wrongLines: 1})
@@ -166,7 +166,7 @@ func TestInvariant1UnknownOperationsMayLandEitherWay(t *testing.T) {
 	}
 }
 
-func TestInvariant2PendingOrder(t *testing.T) {
+func TestInvariant2CatchesAnOrderLeftPending(t *testing.T) {
 	s := cleanSnapshot()
 	// Order 2's OrderPlaced was never published (the direct publisher's loss): it stays
 	// pending, nothing reserved for it, no email sent for it.
@@ -176,26 +176,26 @@ func TestInvariant2PendingOrder(t *testing.T) {
 	assertOnly(t, s, 2, map[string]int{stuckPending: 1})
 }
 
-func TestInvariant3DoubleReservation(t *testing.T) {
+func TestInvariant3CatchesAReservationMadeTwice(t *testing.T) {
 	s := cleanSnapshot()
 	// A duplicate OrderPlaced was processed twice by a naive consumer.
 	s.Books[0].Reserved += 2
 	assertOnly(t, s, 3, map[string]int{reservedMismatch: 1})
 }
 
-func TestInvariant3Oversold(t *testing.T) {
+func TestInvariant3CatchesAnOversoldBook(t *testing.T) {
 	s := cleanSnapshot()
 	s.Books[1].OnHand = 1
 	assertOnly(t, s, 3, map[string]int{oversold: 1})
 }
 
-func TestInvariant4MissingEmail(t *testing.T) {
+func TestInvariant4CatchesAnOrderWithoutAnEmail(t *testing.T) {
 	s := cleanSnapshot()
 	s.Emails = s.Emails[1:]
 	assertOnly(t, s, 4, map[string]int{missingEmail: 1})
 }
 
-func TestInvariant4DuplicateEmail(t *testing.T) {
+func TestInvariant4CatchesTwoEmailsForOneOrder(t *testing.T) {
 	s := cleanSnapshot()
 	// The provider accepted the email twice under two idempotency keys, both recorded.
 	second := s.Emails[0]
@@ -205,32 +205,32 @@ func TestInvariant4DuplicateEmail(t *testing.T) {
 	assertOnly(t, s, 4, map[string]int{duplicateEmail: 1})
 }
 
-func TestInvariant4DeliveredTwice(t *testing.T) {
+func TestInvariant4CatchesAnEmailDeliveredTwice(t *testing.T) {
 	s := cleanSnapshot()
 	s.Emails[1].Deliveries = 2
 	assertOnly(t, s, 4, map[string]int{deliveryCount: 1})
 }
 
-func TestInvariant4WrongKind(t *testing.T) {
+func TestInvariant4CatchesAnEmailOfTheWrongKind(t *testing.T) {
 	s := cleanSnapshot()
 	s.Notifications[2].Kind = kindConfirmed // a rejected order told it was confirmed
 	assertOnly(t, s, 4, map[string]int{wrongKindEmail: 1})
 }
 
-func TestInvariant4UnexpectedEmail(t *testing.T) {
+func TestInvariant4CatchesAnEmailForNoOrder(t *testing.T) {
 	s := cleanSnapshot()
 	s.Emails = append(s.Emails, sentEmail{IdempotencyKey: "stray", To: s.History[3].Email, Deliveries: 1})
 	assertOnly(t, s, 4, map[string]int{unexpectedEmail: 1})
 }
 
-func TestInvariant5OutboxNotDrained(t *testing.T) {
+func TestInvariant5CatchesOutboxRowsPendingOrParkedDead(t *testing.T) {
 	s := cleanSnapshot()
 	s.Outboxes[1].Pending = 3
 	s.Outboxes[0].Dead = 1
 	assertOnly(t, s, 5, map[string]int{outboxNotDrained: 1, outboxDead: 1})
 }
 
-func TestInvariant5RecordLeftProcessing(t *testing.T) {
+func TestInvariant5CatchesRecordsLeftProcessing(t *testing.T) {
 	s := cleanSnapshot()
 	// The email was sent and recorded, the record never completed.
 	s.Notifications[0].Status = "processing"
@@ -238,13 +238,13 @@ func TestInvariant5RecordLeftProcessing(t *testing.T) {
 	assertOnly(t, s, 5, map[string]int{stuckRecord: 2})
 }
 
-func TestInvariant5QueueNotEmpty(t *testing.T) {
+func TestInvariant5CatchesMessagesLeftInAWorkQueue(t *testing.T) {
 	s := cleanSnapshot()
 	s.Queues[2].Messages = 4
 	assertOnly(t, s, 5, map[string]int{queueNotEmpty: 1})
 }
 
-func TestInvariant6UnexpectedDeadLetter(t *testing.T) {
+func TestInvariant6CatchesADeadLetterThatWasNotInjectedAndSaysWhy(t *testing.T) {
 	s := cleanSnapshot()
 	// A good event that ran out of deliveries and was dead-lettered.
 	s.DeadLetters = append(s.DeadLetters, deadLetter{Queue: "ordering.stock-events", MessageID: "018f2b1e-9999-7000-8000-000000000001", Body: []byte(`{"specversion":"1.0"}`), Reason: "delivery_limit"})
@@ -255,7 +255,7 @@ func TestInvariant6UnexpectedDeadLetter(t *testing.T) {
 	}
 }
 
-func TestInvariant6PoisonMissingOrTwiceOrAltered(t *testing.T) {
+func TestInvariant6CatchesPoisonMissingDeadLetteredTwiceOrAltered(t *testing.T) {
 	s := cleanSnapshot()
 	// Poison that a consumer swallowed (never dead-lettered).
 	s.InjectedPoison = append(s.InjectedPoison, poisonMessage{Queue: "notification.stock-events", Kind: "unknown-type", MessageID: "poison-2", Body: []byte(`{}`)})
@@ -277,7 +277,7 @@ func TestInvariant6PoisonInjectedTwiceIsExpectedTwice(t *testing.T) {
 	}
 }
 
-func TestExamplesAreBounded(t *testing.T) {
+func TestAVerdictKeepsAtMostFiveExamplesOfAKind(t *testing.T) {
 	s := cleanSnapshot()
 	for i := range 50 {
 		s.DeadLetters = append(s.DeadLetters, deadLetter{Queue: "inventory.order-placed", MessageID: fmt.Sprint("stray-", i)})

@@ -115,9 +115,9 @@ func (l testLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// TestChaosSmoke: about 300 orders under every kind of fault, and the default design
-// keeps every invariant.
-func TestChaosSmoke(t *testing.T) {
+// About 300 orders under every kind of fault, and the default design keeps every
+// invariant. The smoke test of the whole harness.
+func TestTheDefaultDesignKeepsEveryInvariantUnderEveryKindOfFault(t *testing.T) {
 	bin := buildServices(t)
 	cfg := smokeConfig(t, bin)
 	cfg.Orders, cfg.Rate, cfg.FaultsPerKind = 300, 15, 6 // 6: every failpoint name, every poison kind
@@ -179,9 +179,10 @@ func TestChaosSmoke(t *testing.T) {
 func TestChaosCatchesNaiveConsumer(t *testing.T) {
 	if testenv.Race() {
 		// What this shows is the checker's, and the race detector adds nothing to it:
-		// TestChaosSmoke already runs every process built with -race under every fault.
-		// Under -race a chaos run takes minutes, which the CI budget has once, not twice.
-		t.Skip("RACE=1: the race pass runs TestChaosSmoke only; `make test` runs this")
+		// TestTheDefaultDesignKeepsEveryInvariantUnderEveryKindOfFault already runs every
+		// process built with -race under every fault. Under -race a chaos run takes
+		// minutes, which the CI budget has once, not twice.
+		t.Skip("RACE=1: the race pass runs TestTheDefaultDesignKeepsEveryInvariantUnderEveryKindOfFault only; `make test` runs this")
 	}
 	bin := buildServices(t)
 	cfg := smokeConfig(t, bin)
