@@ -14,7 +14,7 @@ import (
 // ORDERING_ORDER_PLACED_VERSION picks the version of ordering.order-placed a new order's
 // event is written in (docs/schema-evolution.md). --help lists it with its default, 1,
 // and a version ordering cannot write stops the service at start.
-func TestOrderPlacedVersionVariable(t *testing.T) {
+func TestOrderPlacedVersionIsAVariableCheckedAtStart(t *testing.T) {
 	var out strings.Builder
 	if err := run(t.Context(), []string{"--help"}, func(string) string { return "" }, &out); err != nil {
 		t.Fatal(err)
