@@ -214,3 +214,21 @@ func purge(t *testing.T, amqpURL, queue string) {
 		t.Fatalf("purge %s: %d messages, %v", queue, n, err)
 	}
 }
+
+// wantReconciledOnce checks the end of an attempt whose outcome was unknown: the order's
+// confirmation is completed by a later attempt than the first, which asked the provider
+// and found the email under its key, and the provider sent it once.
+func wantReconciledOnce(t *testing.T, n, p *testenv.Process, orderID uuid.UUID, to string) {
+	t.Helper()
+	rec := waitStatus(t, n, orderID, "completed", 60*time.Second)
+	if rec.Attempts < 2 {
+		t.Fatalf("record %+v: completed by the first attempt, whose outcome should have been unknown", rec)
+	}
+	wantOneEmail(t, p, to, orderID, "order-confirmed")
+	if got := testenv.Metric(t, n.Base, "bookstore_notification_reconciled_total", `outcome="found"`); got != 1 {
+		t.Fatalf("reconciled found = %v, want 1", got)
+	}
+	if got := testenv.Metric(t, p.Base, "bookstore_emailprovider_sent_total"); got != 1 {
+		t.Fatalf("the provider sent %v emails, want 1", got)
+	}
+}
