@@ -88,12 +88,16 @@ func Standard(service string, port int) (*Common, []Var) {
 	c := &Common{}
 	return c, []Var{
 		String("DATABASE_URL", "postgres://"+service+"@localhost:5432/"+service+"?sslmode=disable", "the service's own database and role; created if missing", &c.DatabaseURL),
-		String("DATABASE_ADMIN_URL", "postgres://postgres@localhost:5432/postgres?sslmode=disable", "superuser connection that creates the role and database; empty: assume they exist", &c.DatabaseAdminURL),
+		// Least privilege by default: no superuser connection unless one is given (make run,
+		// docker compose and the tests give one).
+		String("DATABASE_ADMIN_URL", "", "superuser connection that creates the role and database at start, e.g. postgres://postgres@localhost:5432/postgres?sslmode=disable; empty: assume they exist, never connect as a superuser", &c.DatabaseAdminURL),
 		// pgxpool's own default, one connection per core and at least four, queued a busy
 		// API's requests in the pool while Postgres waited on fsync with cores to spare.
 		Int("DATABASE_MAX_CONNS", "12", "connections in the service's database pool", &c.DatabaseMaxConns),
 		String("AMQP_URL", "amqp://guest:guest@localhost:5672/", "RabbitMQ", &c.AMQPURL),
-		String("HTTP_ADDR", ":"+strconv.Itoa(port), "HTTP listen address", &c.HTTPAddr),
+		// Loopback unless asked: in a container compose sets :<port>, as a published port
+		// reaches the container's own interface, not its loopback.
+		String("HTTP_ADDR", "127.0.0.1:"+strconv.Itoa(port), "HTTP listen address; :"+strconv.Itoa(port)+" listens on every interface", &c.HTTPAddr),
 		String("OTEL_EXPORTER_OTLP_ENDPOINT", "", "OTLP/HTTP endpoint for traces (e.g. http://localhost:4318); empty: traces stay in the process", &c.OTLPEndpoint),
 		String("LOG_LEVEL", "info", "debug, info, warn or error", &c.LogLevel),
 		String("BOOKSTORE_FAILPOINTS", "", `failpoints, e.g. "relay/after-publish=p(0.05)*crash"`, &c.Failpoints),

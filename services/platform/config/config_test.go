@@ -2,6 +2,8 @@ package config
 
 import (
 	"errors"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +15,7 @@ func TestParseDefaultsOverridesAndHelp(t *testing.T) {
 	if err := Parse("ordering", nil, func(k string) string { return env[k] }, nil, vars); err != nil {
 		t.Fatal(err)
 	}
-	if c.HTTPAddr != ":8081" || c.AMQPURL != "amqp://other/" || !strings.Contains(c.DatabaseURL, "ordering@localhost:5432/ordering") {
+	if c.HTTPAddr != "127.0.0.1:8081" || c.AMQPURL != "amqp://other/" || !strings.Contains(c.DatabaseURL, "ordering@localhost:5432/ordering") {
 		t.Errorf("config = %+v", c)
 	}
 
@@ -33,6 +35,27 @@ func TestParseDefaultsOverridesAndHelp(t *testing.T) {
 	}
 	if rest := Rest([]string{"relay"}); len(rest) != 1 || rest[0] != "relay" {
 		t.Errorf("Rest = %v", rest)
+	}
+}
+
+// Least privilege by default: a service started with nothing set listens on loopback
+// only, and never connects as a superuser (DATABASE_ADMIN_URL is empty unless given).
+func TestDefaultsListenOnLoopbackAndNeedNoSuperuser(t *testing.T) {
+	for _, port := range []int{8081, 8084} {
+		c, vars := Standard("svc", port)
+		if err := Parse("svc", nil, func(string) string { return "" }, nil, vars); err != nil {
+			t.Fatal(err)
+		}
+		host, _, err := net.SplitHostPort(c.HTTPAddr)
+		if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+			t.Errorf("default HTTP_ADDR = %q, want a loopback address (127.0.0.1:%d)", c.HTTPAddr, port)
+		}
+		if c.HTTPAddr != "127.0.0.1:"+strconv.Itoa(port) {
+			t.Errorf("default HTTP_ADDR = %q, want 127.0.0.1:%d", c.HTTPAddr, port)
+		}
+		if c.DatabaseAdminURL != "" {
+			t.Errorf("default DATABASE_ADMIN_URL = %q, want empty: no superuser unless asked", c.DatabaseAdminURL)
+		}
 	}
 }
 

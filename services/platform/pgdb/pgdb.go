@@ -142,7 +142,8 @@ func mustStore(table string) database.Store {
 	return s
 }
 
-// Open ensures the database exists (when adminURL is set), connects as the service's own
+// Open ensures the database exists (when adminURL is set; when it is empty, nothing
+// connects as a superuser and the role and database must exist), connects as the service's own
 // role, and migrates. It returns a pool ready for traffic, of the size the URL's
 // pool_max_conns asks for (config.Common.PoolURL sets it from DATABASE_MAX_CONNS).
 func Open(ctx context.Context, adminURL, databaseURL string, sets ...Migrations) (*pgxpool.Pool, error) {
@@ -154,6 +155,15 @@ func Open(ctx context.Context, adminURL, databaseURL string, sets ...Migrations)
 	pool, err := pgxpool.New(ctx, databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
+	}
+	if adminURL == "" {
+		// Nothing created it: say which database and role were assumed to exist, before
+		// the migrations fail on the same connection with less to go on.
+		if err := pool.Ping(ctx); err != nil {
+			conn := pool.Config().ConnConfig
+			pool.Close()
+			return nil, fmt.Errorf("open database %q as role %q (DATABASE_URL): %w; with DATABASE_ADMIN_URL empty it is assumed to exist: create the role and database, or set DATABASE_ADMIN_URL to a superuser connection that creates them", conn.Database, conn.User, err)
+		}
 	}
 	if err := Migrate(ctx, pool, sets...); err != nil {
 		pool.Close()

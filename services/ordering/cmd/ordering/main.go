@@ -128,7 +128,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if mode == "relay" {
 		addr := cfg.HTTPAddr
 		if getenv("HTTP_ADDR") == "" {
-			addr = ":8091" // beside an ordering API on the same machine
+			addr = "127.0.0.1:8091" // beside an ordering API on the same machine; loopback, as HTTP_ADDR's default
 		}
 		g.Go(func() error { return httpapi.Serve(ctx, addr, api.NewProbes(tel, ready...), log, nil) })
 		log.InfoContext(ctx, "ordering relay started", "relay_id", relayCfg.ID)
