@@ -25,6 +25,7 @@ func standIn(t *testing.T, dir, name, exit string) {
 	t.Helper()
 	script := `#!/usr/bin/env bash
 echo "` + name + ` started with LOG_LEVEL=$LOG_LEVEL"
+echo "` + name + ` admin ${DATABASE_ADMIN_URL-unset}"
 trap 'echo TERM > "` + filepath.Join(dir, name) + `.stopped"; exit 0' TERM
 if [[ -n "` + exit + `" ]]; then sleep 1; echo "` + name + ` failing"; exit ` + exit + `; fi
 while true; do sleep 0.1; done
@@ -55,7 +56,13 @@ func (b *syncBuffer) String() string {
 func startRunScript(t *testing.T, binDir string) (*exec.Cmd, *syncBuffer, chan error) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(repoRoot(t), "deploy", "local", "run.sh"))
-	cmd.Env = append(os.Environ(), "BIN_DIR="+binDir, "READY_TIMEOUT=1", "LOG_LEVEL=debug")
+	var environ []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "DATABASE_ADMIN_URL=") {
+			environ = append(environ, kv)
+		}
+	}
+	cmd.Env = append(environ, "BIN_DIR="+binDir, "READY_TIMEOUT=1", "LOG_LEVEL=debug")
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
@@ -94,6 +101,8 @@ func TestRunScriptStopsEverythingOnSIGTERM(t *testing.T) {
 		"inventory: " + bin + "/inventory is not built yet, skipping it",
 		"notification: " + bin + "/notification is not built yet, skipping it",
 		"http://localhost:8081/orders",
+		// make run gives the services the local superuser, whose own default is none.
+		"ordering      | ordering admin postgres://postgres@localhost:5432/postgres?sslmode=disable",
 	} {
 		waitOutput(t, out, want)
 	}

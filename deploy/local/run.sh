@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # `make run`: the four services as plain processes on this machine, no Docker. The
 # Makefile has already started Postgres and RabbitMQ (deploy/local/services.sh) and built
-# bin/. Each service uses its defaults (localhost Postgres and RabbitMQ, ports 8081-8084);
-# variables set in this shell (LOG_LEVEL=debug, OTEL_EXPORTER_OTLP_ENDPOINT, ...) reach
-# all four. Every log line is prefixed with its service's name. Ctrl-C stops them all.
+# bin/. Each service uses its defaults (localhost Postgres and RabbitMQ, ports 8081-8084 on
+# 127.0.0.1 only); variables set in this shell (LOG_LEVEL=debug, OTEL_EXPORTER_OTLP_ENDPOINT,
+# ...) reach all four. One more is set here: DATABASE_ADMIN_URL, the local superuser, so
+# each service creates its own role and database on a fresh machine (the services' own
+# default is empty: no superuser unless given one). Set it empty to start without it. Every log line is prefixed with its service's name. Ctrl-C stops them all.
 #
 # A service missing from bin/ is skipped with a note, so the system runs while a service
 # is still being written. If one service exits, the others are stopped too: a half-running
@@ -12,6 +14,10 @@
 #   BIN_DIR        where the binaries are (default: bin/ of the repository)
 #   READY_TIMEOUT  seconds to wait for every /readyz before printing the URLs (default 30)
 set -uo pipefail
+
+# `-`, not `:-`: DATABASE_ADMIN_URL= (set, empty) is kept, and the services then assume
+# their roles and databases exist.
+export DATABASE_ADMIN_URL="${DATABASE_ADMIN_URL-postgres://postgres@localhost:5432/postgres?sslmode=disable}"
 
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 bin_dir="${BIN_DIR:-$root/bin}"
@@ -71,10 +77,12 @@ if ((${#pids[@]} == 0)); then
 fi
 
 # Wait until every started service answers /readyz (database and broker reachable).
+# 127.0.0.1, not localhost: the services listen on IPv4 loopback only, and localhost may
+# resolve to ::1 first.
 if command -v curl >/dev/null; then
   deadline=$((SECONDS + ready_timeout))
   for i in "${!names[@]}"; do
-    until curl -fsS -o /dev/null --max-time 1 "http://localhost:${service_ports[$i]}/readyz" 2>/dev/null; do
+    until curl -fsS -o /dev/null --max-time 1 "http://127.0.0.1:${service_ports[$i]}/readyz" 2>/dev/null; do
       if ! kill -0 "${pids[$i]}" 2>/dev/null || ((SECONDS >= deadline)); then
         echo "${names[$i]} is not ready on port ${service_ports[$i]} (see its log lines above)" >&2
         break
