@@ -43,6 +43,12 @@ var optionalDependencies = []string{"jaeger"}
 // with an empty environment so defaults such as ${LOG_LEVEL:-info} apply.
 func loadCompose(t testing.TB, profiles []string, files ...string) *types.Project {
 	t.Helper()
+	return loadComposeEnv(t, nil, profiles, files...)
+}
+
+// loadComposeEnv is loadCompose with environ (NAME=value) as the shell's environment.
+func loadComposeEnv(t testing.TB, environ, profiles []string, files ...string) *types.Project {
+	t.Helper()
 	root := repoRoot(t)
 	var paths []string
 	for _, f := range files {
@@ -50,7 +56,7 @@ func loadCompose(t testing.TB, profiles []string, files ...string) *types.Projec
 	}
 	opts, err := cli.NewProjectOptions(paths,
 		cli.WithWorkingDirectory(root),
-		cli.WithEnv([]string{}),
+		cli.WithEnv(append([]string{}, environ...)),
 		cli.WithProfiles(profiles),
 		cli.WithResolvedPaths(true))
 	if err != nil {
@@ -273,12 +279,53 @@ func TestComposeServicesMatchContracts(t *testing.T) {
 	// The links between services, as the contracts and the issue state them.
 	for svc, want := range map[string]map[string]string{
 		"notification":  {"EMAILPROVIDER_URL": "http://emailprovider:8084"},
-		"emailprovider": {"SMTP_ADDR": "mailpit:1025", "EMAILPROVIDER_ADMIN": "1"},
+		"emailprovider": {"SMTP_ADDR": "mailpit:1025"},
 	} {
 		for name, value := range want {
 			if got := env(p.Services[svc], name); got != value {
 				t.Errorf("%s: %s = %q, want %q", svc, name, got, value)
 			}
+		}
+	}
+}
+
+// TestComposeExposesNothingBeyondLoopback: least privilege, loopback by default. Every port
+// compose publishes, with every profile and override, is bound to 127.0.0.1 (without a
+// host address Docker binds all interfaces); the email provider's fault API is off unless
+// asked for; Grafana's anonymous visitor may look, not administer.
+func TestComposeExposesNothingBeyondLoopback(t *testing.T) {
+	t.Parallel()
+	for _, files := range [][]string{{composeFile}, {composeFile, composeChaosFile}} {
+		p := loadCompose(t, []string{chaosProfile}, files...)
+		published := 0
+		for name, s := range p.Services {
+			for _, port := range s.Ports {
+				published++
+				if port.HostIP != "127.0.0.1" {
+					t.Errorf("%v: %s publishes %s:%d on host address %q, want \"127.0.0.1:%s:%d\"",
+						files, name, port.Published, port.Target, port.HostIP, port.Published, port.Target)
+				}
+			}
+		}
+		if published == 0 {
+			t.Errorf("%v: no published ports: the check above checked nothing", files)
+		}
+	}
+
+	p := loadCompose(t, nil, composeFile)
+	if got := env(p.Services["emailprovider"], "EMAILPROVIDER_ADMIN"); got != "0" {
+		t.Errorf("emailprovider: EMAILPROVIDER_ADMIN = %q by default, want 0 (PUT /admin/faults off unless asked for)", got)
+	}
+	// How docs/docker.md turns it on for the fault demonstrations.
+	asked := loadComposeEnv(t, []string{"EMAILPROVIDER_ADMIN=1"}, nil, composeFile)
+	if got := env(asked.Services["emailprovider"], "EMAILPROVIDER_ADMIN"); got != "1" {
+		t.Errorf("emailprovider: EMAILPROVIDER_ADMIN = %q with EMAILPROVIDER_ADMIN=1 make up, want 1", got)
+	}
+
+	grafana := p.Services["grafana"]
+	if env(grafana, "GF_AUTH_ANONYMOUS_ENABLED") == "true" {
+		if role := env(grafana, "GF_AUTH_ANONYMOUS_ORG_ROLE"); role != "Viewer" {
+			t.Errorf("grafana: anonymous visitors get the %q role, want Viewer", role)
 		}
 	}
 }
@@ -530,7 +577,7 @@ func TestURLsScriptPrintsEveryPublishedUI(t *testing.T) {
 	// Every port compose publishes for a browser or an API is printed, and nothing else.
 	for name, s := range p.Services {
 		for _, port := range s.Ports {
-			if port.HostIP == "127.0.0.1" || port.Target == 4317 || port.Target == 4318 {
+			if slices.Contains([]uint32{5432, 5672, 4317, 4318}, port.Target) {
 				continue // database and broker wire ports, OTLP: not something to open
 			}
 			if !strings.Contains(string(out), fmt.Sprintf("http://localhost:%s", port.Published)) {
