@@ -13,8 +13,8 @@ const (
 )
 
 // Topology is the queue table of the contracts: every queue, and the event types bound
-// to it. Every service declares all of it on start, and the definitions file of docker
-// compose holds the same (deploy's tests compare them).
+// to it. The definitions file of docker compose holds all of it (deploy's tests compare
+// them); each service declares only its own part, below.
 var Topology = broker.Topology{
 	Exchange:           Exchange,
 	DeadLetterExchange: DeadLetterExchange,
@@ -25,3 +25,17 @@ var Topology = broker.Topology{
 		{Name: QueueNotificationStockEvents, Bindings: []string{StockReserved, StockRejected}},
 	},
 }
+
+// What each service declares on start, and all its broker user may configure (deploy's
+// tests check the definitions file's permissions against these): both exchanges, and the
+// queue it consumes with its dead-letter queue and bindings. Publishers declare
+// PublisherTopology, the exchanges alone, so a queue exists only once its consumer, or
+// the definitions import of docker compose, has declared it; until then a mandatory
+// publish of an event bound to it comes back unroutable and the outbox publishes the row
+// again later (docs/contracts.md).
+var (
+	PublisherTopology    = Topology.Subset()
+	OrderingTopology     = Topology.Subset(QueueOrderingStockEvents)
+	InventoryTopology    = Topology.Subset(QueueInventoryOrderPlaced)
+	NotificationTopology = Topology.Subset(QueueNotificationStockEvents)
+)

@@ -39,8 +39,9 @@ type Publisher struct {
 }
 
 // NewPublisher returns a Publisher to t's exchange that waits at most confirmTimeout for
-// a batch's acks. It declares t on every channel it opens. Give it a Conn of its own: see
-// Conn.
+// a batch's acks. It declares t on every channel it opens: a service's publisher declares
+// the exchanges alone (Topology.Subset), and the queues are their consumers' to declare.
+// Give it a Conn of its own: see Conn.
 func NewPublisher(conn *Conn, t Topology, confirmTimeout time.Duration) *Publisher {
 	return &Publisher{conn: conn, topology: t, confirmTimeout: confirmTimeout}
 }
@@ -165,7 +166,9 @@ func (p *Publisher) channel(ctx context.Context) (*amqp.Channel, error) {
 		return nil, err
 	}
 	// Declared on every new channel: after a broker restart that lost the topology, the
-	// first publish would otherwise be returned as unroutable until someone redeclared.
+	// first publish would otherwise fail on a missing exchange. A queue missing too is
+	// redeclared by its consumer when it reconnects; until then its events come back
+	// unroutable, and the caller publishes them again later.
 	if err := p.topology.Declare(ch); err != nil {
 		closeAsync(ch)
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"slices"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -31,6 +32,22 @@ type Queue struct {
 	Bindings []string
 }
 
+// Subset is t with only the named queues: the exchanges and the part of the system one
+// service declares, so that it needs broker permissions on nothing else. No name is the
+// exchanges alone, what a service that only publishes declares. It panics on a name t
+// has not: the names are constants of the system, and a typo is a programming error.
+func (t Topology) Subset(queues ...string) Topology {
+	out := Topology{Exchange: t.Exchange, DeadLetterExchange: t.DeadLetterExchange}
+	for _, name := range queues {
+		i := slices.IndexFunc(t.Queues, func(q Queue) bool { return q.Name == name })
+		if i < 0 {
+			panic(fmt.Sprintf("broker: topology has no queue %q", name))
+		}
+		out.Queues = append(out.Queues, t.Queues[i])
+	}
+	return out
+}
+
 // DLQ is the name of the queue's dead-letter queue.
 func (q Queue) DLQ() string { return q.Name + ".dlq" }
 
@@ -50,8 +67,12 @@ func (t Topology) QueueArgs(q Queue) amqp.Table {
 func DLQArgs() amqp.Table { return amqp.Table{"x-queue-type": "quorum"} }
 
 // Declare declares the exchanges, queues, dead-letter queues and bindings of t.
-// Declarations are idempotent, so every service runs this on start: whichever starts
-// first, no event is published to an exchange with no queue behind it.
+// Declarations are idempotent, so every service runs this on start, each for its own part
+// of the system (Subset): the exchanges and the queues it consumes. With broker
+// permissions that cover only that part, a service can neither delete nor rebind another
+// service's queue. RabbitMQ's permission checks: declaring an exchange or queue needs
+// configure on it, and a queue with an x-dead-letter-exchange also read on the queue and
+// write on that exchange; a binding needs write on the queue and read on the exchange.
 func (t Topology) Declare(ch *amqp.Channel) error {
 	if t.Exchange == "" || t.DeadLetterExchange == "" {
 		return fmt.Errorf("declare topology: no exchange named (exchange %q, dead-letter exchange %q)", t.Exchange, t.DeadLetterExchange)

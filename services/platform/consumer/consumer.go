@@ -75,7 +75,7 @@ type Message struct {
 type Config struct {
 	Name        string          // the consumer's name: inbox key and metric label, e.g. "inventory"
 	Queue       string          // the queue to consume, one of Topology's
-	Topology    broker.Topology // the system's, declared on every channel the consumer opens
+	Topology    broker.Topology // what the consumer declares on every channel it opens: its own part of the system (broker.Topology.Subset), at least Queue
 	Types       []string        // the event types the handler knows; any other type is poison
 	Prefetch    int             // unacked deliveries the broker may push (default 2×Concurrency×BatchSize)
 	Concurrency int             // handlers running at once (default 4)

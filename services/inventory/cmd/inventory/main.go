@@ -95,7 +95,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// publisher (a memory or disk alarm) must not stop the consumer's acks.
 	pubConn := broker.NewConn(cfg.AMQPURL, "inventory-publish")
 	defer pubConn.Close()
-	pub := broker.NewPublisher(pubConn, contracts.Topology, relayCfg.ConfirmTimeout)
+	pub := broker.NewPublisher(pubConn, contracts.PublisherTopology, relayCfg.ConfirmTimeout)
 	defer pub.Close()
 	consumeConn := broker.NewConn(cfg.AMQPURL, "inventory-consume")
 	defer consumeConn.Close()
@@ -113,7 +113,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	ordersCfg := consumer.Config{
 		Name:        stock.ConsumerName,
 		Queue:       contracts.QueueInventoryOrderPlaced,
-		Topology:    contracts.Topology,
+		Topology:    contracts.InventoryTopology,
 		Types:       stock.OrderEventTypes,
 		Concurrency: concurrency,
 		RetryBase:   retry.Base,

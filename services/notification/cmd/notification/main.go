@@ -112,7 +112,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	stockEvents, err := consumer.New(conn, tel, consumer.Config{
 		Name:        notifications.ConsumerName,
 		Queue:       contracts.QueueNotificationStockEvents,
-		Topology:    contracts.Topology,
+		Topology:    contracts.NotificationTopology,
 		Types:       notifications.StockEventTypes,
 		Concurrency: concurrency,
 		RetryBase:   retry.Base,

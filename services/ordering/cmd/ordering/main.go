@@ -106,7 +106,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// publisher (a memory or disk alarm) must not stop the consumer's acks.
 	pubConn := broker.NewConn(cfg.AMQPURL, "ordering-"+mode+"-publish")
 	defer pubConn.Close()
-	pub := broker.NewPublisher(pubConn, contracts.Topology, relayCfg.ConfirmTimeout)
+	pub := broker.NewPublisher(pubConn, contracts.PublisherTopology, relayCfg.ConfirmTimeout)
 	defer pub.Close()
 
 	ready := []httpapi.Check{
@@ -146,7 +146,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	stockEvents, err := consumer.New(consumeConn, tel, consumer.Config{
 		Name:        orders.ConsumerName,
 		Queue:       contracts.QueueOrderingStockEvents,
-		Topology:    contracts.Topology,
+		Topology:    contracts.OrderingTopology,
 		Types:       orders.StockEventTypes,
 		Concurrency: concurrency,
 		RetryBase:   retry.Base,

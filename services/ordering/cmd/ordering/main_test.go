@@ -31,7 +31,12 @@ type env struct {
 func newEnv(t *testing.T) env {
 	t.Helper()
 	admin, db := testenv.Database(t, "ordering")
-	return env{adminURL: admin, databaseURL: db, amqpURL: testenv.VHost(t)}
+	amqpURL := testenv.VHost(t)
+	// Ordering declares only its own queue; inventory's, which the tests read, is
+	// inventory's to declare. Declared here for the whole system, as inventory would have,
+	// so no OrderPlaced of a test comes back unroutable.
+	testenv.Channel(t, amqpURL)
+	return env{adminURL: admin, databaseURL: db, amqpURL: amqpURL}
 }
 
 // vars is the service's environment; extra adds name, value pairs.
