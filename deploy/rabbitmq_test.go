@@ -300,18 +300,11 @@ func brokerView(t testing.TB, vhost string) ([]defExchange, []defQueue, []defBin
 
 func declareTopology(t testing.TB, amqpURL string) error {
 	t.Helper()
-	conn, err := amqp.Dial(amqpURL)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
-	defer ch.Close()
-	return contracts.Topology.Declare(ch)
+	return declare(amqpURL, contracts.Topology)
 }
+
+// declare declares topo on a connection of its own to amqpURL.
+func declare(amqpURL string, topo broker.Topology) error { return tryOp(amqpURL, topo.Declare) }
 
 // importTopology loads the file's exchanges, queues and bindings into vhost, as the
 // broker of docker compose does at boot.
@@ -350,9 +343,12 @@ func TestDefinitionsOnBroker(t *testing.T) {
 
 // TestDefinitionsPermissions gives temporary users the file's password hashes and
 // permissions in a fresh vhost and checks, on the real broker, that each service can do
-// what it does (log in with its compose password, declare the topology, consume its own
-// queue, publish its own events) and nothing more (consume another service's queue,
-// publish another service's events).
+// what it does (log in with its compose password, declare its own part of the topology,
+// consume its own queue, publish its own events) and nothing more: declare, delete, bind
+// or unbind another service's queue or dead-letter queue, declare the whole topology,
+// consume another service's queue or any dead-letter queue, publish another service's
+// events. A second fresh vhost, with nothing imported, checks that each service can
+// declare its part from nothing, as after a broker that lost its definitions.
 func TestDefinitionsPermissions(t *testing.T) {
 	t.Parallel()
 	d := readDefinitions(t)
@@ -360,30 +356,90 @@ func TestDefinitionsPermissions(t *testing.T) {
 	amqpURL := testenv.VHost(t)
 	vhost := vhostOf(t, amqpURL)
 	importTopology(t, d, vhost)
+	empty := testenv.VHost(t)
 
-	ownQueue := map[string]string{
-		"ordering":     contracts.QueueOrderingStockEvents,
-		"inventory":    contracts.QueueInventoryOrderPlaced,
-		"notification": contracts.QueueNotificationStockEvents,
+	own := map[string]broker.Topology{
+		"ordering":     contracts.OrderingTopology,
+		"inventory":    contracts.InventoryTopology,
+		"notification": contracts.NotificationTopology,
 	}
 	publishes := map[string][]string{ // routing keys each service publishes
 		"ordering":  {"ordering.order-placed.v1", "ordering.order-placed.v2"},
 		"inventory": {"inventory.stock-reserved.v1", "inventory.stock-rejected.v1"},
 	}
 	allKeys := []string{"ordering.order-placed.v1", "ordering.order-placed.v2", "inventory.stock-reserved.v1", "inventory.stock-rejected.v1"}
-	for service, queue := range ownQueue {
+	for service, topo := range own {
 		t.Run(service, func(t *testing.T) {
-			login := serviceUserURL(t, d, compose, amqpURL, service)
-			if err := declareTopology(t, login); err != nil {
-				t.Fatalf("log in with compose's password and declare the topology: %v", err)
+			if len(topo.Queues) != 1 {
+				t.Fatalf("%s declares %d queues, the test expects one", service, len(topo.Queues))
 			}
-			for owner, q := range ownQueue {
-				err := tryConsume(login, q)
-				if q == queue && err != nil {
-					t.Errorf("consume its own queue %s: %v", q, err)
+			queue := topo.Queues[0]
+			login := serviceUserURL(t, d, compose, amqpURL, service)
+			if err := declare(login, topo); err != nil {
+				t.Fatalf("log in with compose's password and declare its own topology: %v", err)
+			}
+			if err := declare(serviceUserURL(t, d, compose, empty, service), topo); err != nil {
+				t.Errorf("declare its own topology in an empty vhost: %v", err)
+			}
+			if err := declare(login, contracts.PublisherTopology); err != nil {
+				t.Errorf("declare the exchanges: %v", err)
+			}
+			if err := declare(login, contracts.Topology); !isAccessRefused(err) {
+				t.Errorf("declare the whole topology: %v, want access refused", err)
+			}
+			for _, q := range contracts.Topology.Queues {
+				err := tryConsume(login, q.Name)
+				if q.Name == queue.Name && err != nil {
+					t.Errorf("consume its own queue %s: %v", q.Name, err)
 				}
-				if q != queue && !isAccessRefused(err) {
-					t.Errorf("consume %s's queue %s: %v, want access refused", owner, q, err)
+				if q.Name != queue.Name && !isAccessRefused(err) {
+					t.Errorf("consume %s: %v, want access refused", q.Name, err)
+				}
+				if q.Name != queue.Name {
+					if err := tryConsume(login, q.DLQ()); !isAccessRefused(err) {
+						t.Errorf("consume %s: %v, want access refused", q.DLQ(), err)
+					}
+				}
+				if q.Name == queue.Name {
+					continue
+				}
+				other := contracts.Topology.Subset(q.Name)
+				refused := map[string]func(*amqp.Channel) error{
+					"declare " + q.Name: func(ch *amqp.Channel) error {
+						_, err := ch.QueueDeclare(q.Name, true, false, false, false, contracts.Topology.QueueArgs(q))
+						return err
+					},
+					"declare " + q.DLQ(): func(ch *amqp.Channel) error {
+						_, err := ch.QueueDeclare(q.DLQ(), true, false, false, false, broker.DLQArgs())
+						return err
+					},
+					"declare " + q.Name + "'s topology": other.Declare,
+					"delete " + q.Name: func(ch *amqp.Channel) error {
+						_, err := ch.QueueDelete(q.Name, false, false, false)
+						return err
+					},
+					"delete " + q.DLQ(): func(ch *amqp.Channel) error {
+						_, err := ch.QueueDelete(q.DLQ(), false, false, false)
+						return err
+					},
+					"purge " + q.Name: func(ch *amqp.Channel) error {
+						_, err := ch.QueuePurge(q.Name, false)
+						return err
+					},
+					"bind " + q.Name + " to another key": func(ch *amqp.Channel) error {
+						return ch.QueueBind(q.Name, "inventory.stock-reserved.v1", contracts.Exchange, false, nil)
+					},
+					"unbind " + q.Name: func(ch *amqp.Channel) error {
+						return ch.QueueUnbind(q.Name, q.Bindings[0], contracts.Exchange, nil)
+					},
+					"unbind " + q.DLQ(): func(ch *amqp.Channel) error {
+						return ch.QueueUnbind(q.DLQ(), q.Name, contracts.DeadLetterExchange, nil)
+					},
+				}
+				for what, op := range refused {
+					if err := tryOp(login, op); !isAccessRefused(err) {
+						t.Errorf("%s: %v, want access refused", what, err)
+					}
 				}
 			}
 			for _, key := range allKeys {
@@ -396,6 +452,30 @@ func TestDefinitionsPermissions(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestServiceTopologiesCoverTheSystem checks that the services' own topologies, which
+// the definitions file's permissions follow, together declare the whole of it, each
+// queue once: a queue no service declared would exist only under docker compose.
+func TestServiceTopologiesCoverTheSystem(t *testing.T) {
+	t.Parallel()
+	var got []broker.Queue
+	for _, topo := range []broker.Topology{contracts.OrderingTopology, contracts.InventoryTopology, contracts.NotificationTopology} {
+		if topo.Exchange != contracts.Exchange || topo.DeadLetterExchange != contracts.DeadLetterExchange {
+			t.Errorf("topology %+v: want the exchanges %s and %s", topo, contracts.Exchange, contracts.DeadLetterExchange)
+		}
+		got = append(got, topo.Queues...)
+	}
+	byName := func(a, b broker.Queue) int { return strings.Compare(a.Name, b.Name) }
+	want := slices.Clone(contracts.Topology.Queues)
+	slices.SortFunc(got, byName)
+	slices.SortFunc(want, byName)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("the services declare %+v, the system is %+v", got, want)
+	}
+	if len(contracts.PublisherTopology.Queues) != 0 {
+		t.Errorf("publishers declare queues %+v, want the exchanges alone", contracts.PublisherTopology.Queues)
 	}
 }
 
@@ -446,6 +526,20 @@ func serviceUserURL(t testing.TB, d definitions, compose *types.Project, amqpURL
 func isAccessRefused(err error) bool {
 	var amqpErr *amqp.Error
 	return errors.As(err, &amqpErr) && amqpErr.Code == amqp.AccessRefused
+}
+
+// tryOp runs op on a channel of a connection of its own to amqpURL.
+func tryOp(amqpURL string, op func(*amqp.Channel) error) error {
+	conn, err := amqp.Dial(amqpURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	return op(ch)
 }
 
 func tryConsume(amqpURL, queue string) error {
