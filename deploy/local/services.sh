@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Starts Postgres and RabbitMQ on this machine if they are down, enables RabbitMQ's
-# management plugin (the tests create one virtual host each through its API), and waits
-# until both answer. Safe to run any number of times.
+# management plugin (the tests create one virtual host each through its API), waits
+# until both answer, and gives the broker the services' own users with their permissions
+# from deploy/rabbitmq/definitions.json (rabbitmq-users.sh; `make run` logs in as them).
+# Safe to run any number of times.
 set -euo pipefail
 
 if ! pg_isready -q -h localhost -p 5432; then
@@ -30,3 +32,5 @@ if ! curl -fsS -o /dev/null -u guest:guest http://localhost:15672/api/overview 2
   done
 fi
 curl -fsS -o /dev/null -u guest:guest http://localhost:15672/api/overview || { echo "RabbitMQ management API did not come up" >&2; exit 1; }
+
+"$(dirname "$0")/rabbitmq-users.sh"
