@@ -2,14 +2,24 @@ package deploy
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
 
 // The tests of deploy/local/run.sh run it on stand-in service processes: the real
@@ -26,6 +36,7 @@ func standIn(t *testing.T, dir, name, exit string) {
 	script := `#!/usr/bin/env bash
 echo "` + name + ` started with LOG_LEVEL=$LOG_LEVEL"
 echo "` + name + ` admin ${DATABASE_ADMIN_URL-unset}"
+echo "` + name + ` amqp ${AMQP_URL-unset}"
 trap 'echo TERM > "` + filepath.Join(dir, name) + `.stopped"; exit 0' TERM
 if [[ -n "` + exit + `" ]]; then sleep 1; echo "` + name + ` failing"; exit ` + exit + `; fi
 while true; do sleep 0.1; done
@@ -53,16 +64,19 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-func startRunScript(t *testing.T, binDir string) (*exec.Cmd, *syncBuffer, chan error) {
+// startRunScript runs run.sh on the stand-ins in binDir, without the DATABASE_ADMIN_URL
+// and AMQP_URL of the test's own environment, with extraEnv.
+func startRunScript(t *testing.T, binDir string, extraEnv ...string) (*exec.Cmd, *syncBuffer, chan error) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(repoRoot(t), "deploy", "local", "run.sh"))
 	var environ []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "DATABASE_ADMIN_URL=") {
+		if !strings.HasPrefix(kv, "DATABASE_ADMIN_URL=") && !strings.HasPrefix(kv, "AMQP_URL=") {
 			environ = append(environ, kv)
 		}
 	}
 	cmd.Env = append(environ, "BIN_DIR="+binDir, "READY_TIMEOUT=1", "LOG_LEVEL=debug")
+	cmd.Env = append(cmd.Env, extraEnv...)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
@@ -160,5 +174,197 @@ func TestRunScriptWithNothingBuilt(t *testing.T) {
 	}
 	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(out.String(), "run make build") {
 		t.Errorf("exit %d, output:\n%s\nwant 1 and a hint to run make build", code, out)
+	}
+}
+
+// brokerServices are the services with a broker user; the email provider has none.
+var brokerServices = []string{"ordering", "inventory", "notification"}
+
+// runScriptAMQPURLs runs run.sh on stand-ins of all four services with extraEnv and
+// returns the AMQP_URL each was started with ("unset" when it had none).
+func runScriptAMQPURLs(t *testing.T, extraEnv ...string) map[string]string {
+	t.Helper()
+	bin := t.TempDir()
+	all := append(slices.Clone(brokerServices), "emailprovider")
+	for _, name := range all {
+		standIn(t, bin, name, "")
+	}
+	cmd, out, done := startRunScript(t, bin, extraEnv...)
+	waitOutput(t, out, "running: ordering inventory notification emailprovider")
+	urls := map[string]string{}
+	for _, name := range all {
+		prefix := fmt.Sprintf("%-13s | %s amqp ", name, name)
+		waitOutput(t, out, prefix)
+		for _, line := range strings.Split(out.String(), "\n") {
+			if v, ok := strings.CutPrefix(line, prefix); ok {
+				urls[name] = v
+			}
+		}
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("run.sh did not stop after SIGTERM:\n%s", out)
+	}
+	return urls
+}
+
+// TestRunScriptLogsEachServiceInAsItsOwnUser: make run gives ordering, inventory and
+// notification each its own broker user, with the password docker-compose.yml gives it
+// and definitions.json's hash accepts, and the email provider no AMQP_URL; an AMQP_URL
+// the caller sets goes to all of them instead.
+func TestRunScriptLogsEachServiceInAsItsOwnUser(t *testing.T) {
+	t.Parallel()
+	users := definitionUsers(t)
+	compose := loadCompose(t, nil, composeFile)
+	urls := runScriptAMQPURLs(t)
+	for _, name := range brokerServices {
+		u, err := url.Parse(urls[name])
+		if err != nil {
+			t.Errorf("%s: AMQP_URL %q: %v", name, urls[name], err)
+			continue
+		}
+		pw, _ := u.User.Password()
+		composeURL, _ := url.Parse(env(compose.Services[name], "AMQP_URL"))
+		composePW, _ := composeURL.User.Password()
+		switch {
+		case u.Scheme != "amqp" || u.Host != "localhost:5672" || u.Path != "/" || u.User.Username() != name:
+			t.Errorf("%s: AMQP_URL %s, want user %s on localhost:5672, vhost /", name, u.Redacted(), name)
+		case !users[name].hasPassword(pw):
+			t.Errorf("%s: AMQP_URL password does not match its password_hash in %s", name, definitionsFile)
+		case pw != composePW:
+			t.Errorf("%s: AMQP_URL password differs from docker-compose.yml's", name)
+		}
+	}
+	if urls["emailprovider"] != "unset" {
+		t.Errorf("emailprovider started with AMQP_URL %q, want none", urls["emailprovider"])
+	}
+
+	const mine = "amqp://guest:guest@localhost:5672/mine"
+	for name, got := range runScriptAMQPURLs(t, "AMQP_URL="+mine) {
+		if got != mine {
+			t.Errorf("%s: AMQP_URL %q with the caller's AMQP_URL=%s, want the caller's", name, got, mine)
+		}
+	}
+}
+
+// TestLocalBrokerUsers runs deploy/local/rabbitmq-users.sh (services.sh's last step)
+// twice on the local broker and checks that each service user then has exactly the
+// permissions and topic permissions definitions.json gives it on "/", that guest is
+// untouched, and that a connection made with the AMQP_URL run.sh gives a service is that
+// service's user, as the management API sees it.
+func TestLocalBrokerUsers(t *testing.T) {
+	t.Parallel()
+	d := readDefinitions(t)
+	script := filepath.Join(repoRoot(t), "deploy", "local", "rabbitmq-users.sh")
+	for range 2 { // idempotent: a second run succeeds and changes nothing
+		cmd := exec.Command(script)
+		cmd.Env = append(os.Environ(), "RABBITMQ_MANAGEMENT_URL="+testenv.ManagementURL)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", script, err, out)
+		}
+	}
+
+	var perms []defPermission
+	if err := json.Unmarshal(management(t, http.MethodGet, "/api/permissions", nil), &perms); err != nil {
+		t.Fatal(err)
+	}
+	var topics []defTopicPermission
+	if err := json.Unmarshal(management(t, http.MethodGet, "/api/topic-permissions", nil), &topics); err != nil {
+		t.Fatal(err)
+	}
+	byUser := func(user string) (p []defPermission, tp []defTopicPermission, want []defPermission, wantTP []defTopicPermission) {
+		for _, x := range perms {
+			if x.User == user && x.Vhost == "/" {
+				p = append(p, x)
+			}
+		}
+		for _, x := range topics {
+			if x.User == user && x.Vhost == "/" {
+				tp = append(tp, x)
+			}
+		}
+		for _, x := range d.Permissions {
+			if x.User == user {
+				want = append(want, x)
+			}
+		}
+		for _, x := range d.TopicPermissions {
+			if x.User == user {
+				wantTP = append(wantTP, x)
+			}
+		}
+		return
+	}
+	for _, name := range brokerServices {
+		got, gotTP, want, wantTP := byUser(name)
+		if len(want) != 1 || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: permissions on / %+v, want %+v (%s)", name, got, want, definitionsFile)
+		}
+		if !reflect.DeepEqual(gotTP, wantTP) {
+			t.Errorf("%s: topic permissions on / %+v, want %+v (%s)", name, gotTP, wantTP, definitionsFile)
+		}
+		var user struct {
+			Tags []string `json:"tags"`
+		}
+		if err := json.Unmarshal(management(t, http.MethodGet, "/api/users/"+name, nil), &user); err != nil {
+			t.Fatal(err)
+		}
+		if len(user.Tags) != 0 {
+			t.Errorf("%s: tags %v, want none", name, user.Tags)
+		}
+	}
+	if got, _, _, _ := byUser("guest"); len(got) != 1 || got[0].Configure != ".*" || got[0].Write != ".*" || got[0].Read != ".*" {
+		t.Errorf("guest's permissions on / are now %+v, want .* for all three", got)
+	}
+
+	// Log in as run.sh would have each service log in, and look at the connection.
+	base, err := url.Parse(testenv.AMQPBase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantUser := map[string]string{} // connection_name → the user it must be made as
+	for name, runURL := range runScriptAMQPURLs(t) {
+		if name == "emailprovider" {
+			continue
+		}
+		u, err := url.Parse(runURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.Host = base.Host // the local broker the tests use, which is localhost:5672 by default
+		connName := testenv.Name("run-" + name)
+		conn, err := amqp.DialConfig(u.String(), amqp.Config{Properties: amqp.Table{"connection_name": connName}})
+		if err != nil {
+			t.Errorf("%s: log in with run.sh's AMQP_URL: %v", name, err)
+			continue
+		}
+		defer conn.Close()
+		wantUser[connName] = name + " on /"
+	}
+	gotUser := map[string]string{}
+	// The management API lists a connection once its stats are first collected.
+	for deadline := time.Now().Add(15 * time.Second); len(gotUser) < len(wantUser) && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		var conns []struct {
+			User             string `json:"user"`
+			Vhost            string `json:"vhost"`
+			ClientProperties struct {
+				ConnectionName string `json:"connection_name"`
+			} `json:"client_properties"`
+		}
+		if err := json.Unmarshal(management(t, http.MethodGet, "/api/connections", nil), &conns); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range conns {
+			if _, ok := wantUser[c.ClientProperties.ConnectionName]; ok {
+				gotUser[c.ClientProperties.ConnectionName] = c.User + " on " + c.Vhost
+			}
+		}
+	}
+	for connName, want := range wantUser {
+		if got := gotUser[connName]; got != want {
+			t.Errorf("connection %s made as %q, want %q", connName, got, want)
+		}
 	}
 }

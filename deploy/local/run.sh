@@ -5,7 +5,12 @@
 # 127.0.0.1 only); variables set in this shell (LOG_LEVEL=debug, OTEL_EXPORTER_OTLP_ENDPOINT,
 # ...) reach all four. One more is set here: DATABASE_ADMIN_URL, the local superuser, so
 # each service creates its own role and database on a fresh machine (the services' own
-# default is empty: no superuser unless given one). Set it empty to start without it. Every log line is prefixed with its service's name. Ctrl-C stops them all.
+# default is empty: no superuser unless given one). Set it empty to start without it.
+# And each broker client's AMQP_URL: ordering, inventory and notification log in to the
+# local RabbitMQ as their own users, with the permissions deploy/rabbitmq/definitions.json
+# gives them under docker compose too (services.sh creates them; the password is compose's,
+# <user>-dev). An AMQP_URL set in this shell goes to all of them instead. Every log line
+# is prefixed with its service's name. Ctrl-C stops them all.
 #
 # A service missing from bin/ is skipped with a note, so the system runs while a service
 # is still being written. If one service exits, the others are stopped too: a half-running
@@ -64,8 +69,18 @@ for i in "${!services[@]}"; do
     echo "$name: $bin_dir/$name is not built yet, skipping it" >&2
     continue
   fi
+  # Its own broker user unless the caller chose one URL for all; the email provider
+  # uses no broker.
+  amqp_url="${AMQP_URL-}"
+  if [[ -z ${AMQP_URL+set} && $name != emailprovider ]]; then
+    amqp_url="amqp://$name:$name-dev@localhost:5672/"
+  fi
   # The process substitution keeps $! the service's own pid, not the prefixer's.
-  "$bin_dir/$name" > >(prefix "$name") 2>&1 &
+  if [[ -n $amqp_url ]]; then
+    AMQP_URL="$amqp_url" "$bin_dir/$name" > >(prefix "$name") 2>&1 &
+  else
+    "$bin_dir/$name" > >(prefix "$name") 2>&1 &
+  fi
   pids+=($!)
   names+=("$name")
   service_ports+=("${ports[$i]}")
@@ -94,7 +109,7 @@ fi
 
 # The services block of urls.sh; Jaeger, Grafana and the rest come with `make up`.
 "$root/deploy/urls.sh" | sed -n '1,/^$/p'
-echo "  RabbitMQ management   http://localhost:15672                (guest / guest)"
+echo "  RabbitMQ management   http://localhost:15672                (guest / guest; the services log in as ordering, inventory, notification)"
 echo
 echo "running: ${names[*]} (Ctrl-C stops them)"
 
