@@ -60,12 +60,10 @@ func (s *Service) ReserveStockBatch(ctx context.Context, msgs []consumer.Message
 	if err := s.hooks.afterCommit(ctx); err != nil {
 		return nil, err
 	}
-	outcomes := make([]consumer.Outcome, len(msgs))
-	for i, d := range decisions {
+	for _, d := range decisions {
 		s.count(ctx, d.outcome())
-		outcomes[i] = consumer.Processed
 	}
-	return outcomes, nil
+	return slices.Repeat([]consumer.Outcome{consumer.Processed}, len(msgs)), nil
 }
 
 // reserveAll is reserve for several orders in one transaction. Every book of the batch

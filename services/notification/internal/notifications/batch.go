@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 
 	"github.com/google/uuid"
@@ -86,9 +87,5 @@ func (s *Service) HandleStockEvents(ctx context.Context, msgs []consumer.Message
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	outcomes := make([]consumer.Outcome, len(msgs))
-	for i := range outcomes {
-		outcomes[i] = consumer.Processed
-	}
-	return outcomes, nil
+	return slices.Repeat([]consumer.Outcome{consumer.Processed}, len(msgs)), nil
 }

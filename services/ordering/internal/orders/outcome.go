@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -85,11 +86,7 @@ func (s *Service) ApplyStockOutcomes(ctx context.Context, msgs []consumer.Messag
 	if err := failpoint.Inject(ctx, contracts.OrderingAfterCommit); err != nil {
 		return nil, err
 	}
-	outcomes := make([]consumer.Outcome, len(msgs))
-	for i := range outcomes {
-		outcomes[i] = consumer.Processed
-	}
-	return outcomes, nil
+	return slices.Repeat([]consumer.Outcome{consumer.Processed}, len(msgs)), nil
 }
 
 // explainNoTransition handles an outcome that changed no row. An order that already has
