@@ -90,6 +90,7 @@ func TestOneTraceFromOrderToEmail(t *testing.T) {
 
 	req, _ := http.NewRequest(http.MethodPost, s.URL["ordering"]+"/orders",
 		stringsReader(`{"customer_email":"trace@example.com","lines":[{"book_id":"`+bookID(1)+`","quantity":1}]}`))
+	req.Header.Set("Content-Type", "application/json")
 	// The client starts the trace, as a browser with tracing would.
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 	req.Header.Set("traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")

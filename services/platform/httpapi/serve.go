@@ -9,6 +9,17 @@ import (
 	"time"
 )
 
+// MaxHeaderBytes bounds a request's header lines (64 KiB, against Go's 1 MiB default):
+// no request here needs more than an Idempotency-Key and a traceparent, and a server that
+// reads a megabyte of headers for each of many slow clients is one an attacker can fill.
+const MaxHeaderBytes = 64 << 10
+
+// WriteTimeout bounds how long a handler may take to answer. A handler that waits on
+// purpose (the email provider's injected latency) must wait less, or the work commits and
+// the answer is lost: the ambiguity the provider's fault should make on purpose, not by
+// accident.
+const WriteTimeout = 30 * time.Second
+
 // ShutdownTimeout bounds how long a stopping server waits for requests in progress.
 const ShutdownTimeout = 10 * time.Second
 
@@ -24,7 +35,8 @@ func Serve(ctx context.Context, addr string, h http.Handler, log *slog.Logger, r
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
+		WriteTimeout:      WriteTimeout,
+		MaxHeaderBytes:    MaxHeaderBytes,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}

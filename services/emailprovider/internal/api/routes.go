@@ -5,8 +5,6 @@ package api
 import (
 	"net/http"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/bookstore-go/bookstore/services/emailprovider/internal/emails"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
@@ -14,7 +12,7 @@ import (
 
 // NewServer returns the provider's whole HTTP API. adminEnabled allows PUT /admin/faults.
 func NewServer(svc *emails.Service, faults *emails.Faults, adminEnabled bool, tel *telemetry.Telemetry, ready ...httpapi.Check) http.Handler {
-	r := chi.NewRouter()
+	r := httpapi.NewRouter()
 	r.Post("/v1/emails", sendEmail(svc, tel))
 	r.Get("/v1/emails", listEmails(svc, tel))
 	// The key may contain slashes (notification's are order/<id>/<kind>), so the rest of
@@ -22,6 +20,6 @@ func NewServer(svc *emails.Service, faults *emails.Faults, adminEnabled bool, te
 	r.Get("/v1/emails/*", getEmail(svc, tel))
 	r.Get("/admin/faults", getFaults(faults))
 	r.Put("/admin/faults", putFaults(faults, adminEnabled, tel))
-	httpapi.Probes(r, tel.Metrics, ready...)
+	httpapi.Probes(r, tel, ready...)
 	return httpapi.Instrument(tel, r)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
 
@@ -140,11 +141,42 @@ func getJSON(t *testing.T, u string, v any) int {
 
 func records(t *testing.T, n *testenv.Process, orderID uuid.UUID) []record {
 	t.Helper()
-	var out []record
-	if status := getJSON(t, n.Base+"/notifications?order_id="+orderID.String(), &out); status != http.StatusOK {
-		t.Fatalf("GET /notifications: %d", status)
+	return getAll[record](t, n.Base+"/notifications?order_id="+orderID.String())
+}
+
+// getAll reads a whole list: the page at u and every page its next links lead to.
+func getAll[T any](t *testing.T, u string) []T {
+	t.Helper()
+	var all []T
+	for pages := 0; u != ""; pages++ {
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatalf("GET %s: %v", u, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var page []T
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", u, resp.StatusCode, b)
+		}
+		if err := json.Unmarshal(b, &page); err != nil {
+			t.Fatalf("GET %s: %v: %s", u, err, b)
+		}
+		all = append(all, page...)
+		next := httpapi.NextLink(resp.Header)
+		if next == "" {
+			break
+		}
+		if pages > 1000 {
+			t.Fatalf("GET %s: more than 1000 pages", u)
+		}
+		nextURL, err := resp.Request.URL.Parse(next)
+		if err != nil {
+			t.Fatalf("GET %s: next link %q: %v", u, next, err)
+		}
+		u = nextURL.String()
 	}
-	return out
+	return all
 }
 
 // waitStatus waits until the order's only record has the status and returns it.
@@ -167,11 +199,7 @@ type email struct {
 
 func emails(t *testing.T, p *testenv.Process, to string) []email {
 	t.Helper()
-	var out []email
-	if status := getJSON(t, p.Base+"/v1/emails?to="+url.QueryEscape(to), &out); status != http.StatusOK {
-		t.Fatalf("GET /v1/emails: %d", status)
-	}
-	return out
+	return getAll[email](t, p.Base+"/v1/emails?to="+url.QueryEscape(to))
 }
 
 // wantOneEmail asserts the provider holds exactly one email for the address, under the
@@ -188,6 +216,7 @@ func wantOneEmail(t *testing.T, p *testenv.Process, to string, orderID uuid.UUID
 func setFaults(t *testing.T, p *testenv.Process, body string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPut, p.Base+"/admin/faults", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("PUT /admin/faults: %v", err)

@@ -5,8 +5,6 @@ package api
 import (
 	"net/http"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/bookstore-go/bookstore/services/notification/internal/notifications"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
@@ -14,8 +12,8 @@ import (
 
 // NewServer returns notification's whole HTTP API.
 func NewServer(svc *notifications.Service, tel *telemetry.Telemetry, ready ...httpapi.Check) http.Handler {
-	r := chi.NewRouter()
+	r := httpapi.NewRouter()
 	r.Get("/notifications", listNotifications(svc, tel))
-	httpapi.Probes(r, tel.Metrics, ready...)
+	httpapi.Probes(r, tel, ready...)
 	return httpapi.Instrument(tel, r)
 }

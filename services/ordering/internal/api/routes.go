@@ -5,8 +5,6 @@ package api
 import (
 	"net/http"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/bookstore-go/bookstore/services/ordering/internal/orders"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
@@ -14,17 +12,17 @@ import (
 
 // NewServer returns ordering's whole HTTP API.
 func NewServer(svc *orders.Service, tel *telemetry.Telemetry, ready ...httpapi.Check) http.Handler {
-	r := chi.NewRouter()
+	r := httpapi.NewRouter()
 	r.Post("/orders", placeOrder(svc, tel))
 	r.Get("/orders/{id}", getOrder(svc, tel))
-	httpapi.Probes(r, tel.Metrics, ready...)
+	httpapi.Probes(r, tel, ready...)
 	return httpapi.Instrument(tel, r)
 }
 
 // NewProbes returns only the health, readiness and metrics endpoints, for a process that
 // runs the relay alone.
 func NewProbes(tel *telemetry.Telemetry, ready ...httpapi.Check) http.Handler {
-	r := chi.NewRouter()
-	httpapi.Probes(r, tel.Metrics, ready...)
+	r := httpapi.NewRouter()
+	httpapi.Probes(r, tel, ready...)
 	return httpapi.Instrument(tel, r)
 }

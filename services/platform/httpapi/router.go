@@ -1,0 +1,115 @@
+package httpapi
+
+import (
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+)
+
+// NewRouter returns the router every API is mapped on. What chi answers by itself is
+// answered here as every other error is, as problem+json:
+//   - an unknown path is a 404 problem, not chi's text/plain "404 page not found";
+//   - a known path with another method is a 405 problem with an Allow header naming the
+//     methods the path has, not an empty body;
+//   - HEAD is served wherever GET is (RFC 9110 asks it of every GET resource);
+//   - a POST, PUT or PATCH whose body is not declared application/json is a 415 problem
+//     before the handler reads it. A browser sends text/plain, a form or multipart body
+//     cross-site without asking first (no CORS preflight); application/json it must ask
+//     for, and no API here says yes, so a page on another origin cannot place an order.
+func NewRouter() chi.Router {
+	r := chi.NewRouter()
+	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
+		WriteProblem(w, NewProblem(http.StatusNotFound, "not-found", "Not found",
+			"no resource at "+req.URL.EscapedPath()))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		allowed := allowedMethods(r, req)
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		WriteProblem(w, NewProblem(http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed",
+			req.Method+" is not allowed on "+req.URL.EscapedPath()+"; allowed: "+strings.Join(allowed, ", ")))
+	})
+	r.Use(middleware.GetHead, requireJSONBody(r))
+	return r
+}
+
+// methods are the ones an Allow header may name, in the order it names them.
+var methods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// allowedMethods lists the methods the request's path has a route for; HEAD wherever GET.
+func allowedMethods(routes chi.Routes, req *http.Request) []string {
+	var allowed []string
+	path := routePath(req)
+	for _, m := range methods {
+		if routes.Match(chi.NewRouteContext(), m, path) ||
+			(m == http.MethodHead && routes.Match(chi.NewRouteContext(), http.MethodGet, path)) {
+			allowed = append(allowed, m)
+		}
+	}
+	return allowed
+}
+
+func routePath(req *http.Request) string {
+	if req.URL.RawPath != "" {
+		return req.URL.RawPath
+	}
+	return req.URL.Path
+}
+
+// requireJSONBody refuses, with a 415 problem, a request to a route that takes a body
+// (POST, PUT, PATCH) unless its Content-Type is application/json (or a +json type) in
+// UTF-8. A request to no route passes on, to be answered 404 or 405 for what it is.
+func requireJSONBody(routes chi.Routes) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			switch req.Method {
+			case http.MethodPost, http.MethodPut, http.MethodPatch:
+			default:
+				next.ServeHTTP(w, req)
+				return
+			}
+			if detail := jsonMediaType(req.Header.Values("Content-Type")); detail != "" &&
+				routes.Match(chi.NewRouteContext(), req.Method, routePath(req)) {
+				p := NewProblem(http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type", detail)
+				p.Errors = []FieldError{{Field: "Content-Type", Detail: detail}}
+				WriteProblem(w, p)
+				return
+			}
+			next.ServeHTTP(w, req)
+		})
+	}
+}
+
+// jsonMediaType says what is wrong with a request's Content-Type headers for a JSON body,
+// or "" when they declare one JSON body in UTF-8.
+func jsonMediaType(values []string) string {
+	if len(values) != 1 {
+		return "the body must be declared with one Content-Type: application/json header"
+	}
+	mt, params, err := mime.ParseMediaType(values[0])
+	switch {
+	case err != nil:
+		return "Content-Type " + quoteHeader(values[0]) + " is not a media type; want application/json"
+	case mt != "application/json" && !(strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")):
+		return "Content-Type " + mt + " is not accepted; want application/json"
+	}
+	for name, v := range params {
+		if name != "charset" || !strings.EqualFold(v, "utf-8") {
+			return "Content-Type parameter " + name + "=" + quoteHeader(v) + " is not accepted; JSON is UTF-8"
+		}
+	}
+	return ""
+}
+
+// quoteHeader quotes a client's header value for a problem's detail, escaped and cut to
+// a length a reader can take in.
+func quoteHeader(v string) string {
+	const max = 100
+	if len(v) > max {
+		return strconv.Quote(v[:max]) + "…"
+	}
+	return strconv.Quote(v)
+}
