@@ -14,6 +14,13 @@ import (
 // than any sane client timeout. It ends early when the client gives up.
 const AmbiguousStall = 30 * time.Second
 
+// MaxLatency is the longest injected latency: shorter than the server's write timeout
+// (httpapi.WriteTimeout, 30 s) with room left for the send, so a slow provider answers
+// late but answers. A latency past the write timeout would commit the email and lose
+// the response: the ambiguous fault, made by accident where AmbiguousRate makes it on
+// purpose and counts it.
+const MaxLatency = 20 * time.Second
+
 // FaultSettings are the provider's injected faults, as GET and PUT /admin/faults show them.
 type FaultSettings struct {
 	// FailRate is the share of sends answered 503 without sending.
@@ -34,8 +41,8 @@ func (f FaultSettings) Valid() map[string]string {
 	if f.AmbiguousRate < 0 || f.AmbiguousRate > 1 {
 		problems["ambiguous_rate"] = "must be between 0 and 1"
 	}
-	if f.Latency < 0 || time.Duration(f.Latency) > time.Minute {
-		problems["latency"] = "must be between 0s and 1m"
+	if f.Latency < 0 || time.Duration(f.Latency) > MaxLatency {
+		problems["latency"] = "must be between 0s and " + MaxLatency.String()
 	}
 	return problems
 }

@@ -2,11 +2,13 @@ package emails
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net"
 	"net/smtp"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // SMTPRelay passes every sent email on to an SMTP server, such as Mailpit in docker
@@ -62,11 +64,43 @@ func message(from, key string, req Request) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "From: %s\r\n", from)
 	fmt.Fprintf(&b, "To: %s\r\n", req.To)
-	fmt.Fprintf(&b, "Subject: %s\r\n", req.Subject)
+	fmt.Fprintf(&b, "Subject: %s\r\n", encodeHeader(req.Subject))
 	fmt.Fprintf(&b, "Date: %s\r\n", time.Now().UTC().Format(time.RFC1123Z))
 	fmt.Fprintf(&b, "X-Idempotency-Key: %s\r\n", strings.NewReplacer("\r", "", "\n", "").Replace(key))
 	b.WriteString("MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n")
 	b.WriteString(strings.ReplaceAll(strings.ReplaceAll(req.Text, "\r\n", "\n"), "\n", "\r\n"))
 	b.WriteString("\r\n")
 	return []byte(b.String())
+}
+
+// encodeHeader returns v as a header value that is ASCII and reads back as v. Printable
+// ASCII without "=?" is written as it is. Anything else is RFC 2047 encoded, or a mail
+// client shows mojibake and a strict relay refuses the message; and so is ASCII that
+// holds "=?", which a client would otherwise decode as an encoded word the sender never
+// wrote. mime.BEncoding would pass that through, so the words are made here: base64 of at
+// most 45 bytes of whole characters each (72 characters a word, under RFC 2047's 75),
+// one per line, since the longest subject encodes to more than a line may hold and the
+// folding between encoded words is dropped when read.
+func encodeHeader(v string) string {
+	plain := !strings.Contains(v, "=?")
+	for i := 0; i < len(v) && plain; i++ {
+		plain = v[i] >= 0x20 && v[i] < 0x7f
+	}
+	if plain {
+		return v
+	}
+	var words []string
+	for len(v) > 0 {
+		n := 0
+		for n < len(v) {
+			_, size := utf8.DecodeRuneInString(v[n:])
+			if n+size > 45 {
+				break
+			}
+			n += size
+		}
+		words = append(words, "=?utf-8?b?"+base64.StdEncoding.EncodeToString([]byte(v[:n]))+"?=")
+		v = v[n:]
+	}
+	return strings.Join(words, "\r\n ")
 }

@@ -159,7 +159,7 @@ func TestHelpListsEveryVariable(t *testing.T) {
 	if err := run(context.Background(), []string{"--help"}, func(string) string { return "" }, &out); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"DATABASE_URL", "AMQP_URL", "EMAILPROVIDER_URL", "http://localhost:8084", "PROVIDER_TIMEOUT", "NOTIFICATION_MAX_ATTEMPTS", "RECONCILE_AFTER", "SWEEP_INTERVAL", ":8083"} {
+	for _, name := range []string{"DATABASE_URL", "AMQP_URL", "EMAILPROVIDER_URL", "http://127.0.0.1:8084", "PROVIDER_TIMEOUT", "NOTIFICATION_MAX_ATTEMPTS", "RECONCILE_AFTER", "SWEEP_INTERVAL", ":8083"} {
 		if !strings.Contains(out.String(), name) {
 			t.Errorf("--help does not mention %s:\n%s", name, out.String())
 		}

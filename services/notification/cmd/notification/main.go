@@ -50,7 +50,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	var attempts, concurrency int
 	var timeout, staleAfter, interval time.Duration
 	vars = append(vars,
-		config.String("EMAILPROVIDER_URL", "http://localhost:8084", "base URL of the email provider", &providerURL),
+		config.String("EMAILPROVIDER_URL", "http://127.0.0.1:8084", "base URL of the email provider", &providerURL),
 		config.Duration("PROVIDER_TIMEOUT", "2s", "timeout of each provider call; a send that times out is reconciled, not resent blindly", &timeout),
 		config.Int("NOTIFICATION_MAX_ATTEMPTS", "30", "provider attempts per email before its record fails and its message is dead-lettered", &attempts),
 		config.Duration("RECONCILE_AFTER", "30s", "the sweeper reconciles records left unfinished and untouched this long", &staleAfter),

@@ -5,13 +5,14 @@ package orders
 import (
 	"errors"
 	"fmt"
-	"github.com/bookstore-go/bookstore/services/contracts"
-	"github.com/bookstore-go/bookstore/services/platform/idempotency"
-	"net/mail"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/bookstore-go/bookstore/services/contracts"
+	"github.com/bookstore-go/bookstore/services/platform/httpapi"
+	"github.com/bookstore-go/bookstore/services/platform/idempotency"
 )
 
 // Status is where an order is in its life: pending until inventory answers.
@@ -61,21 +62,19 @@ func (r PlaceOrderRequest) lines() []Line {
 	return out
 }
 
-// MaxEmailLen is the longest customer email an order takes. The limits of its lines are
-// contracts.MaxLines and contracts.MaxQuantity, which inventory checks too.
-const MaxEmailLen = 254
-
 // Valid returns a problem per invalid field, keyed by its JSON path; empty when valid.
+// The customer's email is checked by httpapi.AddressProblem, the same rule the email
+// provider applies, so an order is not taken for an address its email would be refused
+// for; the limits of its lines are contracts.MaxLines and contracts.MaxQuantity, which
+// inventory checks too.
 func (r PlaceOrderRequest) Valid() map[string]string {
 	problems := map[string]string{}
 	switch {
 	case r.CustomerEmail == "":
 		problems["customer_email"] = "is required"
-	case len(r.CustomerEmail) > MaxEmailLen:
-		problems["customer_email"] = fmt.Sprintf("must be at most %d characters", MaxEmailLen)
 	default:
-		if a, err := mail.ParseAddress(r.CustomerEmail); err != nil || a.Address != r.CustomerEmail || a.Name != "" {
-			problems["customer_email"] = "must be a plain email address such as ada@example.com"
+		if p := httpapi.AddressProblem(r.CustomerEmail); p != "" {
+			problems["customer_email"] = p
 		}
 	}
 	switch {
