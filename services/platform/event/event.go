@@ -13,7 +13,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -105,7 +107,8 @@ func Decode(body []byte, known ...string) (Envelope, error) {
 		}
 		return e, Poison(ReasonInvalidEnvelope, err)
 	}
-	if dec.More() {
+	// dec.More is not enough: it reports a stray ] or } after the object as no more.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return e, Poison(ReasonNotJSON, errors.New("trailing data after the event"))
 	}
 	if err := e.validate(); err != nil {
@@ -132,6 +135,17 @@ func (e Envelope) validate() error {
 	case len(e.Data) == 0 || bytes.Equal(e.Data, []byte("null")):
 		return errors.New("data is missing")
 	}
+	for _, f := range []struct{ name, value string }{
+		{"specversion", e.SpecVersion}, {"id", e.ID}, {"source", e.Source}, {"type", e.Type},
+		{"subject", e.Subject}, {"datacontenttype", e.DataContentType}, {"sequence", e.Sequence},
+		{"traceparent", e.TraceParent}, {"tracestate", e.TraceState},
+	} {
+		// A NUL is text no database stores: a consumer that kept it would fail on every
+		// redelivery instead of dead-lettering the message once.
+		if strings.ContainsRune(f.value, 0) {
+			return fmt.Errorf("%s holds a NUL character", f.name)
+		}
+	}
 	id, err := uuid.Parse(e.ID)
 	if err != nil {
 		return fmt.Errorf("id %q is not a UUID", e.ID)
@@ -139,7 +153,8 @@ func (e Envelope) validate() error {
 	if id.String() != e.ID {
 		return fmt.Errorf("id %q is not in canonical form", e.ID)
 	}
-	if n, err := strconv.ParseInt(e.Sequence, 10, 64); err != nil || n < 1 {
+	// Canonical only ("1", not "01" or "+1"): the sequence is part of the content hash.
+	if n, err := strconv.ParseInt(e.Sequence, 10, 64); err != nil || n < 1 || strconv.FormatInt(n, 10) != e.Sequence {
 		return fmt.Errorf("sequence %q is not a positive decimal", e.Sequence)
 	}
 	return nil

@@ -137,6 +137,41 @@ func Parse(spec string, names []string) (Set, error) {
 	return set, nil
 }
 
+// String writes the set as a specification that Parse reads back into the same set:
+// the names in order, each action as BOOKSTORE_FAILPOINTS spells it.
+func (s Set) String() string {
+	names := make([]string, 0, len(s))
+	for name := range s {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	parts := make([]string, len(names))
+	for i, name := range names {
+		parts[i] = name + "=" + s[name].String()
+	}
+	return strings.Join(parts, ";")
+}
+
+// String writes the action as BOOKSTORE_FAILPOINTS spells it: crash, error or
+// delay(50ms), prefixed by p(0.05)* unless it always fires.
+func (a Action) String() string {
+	var s string
+	switch a.Kind {
+	case Crash:
+		s = "crash"
+	case Error:
+		s = "error"
+	case Delay:
+		s = "delay(" + a.Delay.String() + ")"
+	default:
+		s = fmt.Sprintf("kind(%d)", int(a.Kind))
+	}
+	if a.Probability != 1 {
+		s = "p(" + strconv.FormatFloat(a.Probability, 'g', -1, 64) + ")*" + s
+	}
+	return s
+}
+
 func parseAction(s string) (Action, error) {
 	a := Action{Probability: 1}
 	if rest, ok := strings.CutPrefix(s, "p("); ok {
@@ -145,7 +180,7 @@ func parseAction(s string) (Action, error) {
 			return a, fmt.Errorf("action %q: want p(0.05)*action", s)
 		}
 		p, err := strconv.ParseFloat(num, 64)
-		if err != nil || p < 0 || p > 1 {
+		if err != nil || !(p >= 0 && p <= 1) { // NaN is neither, and is refused too
 			return a, fmt.Errorf("action %q: probability must be between 0 and 1", s)
 		}
 		a.Probability, s = p, after

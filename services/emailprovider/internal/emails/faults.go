@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -35,10 +36,11 @@ type FaultSettings struct {
 // Valid returns a problem per invalid field; empty when valid.
 func (f FaultSettings) Valid() map[string]string {
 	problems := map[string]string{}
-	if f.FailRate < 0 || f.FailRate > 1 {
+	// Written as "not within" so that NaN (EMAILPROVIDER_FAIL_RATE=NaN parses) is refused.
+	if !(f.FailRate >= 0 && f.FailRate <= 1) {
 		problems["fail_rate"] = "must be between 0 and 1"
 	}
-	if f.AmbiguousRate < 0 || f.AmbiguousRate > 1 {
+	if !(f.AmbiguousRate >= 0 && f.AmbiguousRate <= 1) {
 		problems["ambiguous_rate"] = "must be between 0 and 1"
 	}
 	if f.Latency < 0 || time.Duration(f.Latency) > MaxLatency {
@@ -144,7 +146,13 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 		if err := json.Unmarshal(b, &ms); err != nil {
 			return fmt.Errorf("latency: want a duration such as \"250ms\"")
 		}
-		*d = Duration(ms * float64(time.Millisecond))
+		// A float outside int64's range converts to whatever the CPU makes of it (on
+		// amd64 the most negative duration), so refuse it before converting.
+		ns := ms * float64(time.Millisecond)
+		if !(ns > math.MinInt64 && ns < math.MaxInt64) {
+			return fmt.Errorf("latency: %v ms is out of range", ms)
+		}
+		*d = Duration(ns)
 		return nil
 	}
 	v, err := time.ParseDuration(s)

@@ -16,8 +16,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/attribute"
@@ -106,15 +108,15 @@ func (c *Client) Send(ctx context.Context, key string, m Message) (acc Accepted,
 	}
 	switch resp.StatusCode {
 	case http.StatusAccepted:
-		if err := json.Unmarshal(b, &acc); err != nil || acc.ID == "" {
-			return Accepted{}, fmt.Errorf("send email %s: unreadable 202 answer %q", key, b)
+		if acc, err = accepted(b); err != nil {
+			return Accepted{}, fmt.Errorf("send email %s: unreadable 202 answer %s: %w", key, quote(b), err)
 		}
 		acc.Replayed = resp.Header.Get("Idempotent-Replayed") == "true"
 		return acc, nil
 	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
-		return Accepted{}, fmt.Errorf("send email %s: %w: %d %s", key, ErrRejected, resp.StatusCode, b)
+		return Accepted{}, fmt.Errorf("send email %s: %w: %d %s", key, ErrRejected, resp.StatusCode, quote(b))
 	default: // 409 (in flight), 429, 5xx: it may yet be sent, or not; ask again later
-		return Accepted{}, fmt.Errorf("send email %s: provider answered %d %s", key, resp.StatusCode, b)
+		return Accepted{}, fmt.Errorf("send email %s: provider answered %d %s", key, resp.StatusCode, quote(b))
 	}
 }
 
@@ -138,15 +140,42 @@ func (c *Client) Lookup(ctx context.Context, key string) (acc Accepted, found bo
 	}
 	switch resp.StatusCode {
 	case http.StatusOK:
-		if err := json.Unmarshal(b, &acc); err != nil || acc.ID == "" {
-			return Accepted{}, false, fmt.Errorf("look up email %s: unreadable answer %q", key, b)
+		if acc, err = accepted(b); err != nil {
+			return Accepted{}, false, fmt.Errorf("look up email %s: unreadable answer %s: %w", key, quote(b), err)
 		}
 		return acc, true, nil
 	case http.StatusNotFound:
 		return Accepted{}, false, nil
 	default:
-		return Accepted{}, false, fmt.Errorf("look up email %s: provider answered %d %s", key, resp.StatusCode, b)
+		return Accepted{}, false, fmt.Errorf("look up email %s: provider answered %d %s", key, resp.StatusCode, quote(b))
 	}
+}
+
+// accepted reads the provider's answer to a send or a lookup: a JSON object with the
+// email's id, which the record keeps, so an id a database cannot store (a NUL) is as
+// unreadable as none.
+func accepted(b []byte) (Accepted, error) {
+	var acc Accepted
+	if err := json.Unmarshal(b, &acc); err != nil {
+		return Accepted{}, err
+	}
+	if acc.ID == "" || strings.ContainsRune(acc.ID, 0) || !utf8.ValidString(acc.ID) {
+		return Accepted{}, errors.New("no id, or an id that is not text")
+	}
+	return acc, nil
+}
+
+// maxQuoted is how much of an answer an error quotes.
+const maxQuoted = 512
+
+// quote writes an answer's body into an error: quoted, so a NUL or invalid UTF-8 in it
+// cannot make the error unstorable where the record keeps it as last_error, and cut
+// after maxQuoted bytes.
+func quote(b []byte) string {
+	if len(b) <= maxQuoted {
+		return strconv.Quote(string(b))
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(string(b[:maxQuoted])), len(b))
 }
 
 func (c *Client) observe(ctx context.Context, op string, start time.Time, err *error) {

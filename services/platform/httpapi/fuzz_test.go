@@ -1,0 +1,184 @@
+package httpapi_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+
+	"github.com/bookstore-go/bookstore/services/platform/httpapi"
+)
+
+// storable is text Postgres takes: valid UTF-8 without a NUL.
+func storable(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
+
+// printableASCII is the contract's Idempotency-Key: 1 to 255 characters of 0x20-0x7e.
+func printableASCII(s string) bool {
+	if len(s) < 1 || len(s) > 255 {
+		return false
+	}
+	for _, r := range []byte(s) {
+		if r < 0x20 || r > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// namesOnly fails unless p is a 400 with a detail whose every field error names name.
+func namesOnly(t *testing.T, what string, p *httpapi.Problem, name string) {
+	t.Helper()
+	if p.Status != http.StatusBadRequest || p.Detail == "" || len(p.Errors) == 0 {
+		t.Fatalf("%s: problem %+v, want a 400 with a detail", what, p)
+	}
+	for _, e := range p.Errors {
+		if e.Field != name || e.Detail == "" {
+			t.Fatalf("%s: problem %+v, want each error to name %s", what, p, name)
+		}
+	}
+	if !strings.Contains(p.Detail, name) {
+		t.Fatalf("%s: detail %q does not name %s", what, p.Detail, name)
+	}
+}
+
+// FuzzIdempotencyKeyIsPrintableASCIIOrA400NamingTheHeader: whatever the client sends as
+// Idempotency-Key, one header or two, IdempotencyKey hands over exactly the one header's
+// value when it is 1 to 255 printable ASCII characters, "" when there is none, and
+// otherwise a 400 naming the header.
+func FuzzIdempotencyKeyIsPrintableASCIIOrA400NamingTheHeader(f *testing.F) {
+	for _, seed := range []struct {
+		key, second string
+		two         bool
+	}{
+		{"order/018f2b1e-0000-7000-8000-000000000001/order-confirmed", "", false},
+		{"k", "k", true},
+		{"", "", false},
+		{"a\x00b", "", false},
+		{"\xff", "", false},
+		{"é", "", false},
+		{"tab\there", "", false},
+		{"del\x7f", "", false},
+		{strings.Repeat("k", 255), "", false},
+		{strings.Repeat("k", 256), "", false},
+		{" ", "", false},
+		{"line\r\nbreak", "", false},
+	} {
+		f.Add(seed.key, seed.second, seed.two)
+	}
+	f.Fuzz(func(t *testing.T, key, second string, two bool) {
+		r := &http.Request{Header: http.Header{}}
+		if key != "" || two {
+			r.Header[httpapi.IdempotencyKeyHeader] = []string{key}
+		}
+		if two {
+			r.Header[httpapi.IdempotencyKeyHeader] = append(r.Header[httpapi.IdempotencyKeyHeader], second)
+		}
+		got, p := httpapi.IdempotencyKey(r)
+		sent := len(r.Header.Values(httpapi.IdempotencyKeyHeader))
+		switch {
+		case sent == 0 && (got != "" || p != nil):
+			t.Fatalf("no header: %q, %+v", got, p)
+		case sent == 1 && printableASCII(key) && (got != key || p != nil):
+			t.Fatalf("%q: got %q, %+v; want it accepted", key, got, p)
+		case sent > 0 && (sent > 1 || !printableASCII(key)):
+			if got != "" || p == nil {
+				t.Fatalf("%q (%d headers): accepted as %q", key, sent, got)
+			}
+			namesOnly(t, key, p, httpapi.IdempotencyKeyHeader)
+		}
+		if got != "" && (!storable(got) || !httpapi.ValidIdempotencyKey(got)) {
+			t.Fatalf("%q: accepted %q", key, got)
+		}
+	})
+}
+
+// FuzzPathUUIDIsAUUIDOrA400NamingTheParameter: whatever a path segment holds, PathUUID
+// hands over the UUID it spells, or a 400 naming the parameter; never the nil UUID for
+// text that is not one.
+func FuzzPathUUIDIsAUUIDOrA400NamingTheParameter(f *testing.F) {
+	for _, seed := range []string{
+		"018f2b1e-0000-7000-8000-000000000001", "018F2B1E-0000-7000-8000-000000000001",
+		"00000000-0000-0000-0000-000000000000", "018f2b1e00007000800000000000000001",
+		"{018f2b1e-0000-7000-8000-000000000001}", "urn:uuid:018f2b1e-0000-7000-8000-000000000001",
+		"", "42", "018f2b1e-0000-7000-8000-00000000000\x00", "018f2b1e-0000-7000-8000-00000000000\xff",
+		"018f2b1e-0000-7000-8000-0000000000001", "018f2b1e_0000_7000_8000_000000000001",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		rctx := chi.NewRouteContext()
+		rctx.URLParams.Add("id", raw)
+		r := (&http.Request{URL: &url.URL{Path: "/books/x"}, Header: http.Header{}}).
+			WithContext(context.WithValue(context.Background(), chi.RouteCtxKey, rctx))
+		got, p := httpapi.PathUUID(r, "id")
+		want, err := uuid.Parse(raw)
+		switch {
+		case err == nil && (p != nil || got != want):
+			t.Fatalf("%q: got %v, %+v; want %v", raw, got, p, want)
+		case err != nil && p == nil:
+			t.Fatalf("%q: accepted as %v", raw, got)
+		case err != nil:
+			namesOnly(t, raw, p, "id")
+			if !utf8.ValidString(p.Detail) || strings.ContainsRune(p.Detail, 0) {
+				t.Fatalf("%q: the problem's detail %q is not text", raw, p.Detail)
+			}
+		}
+		if p == nil && !storable(raw) {
+			t.Fatalf("%q: accepted text that is not storable", raw)
+		}
+	})
+}
+
+// FuzzQueryParametersAreStorableTextOrA400NamingThem: whatever the query string holds,
+// RequiredQuery hands over a non-empty value of valid UTF-8 without a NUL, QueryUUID a
+// UUID, Text agrees with RequiredQuery, and each refusal is a 400 naming the parameter.
+func FuzzQueryParametersAreStorableTextOrA400NamingThem(f *testing.F) {
+	for _, seed := range []string{
+		"to=ada%40example.com", "order_id=018f2b1e-0000-7000-8000-000000000001",
+		"to=", "", "to=%00", "to=%ff", "to=a%00b&order_id=x", "to=a;b", "to=%zz", "to=1&to=2",
+		"order_id=018F2B1E-0000-7000-8000-000000000001", "TO=ada", "to=%e2%82", "to=+", "to&order_id",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, rawQuery string) {
+		r := &http.Request{URL: &url.URL{Path: "/x", RawQuery: rawQuery}, Header: http.Header{}}
+		want := r.URL.Query().Get("to")
+		got, p := httpapi.RequiredQuery(r, "to")
+		switch {
+		case want == "":
+			if p == nil {
+				t.Fatalf("%q: a missing parameter accepted as %q", rawQuery, got)
+			}
+			namesOnly(t, rawQuery, p, "to")
+		case storable(want):
+			if p != nil || got != want {
+				t.Fatalf("%q: got %q, %+v; want %q", rawQuery, got, p, want)
+			}
+		default:
+			if p == nil {
+				t.Fatalf("%q: accepted %q", rawQuery, got)
+			}
+			namesOnly(t, rawQuery, p, "to")
+		}
+		if tp := httpapi.Text("to", want); (tp == nil) != storable(want) {
+			t.Fatalf("%q: Text(%q) = %+v", rawQuery, want, tp)
+		}
+
+		id, p := httpapi.QueryUUID(r, "order_id")
+		parsed, err := uuid.Parse(r.URL.Query().Get("order_id"))
+		switch {
+		case err == nil && (p != nil || id != parsed):
+			t.Fatalf("%q: got %v, %+v; want %v", rawQuery, id, p, parsed)
+		case err != nil:
+			if p == nil {
+				t.Fatalf("%q: accepted %v", rawQuery, id)
+			}
+			namesOnly(t, rawQuery, p, "order_id")
+		}
+	})
+}
