@@ -34,6 +34,13 @@ run: services build ## run the whole system natively (Ctrl-C stops it)
 test: services ## run every test against the local Postgres and RabbitMQ
 	go test -count=1 -timeout 20m $(PKGS)
 
+# Each fuzz target runs this long in `make fuzz` (a go test -fuzztime: 30s, 2m, 10000x).
+FUZZTIME ?= 30s
+
+.PHONY: fuzz
+fuzz: ## run every fuzz target for FUZZTIME (30s) each, stopping at the first failure (make test runs only their seeds)
+	FUZZTIME=$(FUZZTIME) deploy/local/fuzz.sh
+
 .PHONY: test-race
 test-race: services ## the shared module and every service's tests under the race detector; the binaries they start are built with -race too
 	RACE=1 go test -race -count=1 -timeout 20m $(RACE_PKGS)
