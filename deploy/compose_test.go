@@ -321,6 +321,13 @@ func TestComposeExposesNothingBeyondLoopback(t *testing.T) {
 	if got := env(asked.Services["emailprovider"], "EMAILPROVIDER_ADMIN"); got != "1" {
 		t.Errorf("emailprovider: EMAILPROVIDER_ADMIN = %q with EMAILPROVIDER_ADMIN=1 make up, want 1", got)
 	}
+	// Catalogue writes likewise: off unless INVENTORY_ADMIN=1 make up.
+	if got := env(p.Services["inventory"], "INVENTORY_ADMIN"); got != "0" {
+		t.Errorf("inventory: INVENTORY_ADMIN = %q by default, want 0 (PUT /books/{id} off unless asked for)", got)
+	}
+	if got := env(loadComposeEnv(t, []string{"INVENTORY_ADMIN=1"}, nil, composeFile).Services["inventory"], "INVENTORY_ADMIN"); got != "1" {
+		t.Errorf("inventory: INVENTORY_ADMIN = %q with INVENTORY_ADMIN=1 make up, want 1", got)
+	}
 
 	grafana := p.Services["grafana"]
 	if env(grafana, "GF_AUTH_ANONYMOUS_ENABLED") == "true" {

@@ -37,6 +37,7 @@ func standIn(t *testing.T, dir, name, exit string) {
 echo "` + name + ` started with LOG_LEVEL=$LOG_LEVEL"
 echo "` + name + ` admin ${DATABASE_ADMIN_URL-unset}"
 echo "` + name + ` amqp ${AMQP_URL-unset}"
+echo "` + name + ` inventory-admin ${INVENTORY_ADMIN-unset}"
 trap 'echo TERM > "` + filepath.Join(dir, name) + `.stopped"; exit 0' TERM
 if [[ -n "` + exit + `" ]]; then sleep 1; echo "` + name + ` failing"; exit ` + exit + `; fi
 while true; do sleep 0.1; done
@@ -117,6 +118,8 @@ func TestRunScriptStopsEverythingOnSIGTERM(t *testing.T) {
 		"http://localhost:8081/orders",
 		// make run gives the services the local superuser, whose own default is none.
 		"ordering      | ordering admin postgres://postgres@localhost:5432/postgres?sslmode=disable",
+		// and INVENTORY_ADMIN=1 (read by inventory alone): PUT /books/{id} works on loopback.
+		"ordering      | ordering inventory-admin 1",
 	} {
 		waitOutput(t, out, want)
 	}

@@ -10,10 +10,12 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
 
@@ -41,8 +43,11 @@ func startSystem(t testing.TB, extra map[string]map[string]string) *system {
 			"DATABASE_URL": db, "DATABASE_ADMIN_URL": admin, "AMQP_URL": s.AMQPURL,
 			"LOG_LEVEL": "info", "OTEL_BSP_SCHEDULE_DELAY": "100",
 		}
-		if name == "notification" {
+		switch name {
+		case "notification":
 			env["EMAILPROVIDER_URL"] = s.URL["emailprovider"]
+		case "inventory":
+			env["INVENTORY_ADMIN"] = "1" // the tests set the stock with PUT /books/{id}
 		}
 		maps.Copy(env, extra[name])
 		s.procs[name] = testenv.StartProcess(t, bin, nil, env)
@@ -156,16 +161,45 @@ func (s *system) settled(id string, timeout time.Duration) order {
 
 func (s *system) notifications(orderID string) []notification {
 	s.t.Helper()
-	var ns []notification
-	s.call(http.MethodGet, s.URL["notification"]+"/notifications?order_id="+orderID, nil, &ns)
-	return ns
+	return getAll[notification](s.t, s.URL["notification"]+"/notifications?order_id="+orderID)
 }
 
 func (s *system) emailsTo(address string) []email {
 	s.t.Helper()
-	var es []email
-	s.call(http.MethodGet, s.URL["emailprovider"]+"/v1/emails?to="+address, nil, &es)
-	return es
+	return getAll[email](s.t, s.URL["emailprovider"]+"/v1/emails?to="+url.QueryEscape(address))
+}
+
+// getAll reads a whole list of the contracts' APIs, following each page's next link
+// (Link: <...>; rel="next") until the last page, which has none.
+func getAll[T any](t testing.TB, u string) []T {
+	t.Helper()
+	var all []T
+	for u != "" {
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatalf("GET %s: %v", u, err)
+		}
+		var page []T
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", u, resp.StatusCode, b)
+		}
+		if err := json.Unmarshal(b, &page); err != nil {
+			t.Fatalf("GET %s: decode %s: %v", u, b, err)
+		}
+		all = append(all, page...)
+		next := httpapi.NextLink(resp.Header)
+		if next == "" {
+			break
+		}
+		nextURL, err := resp.Request.URL.Parse(next)
+		if err != nil {
+			t.Fatalf("GET %s: next link %q: %v", u, next, err)
+		}
+		u = nextURL.String()
+	}
+	return all
 }
 
 // emailed waits until the order's notification is completed and returns the emails the

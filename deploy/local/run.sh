@@ -6,6 +6,9 @@
 # ...) reach all four. One more is set here: DATABASE_ADMIN_URL, the local superuser, so
 # each service creates its own role and database on a fresh machine (the services' own
 # default is empty: no superuser unless given one). Set it empty to start without it.
+# And INVENTORY_ADMIN=1, which lets inventory take PUT /books/{id} (creating books and
+# setting their stock; off by default): `make run` listens on loopback only and is where
+# one tries the system out. INVENTORY_ADMIN=0 in this shell runs without it.
 # And each broker client's AMQP_URL: ordering, inventory and notification log in to the
 # local RabbitMQ as their own users, with the permissions deploy/rabbitmq/definitions.json
 # gives them under docker compose too (services.sh creates them; the password is compose's,
@@ -23,6 +26,7 @@ set -uo pipefail
 # `-`, not `:-`: DATABASE_ADMIN_URL= (set, empty) is kept, and the services then assume
 # their roles and databases exist.
 export DATABASE_ADMIN_URL="${DATABASE_ADMIN_URL-postgres://postgres@localhost:5432/postgres?sslmode=disable}"
+export INVENTORY_ADMIN="${INVENTORY_ADMIN:-1}"
 
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 bin_dir="${BIN_DIR:-$root/bin}"

@@ -81,3 +81,8 @@ const (
 	MaxLines    = 50
 	MaxQuantity = 100
 )
+
+// MaxBooks is the most books inventory's catalogue holds: PUT /books/{id} refuses a new
+// book beyond it (409 catalogue-full), so an administrator's script gone wrong cannot grow
+// the catalogue, and every GET /books walk, without bound.
+const MaxBooks = 10_000

@@ -134,7 +134,7 @@ func collect(ctx context.Context, sys *system, msgs *messages, history []clientO
 		return s, err
 	}
 	inv := sys.processesOf("inventory")[0]
-	if err := getJSON(ctx, "http://"+inv.httpAddr+"/books", &s.Books); err != nil {
+	if s.Books, err = getAll[book](ctx, "http://"+inv.httpAddr+"/books"); err != nil {
 		return s, fmt.Errorf("books: %w", err)
 	}
 
@@ -145,8 +145,8 @@ func collect(ctx context.Context, sys *system, msgs *messages, history []clientO
 	notification := sys.process("notification")
 	for _, o := range s.Orders {
 		g.Go(func() error {
-			var recs []notificationRecord
-			if err := getJSON(gctx, "http://"+notification.httpAddr+"/notifications?order_id="+o.ID.String(), &recs); err != nil {
+			recs, err := getAll[notificationRecord](gctx, "http://"+notification.httpAddr+"/notifications?order_id="+o.ID.String())
+			if err != nil {
 				return fmt.Errorf("notifications of %s: %w", o.ID, err)
 			}
 			mu.Lock()
@@ -165,8 +165,8 @@ func collect(ctx context.Context, sys *system, msgs *messages, history []clientO
 	}
 	for addr := range addresses {
 		g.Go(func() error {
-			var emails []sentEmail
-			if err := getJSON(gctx, "http://"+provider.httpAddr+"/v1/emails?to="+url.QueryEscape(addr), &emails); err != nil {
+			emails, err := getAll[sentEmail](gctx, "http://"+provider.httpAddr+"/v1/emails?to="+url.QueryEscape(addr))
+			if err != nil {
 				return fmt.Errorf("emails to %s: %w", addr, err)
 			}
 			mu.Lock()

@@ -254,9 +254,9 @@ func (m *messages) settled(ctx context.Context, queue, envelope string) bool {
 		err := m.sys.dbs["ordering"].QueryRow(ctx, `SELECT status FROM orders WHERE id::text = $1`, env.Subject).Scan(&status)
 		return err == nil && status != statusPending
 	case contracts.QueueNotificationStockEvents:
-		var records []notificationRecord
 		p := m.sys.process("notification")
-		if err := getJSON(ctx, "http://"+p.httpAddr+"/notifications?order_id="+url.QueryEscape(env.Subject), &records); err != nil {
+		records, err := getAll[notificationRecord](ctx, "http://"+p.httpAddr+"/notifications?order_id="+url.QueryEscape(env.Subject))
+		if err != nil {
 			return false
 		}
 		return slices.ContainsFunc(records, func(n notificationRecord) bool { return n.Status == "completed" })
@@ -335,21 +335,27 @@ func (m *messages) close() {
 }
 
 func getJSON(ctx context.Context, u string, out any) error {
+	_, err := getJSONHeader(ctx, u, out)
+	return err
+}
+
+// getJSONHeader is getJSON that also returns the response's header (its Link, for getAll).
+func getJSONHeader(ctx context.Context, u string, out any) (http.Header, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", u, resp.Status)
+		return nil, fmt.Errorf("GET %s: %s", u, resp.Status)
 	}
-	return json.NewDecoder(resp.Body).Decode(out)
+	return resp.Header, json.NewDecoder(resp.Body).Decode(out)
 }
 
 func putJSON(ctx context.Context, u string, in any) error {

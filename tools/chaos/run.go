@@ -149,8 +149,8 @@ func runChaos(ctx context.Context, cfg config, progress io.Writer) (*result, err
 // orders are rejected and the rejection path is exercised as much as the happy one.
 func stockBooks(ctx context.Context, sys *system, cfg config) ([]uuid.UUID, error) {
 	inv := sys.processesOf("inventory")[0]
-	var books []book
-	if err := getJSON(ctx, "http://"+inv.httpAddr+"/books", &books); err != nil {
+	books, err := getAll[book](ctx, "http://"+inv.httpAddr+"/books")
+	if err != nil {
 		return nil, fmt.Errorf("read the catalogue: %w", err)
 	}
 	if len(books) < 3 {

@@ -1,5 +1,22 @@
 -- name: ListBooks :many
-SELECT * FROM books ORDER BY id;
+-- One page of the catalogue in id order: the books after the cursor (all, without one),
+-- at most max_rows of them. Keyset, not OFFSET: a deep page costs what the first does.
+SELECT * FROM books
+WHERE sqlc.narg(after)::uuid IS NULL OR id > sqlc.narg(after)::uuid
+ORDER BY id
+LIMIT sqlc.arg(max_rows);
+
+-- name: LockCatalogue :exec
+-- Taken by every PUT /books/{id} before it looks at the catalogue's size, and held to its
+-- commit: PUTs take turns, so two of them cannot both see room for one more book.
+-- Reservations do not take it; they never add a book. ("books" in ASCII.)
+SELECT pg_advisory_xact_lock(x'626f6f6b73'::bigint);
+
+-- name: BooksIfNew :one
+-- The size of the catalogue if the book is new, 0 if it exists already (replacing a book
+-- never grows the catalogue). Read after LockCatalogue, so it counts every committed PUT.
+SELECT CASE WHEN EXISTS (SELECT 1 FROM books b WHERE b.id = sqlc.arg(id)::uuid) THEN 0
+            ELSE (SELECT count(*) FROM books c) END::bigint AS books;
 
 -- name: GetBook :one
 SELECT * FROM books WHERE id = $1;

@@ -65,7 +65,13 @@ ORDER BY updated_at
 LIMIT sqlc.arg(batch_size);
 
 -- name: ListNotificationsByOrder :many
-SELECT * FROM notifications WHERE order_id = $1 ORDER BY kind;
+-- One page of an order's records in kind order: those after the cursor's kind, or from
+-- the first without one, at most max_rows of them.
+SELECT * FROM notifications
+WHERE order_id = sqlc.arg(order_id)
+  AND (sqlc.narg(after_kind)::text IS NULL OR kind > sqlc.narg(after_kind)::text)
+ORDER BY kind
+LIMIT sqlc.arg(max_rows);
 
 -- name: CreateNotifications :execrows
 -- CreateNotification for the emails of a batch. Fewer rows than emails: some record

@@ -29,3 +29,12 @@ UPDATE orders
 SET status = sqlc.arg(status), version = version + 1, updated_at = now()
 WHERE id = sqlc.arg(id) AND status = 'pending'
 RETURNING *;
+
+-- name: DeleteExpiredIdempotencyKeys :execrows
+-- Forgets the keys of POST /orders older than the retention, at most batch_size at a
+-- time (orders.ForgetIdempotencyKeys says why that is safe). The orders stay.
+DELETE FROM idempotency_keys
+WHERE key IN (
+    SELECT key FROM idempotency_keys
+    WHERE created_at < now() - make_interval(secs => sqlc.arg(retention_seconds)::float8)
+    LIMIT sqlc.arg(batch_size));

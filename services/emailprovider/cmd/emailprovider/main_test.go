@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
 
@@ -85,17 +86,33 @@ type delivered struct {
 	Deliveries     int       `json:"deliveries"`
 }
 
+// list reads every email sent to the address, following the next links page by page.
 func (p provider) list(t *testing.T, to string) []delivered {
 	t.Helper()
-	r := p.must(t, http.MethodGet, "/v1/emails?to="+url.QueryEscape(to), "", "")
-	if r.status != http.StatusOK {
-		t.Fatalf("list: %d %s", r.status, r.body)
-	}
-	var out []delivered
-	if err := json.Unmarshal(r.body, &out); err != nil {
-		t.Fatalf("list: %v: %s", err, r.body)
-	}
+	out, _ := p.listPages(t, "/v1/emails?to="+url.QueryEscape(to))
 	return out
+}
+
+// listPages reads the list at path and every page after it, and returns the emails and
+// the size of each page.
+func (p provider) listPages(t *testing.T, path string) (all []delivered, sizes []int) {
+	t.Helper()
+	for path != "" {
+		r := p.must(t, http.MethodGet, path, "", "")
+		if r.status != http.StatusOK {
+			t.Fatalf("list %s: %d %s", path, r.status, r.body)
+		}
+		var page []delivered
+		if err := json.Unmarshal(r.body, &page); err != nil {
+			t.Fatalf("list %s: %v: %s", path, err, r.body)
+		}
+		all, sizes = append(all, page...), append(sizes, len(page))
+		path = httpapi.NextLink(r.header)
+		if len(sizes) > 1000 {
+			t.Fatalf("list: more than 1000 pages")
+		}
+	}
+	return all, sizes
 }
 
 func wantStatus(t *testing.T, what string, r response, status int) {

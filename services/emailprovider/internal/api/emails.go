@@ -101,8 +101,9 @@ func getEmail(svc *emails.Service, tel *telemetry.Telemetry) http.HandlerFunc {
 	}
 }
 
-// listEmails is GET /v1/emails?to={address}: every email sent to the address, each with
-// its deliveries.
+// listEmails is GET /v1/emails?to={address}: the emails sent to the address, each with
+// its deliveries, oldest first, a page at a time (limit, after and the next link of
+// httpapi.ParsePage).
 func listEmails(svc *emails.Service, tel *telemetry.Telemetry) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		to, problem := httpapi.RequiredQuery(r, "to")
@@ -110,12 +111,18 @@ func listEmails(svc *emails.Service, tel *telemetry.Telemetry) http.HandlerFunc 
 			httpapi.WriteProblem(w, problem)
 			return
 		}
-		list, err := svc.ListByRecipient(r.Context(), to)
+		page, problem := httpapi.ParsePage[emails.Cursor](r)
+		if problem != nil {
+			httpapi.WriteProblem(w, problem)
+			return
+		}
+		list, err := svc.ListByRecipient(r.Context(), to, page.After, page.Fetch())
 		if err != nil {
 			tel.Logger.ErrorContext(r.Context(), "list emails failed", "err", err)
 			httpapi.Internal(w)
 			return
 		}
+		list = httpapi.NextPage(w, r, page, list, emails.CursorOf)
 		httpapi.WriteJSON(w, http.StatusOK, list)
 	}
 }

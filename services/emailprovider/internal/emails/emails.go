@@ -254,12 +254,32 @@ func (s *Service) Get(ctx context.Context, key string) (Delivered, error) {
 	return delivered(row), nil
 }
 
-// ListByRecipient returns the emails sent to an address, oldest first.
-func (s *Service) ListByRecipient(ctx context.Context, to string) ([]Delivered, error) {
+// Cursor is the sort key of ListByRecipient, the position of an email in the list: an
+// email's created_at, and its id among the emails of the same microsecond.
+type Cursor struct {
+	CreatedAt time.Time `json:"created_at"`
+	ID        uuid.UUID `json:"id"`
+}
+
+// CursorOf is the position of an email in ListByRecipient.
+func CursorOf(e Delivered) Cursor { return Cursor{CreatedAt: e.CreatedAt, ID: e.ID} }
+
+// ValidCursor reports whether c could be an email's position: a cursor with no time or
+// no id is not one the API wrote.
+func (c Cursor) ValidCursor() bool { return !c.CreatedAt.IsZero() && c.ID != uuid.Nil }
+
+// ListByRecipient returns at most limit emails sent to an address, oldest first, those
+// after the cursor after (from the first when it is nil).
+func (s *Service) ListByRecipient(ctx context.Context, to string, after *Cursor, limit int) ([]Delivered, error) {
 	if !backoff.Sleep(ctx, s.faults.roll().latency) {
 		return nil, ctx.Err()
 	}
-	rows, err := store.New(s.pool).ListEmailsByRecipient(ctx, to)
+	params := store.ListEmailsByRecipientParams{Recipient: to, MaxRows: int32(limit)}
+	if after != nil {
+		params.AfterCreatedAt = &after.CreatedAt
+		params.AfterID = uuid.NullUUID{UUID: after.ID, Valid: true}
+	}
+	rows, err := store.New(s.pool).ListEmailsByRecipient(ctx, params)
 	if err != nil {
 		return nil, fmt.Errorf("list emails: %w", err)
 	}

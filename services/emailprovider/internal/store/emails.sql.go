@@ -64,11 +64,30 @@ func (q *Queries) InsertEmail(ctx context.Context, arg InsertEmailParams) error 
 }
 
 const listEmailsByRecipient = `-- name: ListEmailsByRecipient :many
-SELECT id, idempotency_key, request_hash, recipient, subject, body, deliveries, response_body, created_at FROM emails WHERE recipient = $1 ORDER BY created_at, id LIMIT 1000
+SELECT id, idempotency_key, request_hash, recipient, subject, body, deliveries, response_body, created_at FROM emails
+WHERE recipient = $1
+  AND ($2::timestamptz IS NULL
+       OR (created_at, id) > ($2::timestamptz, $3::uuid))
+ORDER BY created_at, id
+LIMIT $4
 `
 
-func (q *Queries) ListEmailsByRecipient(ctx context.Context, recipient string) ([]Email, error) {
-	rows, err := q.db.Query(ctx, listEmailsByRecipient, recipient)
+type ListEmailsByRecipientParams struct {
+	Recipient      string
+	AfterCreatedAt *time.Time
+	AfterID        uuid.NullUUID
+	MaxRows        int32
+}
+
+// One page of the emails sent to an address, oldest first: those after the cursor
+// (created_at, id), or from the first without one, at most max_rows of them.
+func (q *Queries) ListEmailsByRecipient(ctx context.Context, arg ListEmailsByRecipientParams) ([]Email, error) {
+	rows, err := q.db.Query(ctx, listEmailsByRecipient,
+		arg.Recipient,
+		arg.AfterCreatedAt,
+		arg.AfterID,
+		arg.MaxRows,
+	)
 	if err != nil {
 		return nil, err
 	}

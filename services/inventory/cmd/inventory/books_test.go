@@ -19,7 +19,7 @@ import (
 func TestBooksAPIFollowsTheContracts(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	base := startInProcess(t, e)
+	base := startInProcess(t, e, "INVENTORY_ADMIN", "1")
 
 	t.Run("a fresh database lists the seeded catalogue, Dune first", func(t *testing.T) {
 		resp, body := request(t, http.MethodGet, base+"/books", "")

@@ -46,10 +46,11 @@ func main() {
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	cfg, vars := config.Standard("inventory", 8082)
-	var strategyName string
+	var strategyName, admin string
 	var concurrency int
 	vars = append(vars,
 		config.String("INVENTORY_STRATEGY", "inbox", "inbox, or the wrong ways for demonstrations: check-then-process (double-reserves after a crash between work and record) or naive (double-reserves on every redelivery)", &strategyName),
+		config.String("INVENTORY_ADMIN", "0", "1: allow PUT /books/{id}, which creates books and sets their stock", &admin),
 		config.Int("CONSUMER_CONCURRENCY", "4", "orders handled at once", &concurrency),
 	)
 	relayCfg, relayVars := outbox.Variables()
@@ -71,6 +72,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	strategy, err := stock.ParseStrategy(strategyName)
 	if err != nil {
 		return err
+	}
+	if admin != "0" && admin != "1" {
+		return fmt.Errorf("INVENTORY_ADMIN=%q: want 0 or 1", admin)
 	}
 	if err := failpoint.Configure(cfg.Failpoints, contracts.Failpoints); err != nil {
 		return err
@@ -143,10 +147,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	g.Go(func() error { return relay.Run(ctx) })
 	g.Go(func() error { return orders.Run(ctx) })
 	g.Go(func() error { inbox.RunCleanup(ctx, pool, inbox.Retention, time.Hour, log); return nil })
-	g.Go(func() error { return httpapi.Serve(ctx, cfg.HTTPAddr, api.NewServer(svc, tel, ready...), log, nil) })
+	handler := api.NewServer(svc, admin == "1", tel, ready...)
+	g.Go(func() error { return httpapi.Serve(ctx, cfg.HTTPAddr, handler, log, nil) })
 	if strategy != stock.Inbox {
 		log.WarnContext(ctx, "INVENTORY_STRATEGY is not inbox: redelivered orders CAN BE RESERVED TWICE", "strategy", strategy)
 	}
-	log.InfoContext(ctx, "inventory started", "http_addr", cfg.HTTPAddr, "strategy", strategy)
+	log.InfoContext(ctx, "inventory started", "http_addr", cfg.HTTPAddr, "strategy", strategy, "admin", admin == "1")
 	return g.Wait()
 }

@@ -5,19 +5,17 @@ package api
 import (
 	"net/http"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 )
 
-// NewServer returns inventory's whole HTTP API.
-func NewServer(svc *stock.Service, tel *telemetry.Telemetry, ready ...httpapi.Check) http.Handler {
-	r := chi.NewRouter()
+// NewServer returns inventory's whole HTTP API. adminEnabled allows PUT /books/{id}.
+func NewServer(svc *stock.Service, adminEnabled bool, tel *telemetry.Telemetry, ready ...httpapi.Check) http.Handler {
+	r := httpapi.NewRouter()
 	r.Get("/books", listBooks(svc, tel))
 	r.Get("/books/{id}", getBook(svc, tel))
-	r.Put("/books/{id}", putBook(svc, tel))
-	httpapi.Probes(r, tel.Metrics, ready...)
+	r.Put("/books/{id}", putBook(svc, adminEnabled, tel))
+	httpapi.Probes(r, tel, ready...)
 	return httpapi.Instrument(tel, r)
 }

@@ -25,9 +25,14 @@ func bookOf(id uuid.UUID, title string, onHand, reserved int32) Book {
 	return Book{ID: id, Title: title, OnHand: int(onHand), Reserved: int(reserved), Available: int(onHand - reserved)}
 }
 
-// ListBooks returns the catalogue in id order.
-func (s *Service) ListBooks(ctx context.Context) ([]Book, error) {
-	rows, err := store.New(s.pool).ListBooks(ctx)
+// ListBooks returns at most limit books of the catalogue in id order, those after the
+// id after (from the first when it is nil).
+func (s *Service) ListBooks(ctx context.Context, after *uuid.UUID, limit int) ([]Book, error) {
+	params := store.ListBooksParams{MaxRows: int32(limit)}
+	if after != nil {
+		params.After = uuid.NullUUID{UUID: *after, Valid: true}
+	}
+	rows, err := store.New(s.pool).ListBooks(ctx, params)
 	if err != nil {
 		return nil, fmt.Errorf("list books: %w", err)
 	}
@@ -82,21 +87,48 @@ func (r PutBookRequest) Valid() map[string]string {
 
 // PutBook sets a book's title and on_hand to absolute values, creating the book if it is
 // new (created is then true). It refuses, with *BelowReservedError, an on_hand below the
-// copies already reserved: those orders were promised their books.
+// copies already reserved: those orders were promised their books; and, with
+// *CatalogueFullError, a new book when the catalogue already holds its maximum.
+//
+// The bound is checked in the transaction that inserts: every PUT first takes the
+// catalogue's lock (LockCatalogue) and then counts, so PUTs that race for the last place
+// take turns and the second sees the first's book. A replaced book never counts.
 func (s *Service) PutBook(ctx context.Context, id uuid.UUID, req PutBookRequest) (book Book, created bool, err error) {
-	q := store.New(s.pool)
-	row, err := q.UpsertBook(ctx, store.UpsertBookParams{ID: id, Title: *req.Title, OnHand: int32(*req.OnHand)})
-	if errors.Is(err, pgx.ErrNoRows) {
-		// The book exists and the WHERE of the upsert kept it: too many copies reserved.
-		// Read it for the message; a reservation committed since only makes it truer.
-		current, err := q.GetBook(ctx, id)
-		if err != nil {
-			return Book{}, false, fmt.Errorf("put book: %w", err)
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		q := store.New(tx)
+		if err := q.LockCatalogue(ctx); err != nil {
+			return err
 		}
-		return Book{}, false, &BelowReservedError{OnHand: *req.OnHand, Reserved: int(current.Reserved)}
+		n, err := q.BooksIfNew(ctx, id)
+		if err != nil {
+			return err
+		}
+		if n >= int64(s.maxBooks) {
+			return &CatalogueFullError{Max: s.maxBooks}
+		}
+		row, err := q.UpsertBook(ctx, store.UpsertBookParams{ID: id, Title: *req.Title, OnHand: int32(*req.OnHand)})
+		if errors.Is(err, pgx.ErrNoRows) {
+			// The book exists and the WHERE of the upsert kept it: too many copies reserved.
+			// Read it for the message; a reservation committed since only makes it truer.
+			current, err := q.GetBook(ctx, id)
+			if err != nil {
+				return err
+			}
+			return &BelowReservedError{OnHand: *req.OnHand, Reserved: int(current.Reserved)}
+		}
+		if err != nil {
+			return err
+		}
+		book, created = bookOf(row.ID, row.Title, row.OnHand, row.Reserved), row.Created
+		return nil
+	})
+	var below *BelowReservedError
+	var full *CatalogueFullError
+	if err != nil && !errors.As(err, &below) && !errors.As(err, &full) {
+		err = fmt.Errorf("put book: %w", err)
 	}
 	if err != nil {
-		return Book{}, false, fmt.Errorf("put book: %w", err)
+		return Book{}, false, err
 	}
-	return bookOf(row.ID, row.Title, row.OnHand, row.Reserved), row.Created, nil
+	return book, created, nil
 }

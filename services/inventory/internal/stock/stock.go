@@ -98,6 +98,9 @@ func (h Hooks) afterCommit(ctx context.Context) error {
 type Options struct {
 	Strategy Strategy // default Inbox
 	Hooks    Hooks
+	// MaxBooks bounds the catalogue: PUT /books/{id} creates no book beyond it. Zero is
+	// contracts.MaxBooks; tests set less.
+	MaxBooks int
 }
 
 // Service runs the inventory use cases against the inventory database.
@@ -105,6 +108,7 @@ type Service struct {
 	pool     *pgxpool.Pool
 	strategy Strategy
 	hooks    Hooks
+	maxBooks int
 	log      *slog.Logger
 	tracer   trace.Tracer
 	orders   metric.Int64Counter
@@ -118,6 +122,9 @@ func NewService(pool *pgxpool.Pool, tel *telemetry.Telemetry, opts Options) (*Se
 	if _, err := ParseStrategy(string(opts.Strategy)); err != nil {
 		return nil, err
 	}
+	if opts.MaxBooks == 0 {
+		opts.MaxBooks = contracts.MaxBooks
+	}
 	orders, err := tel.Meter("stock").Int64Counter("bookstore.inventory.orders",
 		metric.WithDescription("Orders answered, by outcome: reserved, rejected, or already-answered "+
 			"(the same order under a second message id, stopped by the order_answers table)."))
@@ -128,6 +135,7 @@ func NewService(pool *pgxpool.Pool, tel *telemetry.Telemetry, opts Options) (*Se
 		pool:     pool,
 		strategy: opts.Strategy,
 		hooks:    opts.Hooks,
+		maxBooks: opts.MaxBooks,
 		log:      tel.Logger.With("component", "stock", "strategy", string(opts.Strategy)),
 		tracer:   tel.Tracer("stock"),
 		orders:   orders,
@@ -153,6 +161,15 @@ type BelowReservedError struct {
 
 func (e *BelowReservedError) Error() string {
 	return fmt.Sprintf("on_hand %d is below the %d copies reserved for orders", e.OnHand, e.Reserved)
+}
+
+// CatalogueFullError refuses a new book when the catalogue holds its maximum number.
+type CatalogueFullError struct {
+	Max int
+}
+
+func (e *CatalogueFullError) Error() string {
+	return fmt.Sprintf("the catalogue holds its maximum of %d books; a new book cannot be added (an existing one can still be replaced)", e.Max)
 }
 
 // Migrations are the schema of inventory's database, applied on every start: the

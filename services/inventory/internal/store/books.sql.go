@@ -33,6 +33,20 @@ func (q *Queries) AddReserved(ctx context.Context, arg AddReservedParams) (int64
 	return result.RowsAffected(), nil
 }
 
+const booksIfNew = `-- name: BooksIfNew :one
+SELECT CASE WHEN EXISTS (SELECT 1 FROM books b WHERE b.id = $1::uuid) THEN 0
+            ELSE (SELECT count(*) FROM books c) END::bigint AS books
+`
+
+// The size of the catalogue if the book is new, 0 if it exists already (replacing a book
+// never grows the catalogue). Read after LockCatalogue, so it counts every committed PUT.
+func (q *Queries) BooksIfNew(ctx context.Context, id uuid.UUID) (int64, error) {
+	row := q.db.QueryRow(ctx, booksIfNew, id)
+	var books int64
+	err := row.Scan(&books)
+	return books, err
+}
+
 const getBook = `-- name: GetBook :one
 SELECT id, title, on_hand, reserved, updated_at FROM books WHERE id = $1
 `
@@ -94,11 +108,21 @@ func (q *Queries) InsertReservationsOfOrders(ctx context.Context, arg InsertRese
 }
 
 const listBooks = `-- name: ListBooks :many
-SELECT id, title, on_hand, reserved, updated_at FROM books ORDER BY id
+SELECT id, title, on_hand, reserved, updated_at FROM books
+WHERE $1::uuid IS NULL OR id > $1::uuid
+ORDER BY id
+LIMIT $2
 `
 
-func (q *Queries) ListBooks(ctx context.Context) ([]Book, error) {
-	rows, err := q.db.Query(ctx, listBooks)
+type ListBooksParams struct {
+	After   uuid.NullUUID
+	MaxRows int32
+}
+
+// One page of the catalogue in id order: the books after the cursor (all, without one),
+// at most max_rows of them. Keyset, not OFFSET: a deep page costs what the first does.
+func (q *Queries) ListBooks(ctx context.Context, arg ListBooksParams) ([]Book, error) {
+	rows, err := q.db.Query(ctx, listBooks, arg.After, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
@@ -187,6 +211,18 @@ func (q *Queries) LockBooks(ctx context.Context, ids []uuid.UUID) ([]LockBooksRo
 		return nil, err
 	}
 	return items, nil
+}
+
+const lockCatalogue = `-- name: LockCatalogue :exec
+SELECT pg_advisory_xact_lock(x'626f6f6b73'::bigint)
+`
+
+// Taken by every PUT /books/{id} before it looks at the catalogue's size, and held to its
+// commit: PUTs take turns, so two of them cannot both see room for one more book.
+// Reservations do not take it; they never add a book. ("books" in ASCII.)
+func (q *Queries) LockCatalogue(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, lockCatalogue)
+	return err
 }
 
 const recordAnswer = `-- name: RecordAnswer :execrows

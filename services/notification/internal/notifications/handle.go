@@ -281,9 +281,14 @@ func (s *Service) release(ctx context.Context, rec store.Notification, cause err
 	return fmt.Errorf("email %s, attempt %d of %d: %w", rec.IdempotencyKey, row.Attempts, s.cfg.MaxAttempts, cause)
 }
 
-// ForOrder returns an order's notification records.
-func (s *Service) ForOrder(ctx context.Context, orderID uuid.UUID) ([]Notification, error) {
-	rows, err := store.New(s.pool).ListNotificationsByOrder(ctx, orderID)
+// ForOrder returns at most limit of an order's notification records in kind order, those
+// after the kind after (from the first when it is nil).
+func (s *Service) ForOrder(ctx context.Context, orderID uuid.UUID, after *Kind, limit int) ([]Notification, error) {
+	params := store.ListNotificationsByOrderParams{OrderID: orderID, MaxRows: int32(limit)}
+	if after != nil {
+		params.AfterKind = (*string)(after)
+	}
+	rows, err := store.New(s.pool).ListNotificationsByOrder(ctx, params)
 	if err != nil {
 		return nil, fmt.Errorf("list notifications: %w", err)
 	}

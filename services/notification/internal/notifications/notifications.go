@@ -37,6 +37,10 @@ const (
 	OrderRejected  Kind = "order-rejected"  // for inventory.stock-rejected.v1
 )
 
+// ValidCursor reports whether k is a kind, as the cursor of GET /notifications (the
+// position after a record) must be.
+func (k Kind) ValidCursor() bool { return k == OrderConfirmed || k == OrderRejected }
+
 // Status is where a notification record is in its two phases.
 type Status string
 

@@ -257,11 +257,23 @@ func (q *Queries) GetNotification(ctx context.Context, arg GetNotificationParams
 }
 
 const listNotificationsByOrder = `-- name: ListNotificationsByOrder :many
-SELECT order_id, kind, status, idempotency_key, recipient, subject, body, event_id, attempts, claim_token, claimed_until, provider_email_id, last_error, created_at, updated_at, completed_at FROM notifications WHERE order_id = $1 ORDER BY kind
+SELECT order_id, kind, status, idempotency_key, recipient, subject, body, event_id, attempts, claim_token, claimed_until, provider_email_id, last_error, created_at, updated_at, completed_at FROM notifications
+WHERE order_id = $1
+  AND ($2::text IS NULL OR kind > $2::text)
+ORDER BY kind
+LIMIT $3
 `
 
-func (q *Queries) ListNotificationsByOrder(ctx context.Context, orderID uuid.UUID) ([]Notification, error) {
-	rows, err := q.db.Query(ctx, listNotificationsByOrder, orderID)
+type ListNotificationsByOrderParams struct {
+	OrderID   uuid.UUID
+	AfterKind *string
+	MaxRows   int32
+}
+
+// One page of an order's records in kind order: those after the cursor's kind, or from
+// the first without one, at most max_rows of them.
+func (q *Queries) ListNotificationsByOrder(ctx context.Context, arg ListNotificationsByOrderParams) ([]Notification, error) {
+	rows, err := q.db.Query(ctx, listNotificationsByOrder, arg.OrderID, arg.AfterKind, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}

@@ -51,7 +51,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	cfg, vars := config.Standard("ordering", 8081)
 	var publisher string
 	var concurrency, placedVersion int
+	var keyRetention time.Duration
 	vars = append(vars,
+		config.Duration("IDEMPOTENCY_KEY_RETENTION", "24h", "how long POST /orders remembers an Idempotency-Key; a retry after it places a new order", &keyRetention),
 		config.String("ORDERING_PUBLISHER", "outbox", "outbox, or direct: commit then publish, no outbox (the wrong way, for demonstrations)", &publisher),
 		config.Int("ORDERING_ORDER_PLACED_VERSION", "1", "the version of ordering.order-placed written for a new order: 1, or 2 once every consumer reads v2 (docs/schema-evolution.md)", &placedVersion),
 		config.Int("CONSUMER_CONCURRENCY", "4", "stock events handled at once", &concurrency),
@@ -163,6 +165,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	ready = append(ready, httpapi.Check{Name: "consumer", Ping: stockEvents.Ready})
 	g.Go(func() error { return stockEvents.Run(ctx) })
 	g.Go(func() error { inbox.RunCleanup(ctx, pool, inbox.Retention, time.Hour, log); return nil })
+	g.Go(func() error {
+		orders.RunForgetIdempotencyKeys(ctx, pool, keyRetention, time.Minute, log)
+		return nil
+	})
 	g.Go(func() error { return httpapi.Serve(ctx, cfg.HTTPAddr, api.NewServer(svc, tel, ready...), log, nil) })
 	log.InfoContext(ctx, "ordering started", "http_addr", cfg.HTTPAddr, "publisher", publisher)
 	return g.Wait()

@@ -41,6 +41,29 @@ func (q *Queries) ApplyStockOutcome(ctx context.Context, arg ApplyStockOutcomePa
 	return i, err
 }
 
+const deleteExpiredIdempotencyKeys = `-- name: DeleteExpiredIdempotencyKeys :execrows
+DELETE FROM idempotency_keys
+WHERE key IN (
+    SELECT key FROM idempotency_keys
+    WHERE created_at < now() - make_interval(secs => $1::float8)
+    LIMIT $2)
+`
+
+type DeleteExpiredIdempotencyKeysParams struct {
+	RetentionSeconds float64
+	BatchSize        int32
+}
+
+// Forgets the keys of POST /orders older than the retention, at most batch_size at a
+// time (orders.ForgetIdempotencyKeys says why that is safe). The orders stay.
+func (q *Queries) DeleteExpiredIdempotencyKeys(ctx context.Context, arg DeleteExpiredIdempotencyKeysParams) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteExpiredIdempotencyKeys, arg.RetentionSeconds, arg.BatchSize)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const getIdempotencyKey = `-- name: GetIdempotencyKey :one
 SELECT key, request_hash, order_id, response_status, response_body, created_at FROM idempotency_keys WHERE key = $1
 `

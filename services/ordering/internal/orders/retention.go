@@ -1,0 +1,56 @@
+package orders
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bookstore-go/bookstore/services/ordering/internal/store"
+	"github.com/bookstore-go/bookstore/services/platform/pgdb"
+)
+
+// ForgetIdempotencyKeys deletes the Idempotency-Keys of POST /orders older than retention
+// (IDEMPOTENCY_KEY_RETENTION, 24 hours by default, as the IETF Idempotency-Key draft
+// suggests), in batches, in one ordering process at a time (see pgdb.DeleteInBatches),
+// and returns how many it deleted. Without it idempotency_keys grows by one row per order
+// forever.
+//
+// Why it is safe: a key exists to answer a retry of the same request with the first
+// response, and a client retries within seconds or minutes of its first attempt (a lost
+// answer, a timeout, a crash), never a day later. The key goes, the order stays: a retry
+// that arrives after the retention is a new request and places a new order, as
+// docs/contracts.md tells clients. A key still being written is not older than the
+// retention, so its transaction is never raced.
+func ForgetIdempotencyKeys(ctx context.Context, pool *pgxpool.Pool, retention time.Duration) (int64, error) {
+	return pgdb.DeleteInBatches(ctx, pool, forgetKeysLockKey, 1000, func(tx pgx.Tx, batch int) (int64, error) {
+		return store.New(tx).DeleteExpiredIdempotencyKeys(ctx, store.DeleteExpiredIdempotencyKeysParams{
+			RetentionSeconds: retention.Seconds(),
+			BatchSize:        int32(batch),
+		})
+	})
+}
+
+// forgetKeysLockKey is the advisory lock key of the sweep ("idemkey" in ASCII).
+const forgetKeysLockKey = 0x6964656d6b6579
+
+// RunForgetIdempotencyKeys calls ForgetIdempotencyKeys at once and then every interval
+// until ctx ends. A failed sweep is logged and tried again at the next tick.
+func RunForgetIdempotencyKeys(ctx context.Context, pool *pgxpool.Pool, retention, interval time.Duration, log *slog.Logger) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if n, err := ForgetIdempotencyKeys(ctx, pool, retention); err != nil && ctx.Err() == nil {
+			log.WarnContext(ctx, "forgetting old idempotency keys failed", "err", err)
+		} else if n > 0 {
+			log.InfoContext(ctx, "forgot old idempotency keys", "deleted", n, "retention", retention)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

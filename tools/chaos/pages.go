@@ -1,0 +1,43 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+
+	"github.com/bookstore-go/bookstore/services/platform/httpapi"
+)
+
+// getAll reads a whole list of the contracts' APIs (GET /books, /notifications,
+// /v1/emails): the pages of MaxPageLimit items, one after another, following each next
+// link until the last page, which has none. A list is never cut: the checker must see
+// every book and every email, or it would miss a double send on page two.
+func getAll[T any](ctx context.Context, u string) ([]T, error) {
+	next, err := url.Parse(u)
+	if err != nil {
+		return nil, err
+	}
+	q := next.Query()
+	q.Set(httpapi.LimitParam, fmt.Sprint(httpapi.MaxPageLimit))
+	next.RawQuery = q.Encode()
+	var all []T
+	for pages := 0; next != nil; pages++ {
+		if pages > 10_000 {
+			return nil, fmt.Errorf("GET %s: more than 10,000 pages; is the next link going round in circles?", u)
+		}
+		var page []T
+		header, err := getJSONHeader(ctx, next.String(), &page)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page...)
+		link := httpapi.NextLink(header)
+		if link == "" {
+			break
+		}
+		if next, err = next.Parse(link); err != nil {
+			return nil, fmt.Errorf("GET %s: next link %q: %w", u, link, err)
+		}
+	}
+	return all, nil
+}
