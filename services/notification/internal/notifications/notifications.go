@@ -101,7 +101,7 @@ func emailFor(env event.Envelope) (email, error) {
 		if err := env.DecodeData(&d); err != nil {
 			return email{}, err
 		}
-		if err := validData(d.OrderID, d.CustomerEmail, env); err != nil {
+		if err := validData(d.OrderID, d.CustomerEmail, env, d.Reason); err != nil {
 			return email{}, err
 		}
 		return email{orderID: d.OrderID, kind: OrderRejected, message: provider.Message{
@@ -113,12 +113,21 @@ func emailFor(env event.Envelope) (email, error) {
 	return email{}, event.Poison(event.ReasonUnknownType, fmt.Errorf("type %q", env.Type))
 }
 
-func validData(orderID uuid.UUID, to string, env event.Envelope) error {
+// validData checks what the email is written from: the order the subject names, a
+// recipient, and no NUL in the recipient or in texts (a rejection's reason), since the
+// record that holds them could not be written: the event would fail on every
+// redelivery instead of being dead-lettered once.
+func validData(orderID uuid.UUID, to string, env event.Envelope, texts ...string) error {
 	switch {
 	case orderID == uuid.Nil || orderID.String() != env.Subject:
 		return event.Poison(event.ReasonInvalidData, fmt.Errorf("order_id %s does not match subject %q", orderID, env.Subject))
 	case to == "":
 		return event.Poison(event.ReasonInvalidData, fmt.Errorf("%s for order %s has no customer_email", env.Type, orderID))
+	}
+	for _, s := range append([]string{to}, texts...) {
+		if strings.ContainsRune(s, 0) {
+			return event.Poison(event.ReasonInvalidData, fmt.Errorf("%s for order %s: %q holds a NUL character", env.Type, orderID, s))
+		}
 	}
 	return nil
 }
