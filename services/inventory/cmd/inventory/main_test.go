@@ -145,7 +145,9 @@ func request(t *testing.T, method, url, body string) (*http.Response, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if body != "" {
+	if body != "" || method == http.MethodPut || method == http.MethodPost {
+		// A PUT's body is JSON even when a test leaves it empty: the router answers a body
+		// not declared application/json with 415 before the handler reads it.
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := http.DefaultClient.Do(req)
