@@ -2,10 +2,14 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
@@ -180,5 +184,101 @@ func FuzzQueryParametersAreStorableTextOrA400NamingThem(f *testing.F) {
 			}
 			namesOnly(t, rawQuery, p, "order_id")
 		}
+	})
+}
+
+// position is a list's sort key as the email provider's is: a time and an id, neither zero.
+type position struct {
+	CreatedAt time.Time `json:"created_at"`
+	ID        uuid.UUID `json:"id"`
+}
+
+func (p position) ValidCursor() bool { return !p.CreatedAt.IsZero() && p.ID != uuid.Nil }
+
+// kind is a list's sort key as notification's is: one of a few words.
+type kind string
+
+func (k kind) ValidCursor() bool { return k == "order-confirmed" || k == "order-rejected" }
+
+// checkPage fails unless ParsePage[K] of query either refuses it with a 400 naming limit
+// or after, or reads a limit of 1 to MaxPageLimit spelled as the one limit given (the
+// default without one), and an after that is exactly the cursor of the key it decoded
+// (unpadded base64url of its JSON) and valid by the key's own rule.
+func checkPage[K any](t *testing.T, rawQuery string) {
+	t.Helper()
+	r := &http.Request{URL: &url.URL{Path: "/x", RawQuery: rawQuery}, Header: http.Header{}}
+	q := r.URL.Query()
+	page, p := httpapi.ParsePage[K](r)
+	if p != nil {
+		if p.Status != http.StatusBadRequest || p.Detail == "" || len(p.Errors) != 1 ||
+			(p.Errors[0].Field != httpapi.LimitParam && p.Errors[0].Field != httpapi.AfterParam) {
+			t.Fatalf("%q: problem %+v, want a 400 naming limit or after", rawQuery, p)
+		}
+		return
+	}
+	limits, hasLimit := q[httpapi.LimitParam]
+	switch {
+	case page.Limit < 1 || page.Limit > httpapi.MaxPageLimit:
+		t.Fatalf("%q: limit %d", rawQuery, page.Limit)
+	case hasLimit && (len(limits) != 1 || strconv.Itoa(page.Limit) != limits[0]):
+		t.Fatalf("%q: limit %d read from %q", rawQuery, page.Limit, limits)
+	case !hasLimit && page.Limit != httpapi.DefaultPageLimit:
+		t.Fatalf("%q: limit %d without one given", rawQuery, page.Limit)
+	}
+	afters, hasAfter := q[httpapi.AfterParam]
+	if hasAfter != (page.After != nil) {
+		t.Fatalf("%q: after %v", rawQuery, page.After)
+	}
+	if !hasAfter {
+		return
+	}
+	b, err := json.Marshal(*page.After)
+	if err != nil || len(afters) != 1 || base64.RawURLEncoding.EncodeToString(b) != afters[0] {
+		t.Fatalf("%q: after %+v is not the cursor %q (%s, %v)", rawQuery, *page.After, afters, b, err)
+	}
+	if k, ok := any(*page.After).(httpapi.CursorKey); ok && !k.ValidCursor() {
+		t.Fatalf("%q: after %+v is not a key the list writes", rawQuery, *page.After)
+	}
+	if s, ok := any(*page.After).(kind); ok && !storable(string(s)) {
+		t.Fatalf("%q: after %q is not storable", rawQuery, s)
+	}
+}
+
+// FuzzPageIsWithinBoundsOrA400NamingTheParameter: whatever the query string of a list
+// request, ParsePage answers a 400 naming limit or after, or a page of 1 to 1000 items
+// after a key that is exactly what a next link of that list would carry, for the three
+// kinds of sort key the APIs use (an id, a time and an id, a word).
+func FuzzPageIsWithinBoundsOrA400NamingTheParameter(f *testing.F) {
+	cursor := func(v any) string {
+		b, _ := json.Marshal(v)
+		return base64.RawURLEncoding.EncodeToString(b)
+	}
+	id := uuid.MustParse("018f2b1e-0000-7000-8000-000000000001")
+	at := time.Date(2026, 11, 29, 21, 0, 0, 123456000, time.UTC)
+	for _, seed := range []string{
+		"", "limit=1", "limit=1000", "limit=1001", "limit=0", "limit=-1", "limit=+5", "limit=05", "limit=5.0",
+		"limit=%205", "limit=99999999999999999999", "limit=5&limit=6", "limit=", "LIMIT=5",
+		"after=" + cursor(id), "after=" + cursor(id) + "&after=" + cursor(id), "after=", "after=null",
+		"after=" + cursor(nil), "after=" + cursor(strings.ToUpper(id.String())), "after=" + cursor(uuid.Nil),
+		"after=" + cursor(id) + "=", "after=" + strings.TrimRight(base64.URLEncoding.EncodeToString([]byte(`"`+id.String()+`"`)), "="),
+		"after=" + base64.StdEncoding.EncodeToString([]byte(`"`+id.String()+`"`)),
+		"after=" + cursor(position{CreatedAt: at, ID: id}),
+		"after=" + cursor(position{CreatedAt: at.In(time.FixedZone("", 3600)), ID: id}),
+		"after=" + cursor(position{ID: id}),
+		"after=" + cursor(map[string]any{"created_at": at, "id": id, "x": 1}),
+		"after=" + base64.RawURLEncoding.EncodeToString([]byte(`{"created_at":"2026-11-29T21:00:00Z","id":"`+id.String()+`","id":"`+id.String()+`"}`)),
+		"after=" + base64.RawURLEncoding.EncodeToString([]byte(`{"CREATED_AT":"2026-11-29T21:00:00Z","id":"`+id.String()+`"}`)),
+		"after=" + base64.RawURLEncoding.EncodeToString([]byte(`{"created_at":"10000-01-01T00:00:00Z","id":"`+id.String()+`"}`)),
+		"after=" + cursor("order-confirmed"), "after=" + cursor("order-shipped"), "after=" + cursor("order-confirmed\u0000"),
+		"after=" + base64.RawURLEncoding.EncodeToString([]byte(`"order-confirmed"]`)),
+		"after=" + base64.RawURLEncoding.EncodeToString([]byte("\"\xff\"")),
+		"limit=10&after=" + cursor(id),
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, rawQuery string) {
+		checkPage[uuid.UUID](t, rawQuery)
+		checkPage[position](t, rawQuery)
+		checkPage[kind](t, rawQuery)
 	})
 }
