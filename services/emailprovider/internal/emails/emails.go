@@ -16,9 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/bookstore-go/bookstore/services/platform/idempotency"
 	"log/slog"
-	"net/mail"
 	"time"
 
 	"github.com/google/uuid"
@@ -30,6 +28,8 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/emailprovider/internal/store"
 	"github.com/bookstore-go/bookstore/services/platform/backoff"
+	"github.com/bookstore-go/bookstore/services/platform/httpapi"
+	"github.com/bookstore-go/bookstore/services/platform/idempotency"
 )
 
 // StatusSent is the only status an email the provider knows has: it was sent.
@@ -37,7 +37,6 @@ const StatusSent = "sent"
 
 // Limits of a request.
 const (
-	MaxAddressLen = 254
 	MaxSubjectLen = 998 // RFC 5322's line limit
 	MaxTextLen    = 32 << 10
 )
@@ -55,11 +54,9 @@ func (r Request) Valid() map[string]string {
 	switch {
 	case r.To == "":
 		problems["to"] = "is required"
-	case len(r.To) > MaxAddressLen:
-		problems["to"] = fmt.Sprintf("must be at most %d characters", MaxAddressLen)
 	default:
-		if a, err := mail.ParseAddress(r.To); err != nil || a.Address != r.To || a.Name != "" {
-			problems["to"] = "must be a plain email address such as ada@example.com"
+		if p := httpapi.AddressProblem(r.To); p != "" {
+			problems["to"] = p
 		}
 	}
 	switch {
