@@ -117,18 +117,17 @@ func validate(schema map[string]any, v any, path string) []string {
 		}
 		props, _ := schema["properties"].(map[string]any)
 		additional, _ := schema["additionalProperties"].(map[string]any)
+		anyAdditional, _ := schema["additionalProperties"].(bool)
 		preserve, _ := schema["x-kubernetes-preserve-unknown-fields"].(bool)
 		for _, k := range sortedKeys(m) {
 			if p, ok := props[k].(map[string]any); ok {
 				errs = append(errs, validate(p, m[k], path+"."+k)...)
 			} else if additional != nil {
 				errs = append(errs, validate(additional, m[k], path+"."+k)...)
-			} else if !preserve && (props != nil || schema["additionalProperties"] == nil) {
-				// A schema that names its properties, or names none and does not preserve
-				// unknown fields, has no room for this one.
-				if props != nil || !isMetadata(path) {
-					fail("unknown field %q", k)
-				}
+			} else if !preserve && !anyAdditional && !isMetadata(path) {
+				// A structural schema keeps only the fields it names: the API server
+				// drops any other (and refuses it under strict field validation).
+				fail("unknown field %q", k)
 			}
 		}
 	case "array":

@@ -870,3 +870,76 @@ func TestProductionScaling(t *testing.T) {
 		}
 	}
 }
+
+// The Secrets production names and no operator writes are the ones docs/kubernetes.md
+// tells the reader to create, with every key the manifests read from them.
+func TestProductionSecretsAreDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "kubernetes.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := build(t, production)
+	read := map[string]map[string]bool{} // Secret to the keys read from it
+	note := func(name, key string) {
+		if read[name] == nil {
+			read[name] = map[string]bool{}
+		}
+		if key != "" {
+			read[name][key] = true
+		}
+	}
+	for _, d := range deployments(b) {
+		for _, s := range environment(t, b, d.Spec.Template.Spec.Containers[0]) {
+			if s.Kind == "Secret" {
+				note(s.Ref, s.Key)
+			}
+		}
+	}
+	for _, o := range b.all("TriggerAuthentication") {
+		refs, _ := dig(o.fields(t), "spec", "secretTargetRef").([]any)
+		for _, r := range refs {
+			r := r.(map[string]any)
+			note(r["name"].(string), r["key"].(string))
+		}
+	}
+	for _, o := range b.all("User") {
+		if name, ok := dig(o.fields(t), "spec", "importCredentialsSecret", "name").(string); ok {
+			note(name, "username")
+			note(name, "password")
+		}
+	}
+	for name, keys := range read {
+		if _, ok := b.get("Secret", name); ok {
+			continue
+		}
+		if c, ok := strings.CutSuffix(name, "-app"); ok {
+			if _, ok := b.get("Cluster", c); ok {
+				continue // CloudNativePG writes it
+			}
+		}
+		// The doc creates the services' Secrets in a loop over $s.
+		spelt := name
+		for _, s := range consumers {
+			if strings.HasPrefix(name, s+"-") {
+				spelt = "$s-" + strings.TrimPrefix(name, s+"-")
+			}
+		}
+		i := bytes.Index(doc, []byte("create secret generic "+spelt+" "))
+		if i < 0 {
+			t.Errorf("docs/kubernetes.md does not create the Secret %s (as %q)", name, spelt)
+			continue
+		}
+		// The command: up to the next command, the loop's end or the code block's.
+		cmd := doc[i:]
+		for _, end := range []string{"\n   kubectl ", "\n   done", "```"} {
+			if j := bytes.Index(cmd, []byte(end)); j > 0 {
+				cmd = cmd[:j]
+			}
+		}
+		for k := range keys {
+			if !bytes.Contains(cmd, []byte("--from-literal="+k+"=")) {
+				t.Errorf("docs/kubernetes.md creates the Secret %s without the key %s", name, k)
+			}
+		}
+	}
+}
