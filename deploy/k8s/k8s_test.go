@@ -32,6 +32,10 @@ const (
 // runtimeVariables are read by the Go runtime, not by a service's --help table.
 var runtimeVariables = []string{"GOMEMLIMIT", "GOMAXPROCS", "GODEBUG"}
 
+// podVariables are set from the pod itself, where compose has nothing to match: RELAY_ID
+// is the pod's name, so a container restarted in its pod takes its claims back at once.
+var podVariables = map[string]string{"RELAY_ID": "metadata.name"}
+
 // consumers are the services that use the broker; the email provider does not.
 var consumers = []string{"ordering", "inventory", "notification"}
 
@@ -118,8 +122,10 @@ func environment(t testing.TB, b built, c corev1.Container) map[string]envSource
 			env[e.Name] = envSource{Kind: "Secret", Ref: e.ValueFrom.SecretKeyRef.Name, Key: e.ValueFrom.SecretKeyRef.Key}
 		case e.ValueFrom.ConfigMapKeyRef != nil:
 			env[e.Name] = envSource{Kind: "ConfigMap", Ref: e.ValueFrom.ConfigMapKeyRef.Name, Key: e.ValueFrom.ConfigMapKeyRef.Key}
+		case e.ValueFrom.FieldRef != nil:
+			env[e.Name] = envSource{Kind: "Field", Key: e.ValueFrom.FieldRef.FieldPath}
 		default:
-			t.Errorf("%s: container %s: %s comes from neither a ConfigMap nor a Secret", b.Dir, c.Name, e.Name)
+			t.Errorf("%s: container %s: %s comes from neither a ConfigMap, a Secret nor a field of the pod", b.Dir, c.Name, e.Name)
 		}
 	}
 	return env
@@ -427,6 +433,10 @@ func TestEnvironmentMatchesHelp(t *testing.T) {
 					t.Errorf("%s: Deployment %s does not set %s", dir, name, v)
 				}
 			}
+			// A service with a relay names it after its pod (podVariables).
+			if r, ok := env["RELAY_ID"]; vars[name]["RELAY_ID"] && (!ok || !isPodVariable("RELAY_ID", r)) {
+				t.Errorf("%s: Deployment %s: RELAY_ID %+v, want the pod's name (fieldRef metadata.name)", dir, name, r)
+			}
 			if _, ok := env["AMQP_URL"]; ok != slices.Contains(consumers, name) {
 				t.Errorf("%s: Deployment %s sets AMQP_URL: %v, want %v", dir, name, ok, !ok)
 			}
@@ -578,8 +588,8 @@ func TestLocalMatchesCompose(t *testing.T) {
 				t.Errorf("Deployment %s: %s %q, compose %q", name, k, have, v)
 			}
 		}
-		for k := range env {
-			if _, ok := want[k]; !ok {
+		for k, s := range env {
+			if _, ok := want[k]; !ok && !isPodVariable(k, s) {
 				t.Errorf("Deployment %s sets %s, which compose does not", name, k)
 			}
 		}
@@ -630,6 +640,12 @@ func TestLocalMatchesCompose(t *testing.T) {
 	}
 }
 
+// isPodVariable: the variable is one of podVariables, from its field of the pod.
+func isPodVariable(name string, s envSource) bool {
+	path, ok := podVariables[name]
+	return ok && s.Kind == "Field" && s.Key == path
+}
+
 // checkServicePort: host:port is a Service of the overlay exposing that port.
 func checkServicePort(t testing.TB, b built, owner, variable, host, port string) {
 	t.Helper()
@@ -660,7 +676,9 @@ func TestProductionAgreesWithCompose(t *testing.T) {
 		for k, s := range env {
 			w, ok := want[k]
 			if !ok {
-				t.Errorf("Deployment %s sets %s, which compose does not", name, k)
+				if !isPodVariable(k, s) {
+					t.Errorf("Deployment %s sets %s, which compose does not", name, k)
+				}
 				continue
 			}
 			if differs[k] {
