@@ -85,3 +85,97 @@ func FuzzDecodeAcceptsOnlyEnvelopesThatKeepTheContract(f *testing.F) {
 		}
 	})
 }
+
+// keyPaths walks one JSON value generically, without the Go type, and returns the path
+// of every object key in it (array indices written as []), and whether some object
+// holds a key twice.
+func keyPaths(data []byte) (paths map[string]bool, twice bool, err error) {
+	paths = map[string]bool{}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var walk func(path string) error
+	walk = func(path string) error {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return err
+				}
+				key := k.(string)
+				twice = twice || seen[key]
+				seen[key] = true
+				paths[path+"."+key] = true
+				if err := walk(path + "." + key); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token()
+		case json.Delim('['):
+			for dec.More() {
+				if err := walk(path + "[]"); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token()
+		}
+		return err
+	}
+	return paths, twice, walk("")
+}
+
+// FuzzDecodeDataReadsOnlyTheFieldsItKnowsExactlyOnce: whatever an event's data holds,
+// DecodeData does not panic, and either refuses it as invalid-data poison or took data
+// whose every key, at any depth, is spelled exactly as a field of the type (the keys the
+// decoded value is written back with) and appears once in its object: no key in another
+// case, no key given twice, no unknown key.
+func FuzzDecodeDataReadsOnlyTheFieldsItKnowsExactlyOnce(f *testing.F) {
+	const data = `{"order_id":"018f2b1e-0000-7000-8000-0000000000aa","customer_email":"ada@example.com","lines":[{"item_id":"018f2b1e-0000-7000-8000-000000000001","quantity":2}]}`
+	for _, seed := range []string{
+		data,
+		strings.Replace(data, `"order_id"`, `"ORDER_ID"`, 1),
+		strings.Replace(data, `"quantity"`, `"Quantity"`, 1),
+		strings.Replace(data, `"order_id"`, `"order_\u0069d"`, 1), // the same key, escaped
+		strings.Replace(data, `{"order_id"`, `{"customer_email":"eve@example.com","order_id"`, 1),
+		strings.Replace(data, `"quantity":2`, `"quantity":2,"quantity":3`, 1),
+		strings.Replace(data, `"quantity":2`, `"quantity":2,"extra":3`, 1),
+		strings.Replace(data, `"lines"`, `"shipping":{},"lines"`, 1),
+		strings.Replace(data, `"quantity":2`, `"quantity":1e400`, 1),
+		strings.Replace(data, `"ada@example.com"`, `null`, 1),
+		strings.Replace(data, `"ada@example.com"`, `{"a":1}`, 1),
+		data + "]",
+		`{}`, `null`, `[]`, `"x"`, `1`, `{"lines":null}`, `{"lines":[null,{}]}`, `{"lines":[[{"item_id":1}]]}`,
+		"{\"customer_email\":\"\xff\"}", `{"customer_email":"\u0000"}`, "", "\xff",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var d placedData
+		err := Envelope{Type: placed, Data: data}.DecodeData(&d)
+		if err != nil {
+			if reason, ok := IsPoison(err); !ok || reason != ReasonInvalidData {
+				t.Fatalf("%q: error not invalid-data poison: %v", data, err)
+			}
+			return
+		}
+		got, twice, err := keyPaths(data)
+		if err != nil {
+			t.Fatalf("%q: accepted, but it does not walk as JSON: %v", data, err)
+		}
+		if twice {
+			t.Fatalf("%q: accepted with a key given twice", data)
+		}
+		back, _ := json.Marshal(d)
+		known, _, _ := keyPaths(back)
+		for p := range got {
+			if !known[p] {
+				t.Fatalf("%q: accepted the key %s, which %T does not write (it writes %s)", data, p, d, back)
+			}
+		}
+	})
+}
