@@ -116,6 +116,11 @@ func QueryUUID(r *http.Request, name string) (uuid.UUID, *Problem) {
 }
 
 func parseUUID(name, raw string) (uuid.UUID, *Problem) {
+	// Validate first: uuid.Parse takes any 38 bytes whose middle 36 are a UUID as the
+	// {braced} form without looking at the braces, so "\xff<uuid>\x00" would pass.
+	if err := uuid.Validate(raw); err != nil {
+		return uuid.Nil, pathUUIDProblem(name, raw)
+	}
 	id, err := uuid.Parse(raw)
 	if err != nil {
 		return uuid.Nil, pathUUIDProblem(name, raw)
