@@ -28,6 +28,7 @@ func FuzzOperatorCommandLineIsACommandOrAUsageError(f *testing.F) {
 		"dlq\nlist\n--id\na",
 		"outbox\nretry-dead\n--id\n" + id + "," + strings.ToUpper(id),
 		"outbox\nretry-dead\n--id\nnot-a-uuid",
+		"outbox\nretry-dead\n--id\nx" + id + "y",
 		"outbox\nretry-dead\n--id\n" + id + "\x00",
 		"outbox\nlist-dead\nextra",
 		"outbox\nlist-dead\n--id\n" + id,
@@ -92,7 +93,7 @@ func FuzzOperatorCommandLineIsACommandOrAUsageError(f *testing.F) {
 				t.Fatalf("%q: list-dead with ids %v", args, cmd.ids)
 			}
 			for _, id := range cmd.ids {
-				if _, err := uuid.Parse(id); err != nil {
+				if err := uuid.Validate(id); err != nil {
 					t.Fatalf("%q: retry-dead of %q, not an event id", args, id)
 				}
 			}

@@ -172,7 +172,8 @@ func parse(svc Service, args []string) (command, error) {
 			return usage("outbox list-dead takes no --id")
 		}
 		for _, id := range cmd.ids {
-			if _, err := uuid.Parse(id); err != nil {
+			// Validate, not Parse: Parse takes "x<uuid>y" for the {braced} form.
+			if err := uuid.Validate(id); err != nil {
 				return usage("--id %q is not an event id (a UUID)", id)
 			}
 		}
