@@ -54,10 +54,11 @@ generate: ## regenerate the sqlc code from sql/
 	$(SQLC) generate
 
 .PHONY: lint
-lint: ## gofmt, go vet and the sqlc drift check
-	@test -z "$$(gofmt -l services sql tools deploy)" || { gofmt -l services sql tools deploy; echo "gofmt: files above need formatting"; exit 1; }
+lint: ## gofmt, go vet, the sqlc drift check and the contracts (api/: OpenAPI, AsyncAPI, JSON Schema)
+	@test -z "$$(gofmt -l services sql tools deploy api)" || { gofmt -l services sql tools deploy api; echo "gofmt: files above need formatting"; exit 1; }
 	go vet $(PKGS)
 	$(SQLC) diff
+	go test -count=1 github.com/bookstore-go/bookstore/api/...
 
 .PHONY: demo
 demo: services ## the idempotent-consumer experiments, measured against the real Postgres

@@ -484,7 +484,7 @@ func drive(t *testing.T, sys system, amqpURL string) {
 		publishEvent(t, amqpURL, env)
 	}
 	for _, key := range []string{contracts.OrderPlaced, contracts.StockRejected} {
-		publish(t, amqpURL, key, amqp.Publishing{MessageId: uuid.NewString(), Type: key, ContentType: event.ContentType, Body: []byte("not json")})
+		testenv.PublishPoison(t, amqpURL, broker.Message{RoutingKey: key, Publishing: amqp.Publishing{MessageId: uuid.NewString(), Type: key, ContentType: event.ContentType, Body: []byte("not json")}})
 	}
 
 	if withProvider && withNotification {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bookstore-go/bookstore/api/apitest"
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
@@ -184,6 +185,7 @@ func builtBinaries(t testing.TB) map[string]string {
 
 func TestMain(m *testing.M) {
 	testenv.Topology = contracts.Topology // what testenv's helpers declare and publish to
+	testenv.Contracts = apitest.Checker{} // every request, response and event against api/
 	code := m.Run()
 	if built.dir != "" {
 		_ = os.RemoveAll(built.dir)

@@ -11,7 +11,7 @@ Bookstore
   inventory API         http://${host}:8082/books
   notification API      http://${host}:8083/notifications?order_id={id}
   email provider API    http://${host}:8084/v1/emails?to={address}
-  each service          /healthz  /readyz  /metrics on its port
+  each service          /healthz  /readyz  /metrics  /openapi.yaml on its port
 
 Around it (docker compose)
   RabbitMQ management   http://${host}:15672                (admin / admin)
@@ -19,5 +19,6 @@ Around it (docker compose)
   Prometheus            http://${host}:9090
   Grafana (dashboard)   http://${host}:3000/d/bookstore
   Mailpit (emails)      http://${host}:8025
+  Swagger UI (APIs)     http://${host}:8090                 (the four OpenAPI documents, api/openapi)
   Toxiproxy API         http://${host}:8474                 (only with --profile chaos)
 URLS

@@ -15,13 +15,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bookstore-go/bookstore/api/apitest"
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
 
 var services = []string{"emailprovider", "inventory", "ordering", "notification"}
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) {
+	testenv.Topology = contracts.Topology
+	testenv.Contracts = apitest.Checker{} // every request, response and event against api/
+	testenv.Main(m)
+}
 
 // system is one running Bookstore: four processes, four databases, one vhost.
 type system struct {

@@ -169,6 +169,8 @@ func StartProcess(t testing.TB, bin string, args []string, env map[string]string
 			t.Logf("%s (%v) log:\n%s", p.Name, p.err, p.Log())
 		}
 	})
+	// Every exchange with the service is checked against its HTTP contract.
+	watch(t, p.Base, p.Name)
 	WaitReady(t, p.Base, p.exited)
 	return p
 }

@@ -49,7 +49,51 @@ func Channel(t testing.TB, amqpURL string) *amqp.Channel {
 // moment ago, on a machine loaded by other tests, refuses messages until it has a leader
 // (the test then saw "broker nacked the message"). A message no queue is bound for fails
 // the test, and so does one still refused after PublishTimeout.
+//
+// A message of an event type of the Contracts must be one: a CloudEvent whose envelope
+// and data match the type's schema, with the AMQP properties the contract sets
+// (CheckEvent). A test that publishes a malformed message on purpose, to see it
+// dead-lettered, uses PublishPoison.
 func Publish(t testing.TB, amqpURL string, msgs ...broker.Message) {
+	t.Helper()
+	if Contracts != nil {
+		for _, m := range msgs {
+			if Contracts.IsEvent(m.RoutingKey) || Contracts.IsEvent(m.Publishing.Type) {
+				CheckEvent(t, m.Publishing)
+			}
+		}
+	}
+	publish(t, amqpURL, msgs...)
+}
+
+// PublishPoison is Publish without the check of the contracts: for the malformed message
+// a test publishes on purpose (unknown fields, a wrong id, data out of range).
+func PublishPoison(t testing.TB, amqpURL string, msgs ...broker.Message) {
+	t.Helper()
+	publish(t, amqpURL, msgs...)
+}
+
+// CheckEvent fails the test unless msg is an event of the Contracts: for Bookstore a
+// CloudEvent by the CloudEvents Go SDK, its envelope and data valid by api/schemas, its
+// content type, message_id and type those of the envelope. Use it on every event a test
+// captures from a service.
+func CheckEvent(t testing.TB, msg amqp.Publishing) {
+	t.Helper()
+	if Contracts == nil {
+		t.Fatal("testenv.Contracts is not set: set it in TestMain, beside testenv.Topology")
+	}
+	if err := Contracts.CheckMessage(msg.ContentType, msg.MessageId, msg.Type, msg.Body); err != nil {
+		t.Errorf("event %s (%s) breaks the contracts: %v", msg.MessageId, msg.Type, err)
+	}
+}
+
+// CheckDelivery is CheckEvent for a message a test took from a queue.
+func CheckDelivery(t testing.TB, d amqp.Delivery) {
+	t.Helper()
+	CheckEvent(t, amqp.Publishing{ContentType: d.ContentType, MessageId: d.MessageId, Type: d.Type, Body: d.Body})
+}
+
+func publish(t testing.TB, amqpURL string, msgs ...broker.Message) {
 	t.Helper()
 	conn, ch := dial(t, amqpURL)
 	defer conn.Close()

@@ -54,6 +54,9 @@ func StartInProcess(t testing.TB, run RunFunc, env map[string]string) (baseURL s
 		}
 	})
 	baseURL = "http://" + vars["HTTP_ADDR"]
+	// Every exchange with the service is checked against its HTTP contract (the run
+	// function does not say which service it is: the contract finds it by path).
+	watch(t, baseURL, "")
 	WaitReady(t, baseURL, exited)
 	return baseURL
 }

@@ -10,9 +10,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bookstore-go/bookstore/api/apitest"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
+
+// Every request the tests send the provider, and every response, is checked against
+// api/openapi/emailprovider.yaml.
+func TestMain(m *testing.M) {
+	testenv.Contracts = apitest.Checker{}
+	testenv.Main(m)
+}
 
 // The tests of this package start the real provider in-process through run(), each on its
 // own database, and talk to it over HTTP. This file holds what they share.

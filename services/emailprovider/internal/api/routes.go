@@ -5,6 +5,7 @@ package api
 import (
 	"net/http"
 
+	apidocs "github.com/bookstore-go/bookstore/api"
 	"github.com/bookstore-go/bookstore/services/emailprovider/internal/emails"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
@@ -20,6 +21,7 @@ func NewServer(svc *emails.Service, faults *emails.Faults, adminEnabled bool, te
 	r.Get("/v1/emails/*", getEmail(svc, tel))
 	r.Get("/admin/faults", getFaults(faults))
 	r.Put("/admin/faults", putFaults(faults, adminEnabled, tel))
+	httpapi.Document(r, apidocs.OpenAPI("emailprovider"))
 	httpapi.Probes(r, tel, ready...)
 	return httpapi.Instrument(tel, r)
 }

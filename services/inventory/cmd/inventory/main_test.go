@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/bookstore-go/bookstore/api/apitest"
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
@@ -31,6 +32,7 @@ const outcomesQueue = "test.inventory-outcomes"
 // The helpers of testenv declare and publish to the system's topology.
 func TestMain(m *testing.M) {
 	testenv.Topology = contracts.Topology
+	testenv.Contracts = apitest.Checker{} // every request, response and event against api/
 	testenv.Main(m)
 }
 
@@ -118,6 +120,15 @@ func publish(t *testing.T, amqpURL, routingKey, messageID string, body []byte) {
 func publishEvent(t *testing.T, amqpURL string, env event.Envelope) {
 	t.Helper()
 	publish(t, amqpURL, env.Type, env.ID, marshal(t, env))
+}
+
+// publishPoison is publish for a message malformed on purpose: it is not checked against
+// the contracts (api/asyncapi.yaml) as every other message a test publishes is.
+func publishPoison(t *testing.T, amqpURL, routingKey, messageID string, body []byte) {
+	t.Helper()
+	testenv.PublishPoison(t, amqpURL, broker.Message{RoutingKey: routingKey, Publishing: amqp.Publishing{
+		MessageId: messageID, Type: routingKey, ContentType: event.ContentType, AppId: "ordering", Body: body,
+	}})
 }
 
 // distinctIDs counts the distinct message ids of msgs: a relay may publish an event twice

@@ -193,7 +193,7 @@ func TestV2WithoutItsRequiredFieldIsDeadLettered(t *testing.T) {
 		withData(`{"customer_email": "ada@example.com", ` + rest + `}`), // v1's shape labelled v2
 	}
 	for _, env := range poison {
-		publishEvent(t, e.amqpURL, env)
+		publishPoison(t, e.amqpURL, env.Type, env.ID, marshal(t, env))
 	}
 	valid := orderPlacedV2(t, "", contracts.Line{BookID: dune, Quantity: 2})
 	publishEvent(t, e.amqpURL, valid)

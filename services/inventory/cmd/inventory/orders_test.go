@@ -35,6 +35,7 @@ func TestEveryStrategyAnnouncesTheOutcome(t *testing.T) {
 			got := map[string]event.Envelope{}
 			testenv.Eventually(t, 20*time.Second, "two outcome events", func() bool {
 				for _, m := range testenv.Drain(t, e.amqpURL, outcomesQueue, 50*time.Millisecond) {
+					testenv.CheckDelivery(t, m) // the CloudEvents SDK and api/schemas
 					if m.AppId != "inventory" || m.Type == "" || m.ContentType != event.ContentType || m.DeliveryMode != 2 {
 						t.Errorf("properties: app_id %q type %q content_type %q delivery_mode %d", m.AppId, m.Type, m.ContentType, m.DeliveryMode)
 					}
@@ -131,7 +132,7 @@ func TestPoisonMessagesAreDeadLetteredAndTheRestProcessed(t *testing.T) {
 		poison[env.ID] = marshal(t, env)
 	}
 	for id, body := range poison {
-		publish(t, e.amqpURL, key, id, body)
+		publishPoison(t, e.amqpURL, key, id, body)
 	}
 	valid := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 2})
 	publishEvent(t, e.amqpURL, valid)

@@ -5,6 +5,7 @@ package api
 import (
 	"net/http"
 
+	apidocs "github.com/bookstore-go/bookstore/api"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
@@ -16,6 +17,7 @@ func NewServer(svc *stock.Service, adminEnabled bool, tel *telemetry.Telemetry, 
 	r.Get("/books", listBooks(svc, tel))
 	r.Get("/books/{id}", getBook(svc, tel))
 	r.Put("/books/{id}", putBook(svc, adminEnabled, tel))
+	httpapi.Document(r, apidocs.OpenAPI("inventory"))
 	httpapi.Probes(r, tel, ready...)
 	return httpapi.Instrument(tel, r)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/bookstore-go/bookstore/api/apitest"
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
@@ -28,7 +29,10 @@ import (
 )
 
 // The helpers of testenv declare and publish to the system's topology.
-func init() { testenv.Topology = contracts.Topology }
+func init() {
+	testenv.Topology = contracts.Topology
+	testenv.Contracts = apitest.Checker{} // every event published against api/
+}
 
 // More seeded books: The Left Hand of Darkness (5 on hand), The Dispossessed (4), Solaris (5).
 var (

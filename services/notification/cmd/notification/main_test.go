@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/bookstore-go/bookstore/api/apitest"
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
@@ -29,6 +30,7 @@ import (
 // The helpers of testenv declare and publish to the system's topology.
 func TestMain(m *testing.M) {
 	testenv.Topology = contracts.Topology
+	testenv.Contracts = apitest.Checker{} // every request, response and event against api/
 	testenv.Main(m)
 }
 

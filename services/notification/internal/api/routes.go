@@ -5,6 +5,7 @@ package api
 import (
 	"net/http"
 
+	apidocs "github.com/bookstore-go/bookstore/api"
 	"github.com/bookstore-go/bookstore/services/notification/internal/notifications"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
@@ -14,6 +15,7 @@ import (
 func NewServer(svc *notifications.Service, tel *telemetry.Telemetry, ready ...httpapi.Check) http.Handler {
 	r := httpapi.NewRouter()
 	r.Get("/notifications", listNotifications(svc, tel))
+	httpapi.Document(r, apidocs.OpenAPI("notification"))
 	httpapi.Probes(r, tel, ready...)
 	return httpapi.Instrument(tel, r)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bookstore-go/bookstore/api/apitest"
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
@@ -20,6 +21,7 @@ const dune = "018f2b1e-0000-7000-8000-000000000001"
 // The helpers of testenv declare and publish to the system's topology.
 func TestMain(m *testing.M) {
 	testenv.Topology = contracts.Topology
+	testenv.Contracts = apitest.Checker{} // every request, response and event against api/
 	testenv.Main(m)
 }
 

@@ -50,6 +50,7 @@ func TestPlaceOrderPublishesOneEventWithTheContractsEnvelope(t *testing.T) {
 		t.Fatalf("got %d messages, want 1", len(msgs))
 	}
 	m := msgs[0]
+	testenv.CheckDelivery(t, m) // the CloudEvents SDK and api/schemas
 	env, err := event.Decode(m.Body, contracts.OrderPlaced)
 	if err != nil {
 		t.Fatalf("envelope: %v\n%s", err, m.Body)

@@ -75,6 +75,7 @@ func TestVersion2IsWrittenThroughTheSameOutboxBesideVersion1(t *testing.T) {
 	testenv.Eventually(t, 20*time.Second, "both events published", func() bool {
 		for _, m := range testenv.Drain(t, e.amqpURL, contracts.QueueInventoryOrderPlaced, 100*time.Millisecond) {
 			msgs++
+			testenv.CheckDelivery(t, m) // v1 and v2 against api/schemas, and the CloudEvents SDK
 			env, err := event.Decode(m.Body, contracts.OrderPlaced, contracts.OrderPlacedV2)
 			if err != nil {
 				t.Fatalf("%s: %v", m.Body, err)

@@ -5,6 +5,7 @@ package api
 import (
 	"net/http"
 
+	apidocs "github.com/bookstore-go/bookstore/api"
 	"github.com/bookstore-go/bookstore/services/ordering/internal/orders"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
@@ -15,6 +16,7 @@ func NewServer(svc *orders.Service, tel *telemetry.Telemetry, ready ...httpapi.C
 	r := httpapi.NewRouter()
 	r.Post("/orders", placeOrder(svc, tel))
 	r.Get("/orders/{id}", getOrder(svc, tel))
+	httpapi.Document(r, apidocs.OpenAPI("ordering"))
 	httpapi.Probes(r, tel, ready...)
 	return httpapi.Instrument(tel, r)
 }
