@@ -94,3 +94,12 @@ WHERE id IN (
     SELECT id FROM outbox
     WHERE state = 'published' AND published_at < now() - make_interval(secs => sqlc.arg(retention_seconds)::float8)
     LIMIT sqlc.arg(batch_size));
+
+-- name: ListOutboxForAggregate :many
+-- The events of one aggregate in sequence order, with where each stands (GET
+-- /orders/{id}/events in ordering, the reservation's events in inventory). The unique
+-- (aggregate_type, aggregate_id, sequence) index answers it.
+SELECT id, event_type, sequence, state, attempts, traceparent, created_at, published_at
+FROM outbox
+WHERE aggregate_type = $1 AND aggregate_id = $2
+ORDER BY sequence;

@@ -94,3 +94,25 @@ func putBook(svc *stock.Service, enabled bool, tel *telemetry.Telemetry) http.Ha
 		}
 	}
 }
+
+// getReservation is GET /orders/{id}/reservation: inventory's answer to one order, read-
+// only. 404 until inventory has answered it (or for an order it never heard of).
+func getReservation(svc *stock.Service, tel *telemetry.Telemetry) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, problem := httpapi.PathUUID(r, "id")
+		if problem != nil {
+			httpapi.WriteProblem(w, problem)
+			return
+		}
+		res, err := svc.Reservation(r.Context(), id)
+		switch {
+		case errors.Is(err, stock.ErrNoAnswer):
+			httpapi.NotFound(w, "an answer to order "+id.String())
+		case err != nil:
+			tel.Logger.ErrorContext(r.Context(), "get reservation failed", "err", err)
+			httpapi.Internal(w)
+		default:
+			httpapi.WriteJSON(w, http.StatusOK, res)
+		}
+	}
+}

@@ -17,6 +17,7 @@ func NewServer(svc *stock.Service, adminEnabled bool, tel *telemetry.Telemetry, 
 	r.Get("/books", listBooks(svc, tel))
 	r.Get("/books/{id}", getBook(svc, tel))
 	r.Put("/books/{id}", putBook(svc, adminEnabled, tel))
+	r.Get("/orders/{id}/reservation", getReservation(svc, tel))
 	httpapi.Document(r, apidocs.OpenAPI("inventory"))
 	httpapi.Probes(r, tel, ready...)
 	return httpapi.Instrument(tel, r)

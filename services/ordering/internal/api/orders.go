@@ -70,3 +70,25 @@ func getOrder(svc *orders.Service, tel *telemetry.Telemetry) http.HandlerFunc {
 		}
 	}
 }
+
+// getOrderEvents is GET /orders/{id}/events: the order's events in ordering's outbox and
+// where each stands (written, published), read-only. 404 for an unknown order.
+func getOrderEvents(svc *orders.Service, tel *telemetry.Telemetry) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, problem := httpapi.PathUUID(r, "id")
+		if problem != nil {
+			httpapi.WriteProblem(w, problem)
+			return
+		}
+		events, err := svc.OrderEvents(r.Context(), id)
+		switch {
+		case errors.Is(err, orders.ErrNotFound):
+			httpapi.NotFound(w, "order "+id.String())
+		case err != nil:
+			tel.Logger.ErrorContext(r.Context(), "get order events failed", "err", err)
+			httpapi.Internal(w)
+		default:
+			httpapi.WriteJSON(w, http.StatusOK, events)
+		}
+	}
+}

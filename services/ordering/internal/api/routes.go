@@ -16,6 +16,7 @@ func NewServer(svc *orders.Service, tel *telemetry.Telemetry, ready ...httpapi.C
 	r := httpapi.NewRouter()
 	r.Post("/orders", placeOrder(svc, tel))
 	r.Get("/orders/{id}", getOrder(svc, tel))
+	r.Get("/orders/{id}/events", getOrderEvents(svc, tel))
 	httpapi.Document(r, apidocs.OpenAPI("ordering"))
 	httpapi.Probes(r, tel, ready...)
 	return httpapi.Instrument(tel, r)

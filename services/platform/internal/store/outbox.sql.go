@@ -191,6 +191,61 @@ func (q *Queries) InsertOutboxBatch(ctx context.Context, arg InsertOutboxBatchPa
 	return err
 }
 
+const listOutboxForAggregate = `-- name: ListOutboxForAggregate :many
+SELECT id, event_type, sequence, state, attempts, traceparent, created_at, published_at
+FROM outbox
+WHERE aggregate_type = $1 AND aggregate_id = $2
+ORDER BY sequence
+`
+
+type ListOutboxForAggregateParams struct {
+	AggregateType string
+	AggregateID   string
+}
+
+type ListOutboxForAggregateRow struct {
+	ID          uuid.UUID
+	EventType   string
+	Sequence    int64
+	State       string
+	Attempts    int32
+	Traceparent string
+	CreatedAt   time.Time
+	PublishedAt *time.Time
+}
+
+// The events of one aggregate in sequence order, with where each stands (GET
+// /orders/{id}/events in ordering, the reservation's events in inventory). The unique
+// (aggregate_type, aggregate_id, sequence) index answers it.
+func (q *Queries) ListOutboxForAggregate(ctx context.Context, arg ListOutboxForAggregateParams) ([]ListOutboxForAggregateRow, error) {
+	rows, err := q.db.Query(ctx, listOutboxForAggregate, arg.AggregateType, arg.AggregateID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListOutboxForAggregateRow
+	for rows.Next() {
+		var i ListOutboxForAggregateRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.EventType,
+			&i.Sequence,
+			&i.State,
+			&i.Attempts,
+			&i.Traceparent,
+			&i.CreatedAt,
+			&i.PublishedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const markPublished = `-- name: MarkPublished :execrows
 UPDATE outbox
 SET state = 'published', published_at = now(), claimed_by = NULL, claimed_until = NULL, claim_token = NULL
