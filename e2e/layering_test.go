@@ -140,7 +140,7 @@ func serviceOf(importPath string) string {
 
 func isService(name string) bool {
 	switch name {
-	case "ordering", "inventory", "notification", "emailprovider":
+	case "ordering", "inventory", "notification", "emailprovider", "storefront":
 		return true
 	}
 	return false

@@ -1,0 +1,322 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/bookstore-go/bookstore/api/apitest"
+	"github.com/bookstore-go/bookstore/services/contracts"
+	"github.com/bookstore-go/bookstore/services/platform/testenv"
+)
+
+// The storefront's test starts the real system (the four services as processes, against
+// the real Postgres and RabbitMQ, and the storefront itself) and drives the page in a real
+// headless Chromium, as a learner would.
+
+func TestMain(m *testing.M) {
+	testenv.Topology = contracts.Topology
+	testenv.Contracts = apitest.Checker{} // every request the test sends a service, against api/
+	testenv.Main(m)
+}
+
+const (
+	dune      = "018f2b1e-0000-7000-8000-000000000001"
+	jaegerURL = "http://jaeger.test:16686"
+	sourceURL = "https://github.com/bookstore-go/bookstore/blob/main/"
+)
+
+// system is the four services and the storefront in front of them.
+type system struct {
+	url map[string]string // service name -> base URL
+	db  map[string]string // service name -> database URL
+}
+
+func startSystem(t *testing.T) *system {
+	t.Helper()
+	s := &system{url: map[string]string{}, db: map[string]string{}}
+	amqpURL := testenv.VHost(t)
+	for _, name := range []string{"emailprovider", "inventory", "ordering", "notification"} {
+		bin := testenv.Build(t, "github.com/bookstore-go/bookstore/services/"+name+"/cmd/"+name)
+		admin, db := testenv.Database(t, name)
+		env := map[string]string{"DATABASE_URL": db, "DATABASE_ADMIN_URL": admin, "AMQP_URL": amqpURL, "LOG_LEVEL": "info"}
+		switch name {
+		case "emailprovider":
+			env["EMAILPROVIDER_ADMIN"] = "1" // the break-it panel's ambiguous answers
+		case "inventory":
+			env["INVENTORY_ADMIN"] = "1" // the test sets the stock with PUT /books/{id}
+		case "notification":
+			env["EMAILPROVIDER_URL"] = s.url["emailprovider"]
+			env["PROVIDER_TIMEOUT"] = "1s" // an ambiguous answer is given up on soon
+		}
+		p := testenv.StartProcess(t, bin, nil, env)
+		s.url[name], s.db[name] = p.Base, db
+	}
+	storefront := testenv.StartProcess(t, testenv.Build(t, "."), nil, map[string]string{
+		"ORDERING_URL": s.url["ordering"], "INVENTORY_URL": s.url["inventory"],
+		"NOTIFICATION_URL": s.url["notification"], "EMAILPROVIDER_URL": s.url["emailprovider"],
+		"JAEGER_URL": jaegerURL, "SOURCE_URL": sourceURL, "STOREFRONT_DEMOS": "1", "LOG_LEVEL": "info",
+	})
+	s.url["storefront"] = storefront.Base
+	return s
+}
+
+func (s *system) setStock(t *testing.T, id, title string, onHand int) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"title": title, "on_hand": onHand})
+	req, _ := http.NewRequest(http.MethodPut, s.url["inventory"]+"/books/"+id, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated {
+		t.Fatalf("PUT /books/%s: %d", id, resp.StatusCode)
+	}
+}
+
+// chromium is the browser's path: CHROMIUM, or chromium on the PATH. Without one the test
+// is skipped on a developer's machine and fails in CI (CI=true), where .ci/run installs it.
+func chromium(t *testing.T) string {
+	t.Helper()
+	path := os.Getenv("CHROMIUM")
+	if path == "" {
+		path, _ = exec.LookPath("chromium")
+	}
+	if path == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("no Chromium (set CHROMIUM, or apt-get install chromium; .ci/run installs it)")
+		}
+		t.Skip("no Chromium: set CHROMIUM, or apt-get install chromium")
+	}
+	return path
+}
+
+// browser starts a headless Chromium with the flags this closed network needs and a
+// fresh profile, and returns its chromedp context.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	path := chromium(t)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1200, 1700),
+	)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(allocCtx, chromedp.WithLogf(t.Logf))
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil { // starts the browser, with no deadline of its own
+		t.Fatalf("start %s: %v", path, err)
+	}
+	return ctx
+}
+
+// do runs actions with a deadline: every wait of the test is on an element or a
+// condition of the page, bounded here, never a fixed sleep.
+func do(t *testing.T, ctx context.Context, what string, timeout time.Duration, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := chromedp.Do(tctx, actions...); err != nil {
+		t.Fatalf("%s: %v\npage:\n%s", what, err, pageHTML(ctx))
+	}
+}
+
+// get runs one action that reads a value, with a deadline.
+func get[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
+	t.Helper()
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(tctx, a)
+	if err != nil {
+		t.Fatalf("%s: %v\npage:\n%s", what, err, pageHTML(ctx))
+	}
+	return v
+}
+
+// pageHTML is the page's main element, for a failure's message.
+func pageHTML(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	html, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("main").outerHTML`))
+	if err != nil {
+		return err.Error()
+	}
+	return html
+}
+
+// steps are the journey's steps, in the order they happen.
+var steps = []string{"placed", "published", "reserved", "announced", "applied", "email", "delivered"}
+
+// fill fills the order form.
+func fill(quantity int, email string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(
+		chromedp.SetValue(chromedp.ID("order-book"), dune),
+		chromedp.SetValue(chromedp.ID("order-quantity"), fmt.Sprint(quantity)),
+		chromedp.SetValue(chromedp.ID("order-email"), email),
+	)
+}
+
+// available waits until the page shows Dune's available stock as want.
+func available(want int) chromedp.Action[chromedp.Void] {
+	return chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelector("#book-%s .available").textContent.trim() === "%d"`, dune, want),
+		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(0))
+}
+
+func text(t *testing.T, ctx context.Context, css string) string {
+	t.Helper()
+	return strings.TrimSpace(get(t, ctx, "text of "+css, chromedp.Text(chromedp.CSS(css))))
+}
+
+func href(t *testing.T, ctx context.Context, css string) string {
+	t.Helper()
+	return get(t, ctx, "href of "+css, chromedp.AttributeValue(chromedp.CSS(css), "href")).Value
+}
+
+// watchJourney waits for each step in turn to show state ("done", or "rejected" for the
+// steps of a rejection), with its time and its links, and for the journey to end.
+func watchJourney(t *testing.T, ctx context.Context, orderID string, states map[string]string) {
+	t.Helper()
+	do(t, ctx, "journey of "+orderID, 10*time.Second,
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#journey[data-order="%s"]`, orderID))))
+	for _, step := range steps {
+		state := states[step]
+		if state == "" {
+			state = "done"
+		}
+		sel := fmt.Sprintf(`#step-%s[data-state="%s"]`, step, state)
+		do(t, ctx, "step "+step+" "+state, 30*time.Second, chromedp.WaitVisible(chromedp.CSS(sel)))
+		if at := text(t, ctx, sel+" .at"); !strings.HasSuffix(at, " UTC") {
+			t.Errorf("step %s shows no time: %q", step, at)
+		}
+		if source := href(t, ctx, sel+" a.source"); !strings.HasPrefix(source, sourceURL+"services/") || !strings.HasSuffix(source, ".go") {
+			t.Errorf("step %s links its source to %q", step, source)
+		}
+	}
+	do(t, ctx, "journey over", 30*time.Second, chromedp.WaitVisible(chromedp.CSS(`#journey[data-done="true"]`)))
+	if trace := href(t, ctx, "#step-placed a.trace"); !strings.HasPrefix(trace, jaegerURL+"/trace/") || len(trace) != len(jaegerURL+"/trace/")+32 {
+		t.Errorf("trace link %q, want %s/trace/<trace id>", trace, jaegerURL)
+	}
+}
+
+// placedOrder waits for the page to follow an order other than previous and returns
+// its id.
+func placedOrder(t *testing.T, ctx context.Context, previous string) string {
+	t.Helper()
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	id, err := chromedp.Run(tctx, chromedp.Poll[string](fmt.Sprintf(
+		`(() => { const o = document.getElementById("journey").dataset.order; return o && o !== %q ? o : false })()`, previous),
+		chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(0)))
+	if err != nil {
+		t.Fatalf("no order placed: %v\npage:\n%s", err, pageHTML(ctx))
+	}
+	return id
+}
+
+// screenshot saves the page as a PNG in STOREFRONT_SCREENSHOTS (docs/img for the README)
+// when that is set.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	dir := os.Getenv("STOREFRONT_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	png := get(t, ctx, "screenshot", chromedp.FullScreenshot(100))
+	if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStorefrontShowsAnOrdersJourneyInABrowser: load the page, order a book and watch
+// every step of its journey appear, the stock fall and the email arrive once; order more
+// than there is and watch the rejection; double-click and see one order; switch the
+// provider to ambiguous answers and see the email still delivered once.
+func TestStorefrontShowsAnOrdersJourneyInABrowser(t *testing.T) {
+	s := startSystem(t)
+	s.setStock(t, dune, "Dune", 5)
+	ctx := browser(t)
+
+	do(t, ctx, "load the page", 20*time.Second,
+		chromedp.Navigate(s.url["storefront"]),
+		chromedp.WaitVisible(chromedp.ID("book-"+dune)),
+		available(5))
+
+	// An order of two: every step appears, Dune falls to 3, one email delivered once.
+	do(t, ctx, "order two", 10*time.Second, fill(2, "ada@example.com"), chromedp.Click(chromedp.ID("order-submit")))
+	first := placedOrder(t, ctx, "")
+	watchJourney(t, ctx, first, nil)
+	do(t, ctx, "stock falls", 10*time.Second, available(3))
+	if d := text(t, ctx, "#step-delivered .detail"); !strings.Contains(d, "delivered 1 time(s)") || !strings.Contains(d, "ada@example.com") {
+		t.Errorf("delivered step says %q, want one delivery to ada@example.com", d)
+	}
+	if e := text(t, ctx, "#step-email .detail"); !strings.Contains(e, "order-confirmed: completed") {
+		t.Errorf("email step says %q, want order-confirmed: completed", e)
+	}
+	screenshot(t, ctx, "storefront-journey.png")
+
+	// More than there is: rejected by inventory, the order rejected, a rejection email;
+	// the stock unchanged.
+	do(t, ctx, "order fifty", 10*time.Second, fill(50, "bob@example.com"), chromedp.Click(chromedp.ID("order-submit")))
+	rejected := placedOrder(t, ctx, first)
+	watchJourney(t, ctx, rejected, map[string]string{"reserved": "rejected", "applied": "rejected"})
+	do(t, ctx, "stock unchanged", 10*time.Second, available(3),
+		chromedp.WaitVisible(chromedp.CSS(`#journey[data-status="rejected"]`)))
+	if e := text(t, ctx, "#step-email .detail"); !strings.Contains(e, "order-rejected: completed") {
+		t.Errorf("email step says %q, want order-rejected: completed", e)
+	}
+	screenshot(t, ctx, "storefront-rejected.png")
+
+	// A double click sends the form twice with the key the page was rendered with: one
+	// order, one copy reserved, one email.
+	do(t, ctx, "double click", 10*time.Second, fill(1, "carol@example.com"), chromedp.DoubleClick(chromedp.ID("order-submit")))
+	double := placedOrder(t, ctx, rejected)
+	watchJourney(t, ctx, double, nil)
+	do(t, ctx, "one copy reserved", 10*time.Second, available(2))
+	if n := testenv.Count(t, testenv.Pool(t, s.db["ordering"]), "SELECT count(*) FROM orders WHERE customer_email = 'carol@example.com'"); n != 1 {
+		t.Errorf("a double click placed %d orders, want 1", n)
+	}
+	if n := testenv.Count(t, testenv.Pool(t, s.db["emailprovider"]), "SELECT count(*) FROM emails WHERE recipient = 'carol@example.com'"); n != 1 {
+		t.Errorf("%d emails to carol@example.com, want 1", n)
+	}
+
+	// Break it: the provider sends, then stalls its answer. The email is still delivered
+	// once: notification's next attempt finds it by its key before sending again.
+	do(t, ctx, "ambiguous answers on", 10*time.Second,
+		chromedp.Click(chromedp.ID("demo-ambiguous")),
+		chromedp.WaitVisible(chromedp.CSS(`#demo-ambiguous[data-on="true"]`)))
+	do(t, ctx, "order one more", 10*time.Second, fill(1, "dan@example.com"), chromedp.Click(chromedp.ID("order-submit")))
+	ambiguous := placedOrder(t, ctx, double)
+	watchJourney(t, ctx, ambiguous, nil)
+	do(t, ctx, "one more copy reserved", 10*time.Second, available(1))
+	if d := text(t, ctx, "#step-delivered .detail"); !strings.Contains(d, "delivered 1 time(s)") {
+		t.Errorf("after an ambiguous answer the delivered step says %q, want one delivery", d)
+	}
+	if e := text(t, ctx, "#step-email .detail"); strings.Contains(e, "after 1 provider attempt(s)") {
+		t.Errorf("email step says %q: the ambiguous answer should have cost an attempt", e)
+	}
+	screenshot(t, ctx, "storefront-demos.png")
+	do(t, ctx, "ambiguous answers off", 10*time.Second,
+		chromedp.Click(chromedp.ID("demo-ambiguous")),
+		chromedp.WaitVisible(chromedp.CSS(`#demo-ambiguous[data-on="false"]`)))
+}

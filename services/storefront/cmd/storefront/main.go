@@ -1,0 +1,87 @@
+// Command storefront serves one web page that lists the books, places an order with an
+// Idempotency-Key, and shows the order's journey through the system live: the outbox
+// row, the relay's publish, inventory's inbox and reservation, the outcome back in
+// ordering, and the two-phase email. It reads the services' public HTTP APIs only; it
+// has no database and no broker connection.
+//
+//	storefront          the page on :8080
+//	storefront --help   every environment variable and its default
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/bookstore-go/bookstore/services/platform/config"
+	"github.com/bookstore-go/bookstore/services/platform/httpapi"
+	"github.com/bookstore-go/bookstore/services/platform/telemetry"
+	"github.com/bookstore-go/bookstore/services/storefront/internal/web"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "storefront:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	cfg, standard := config.Standard("storefront", 8080)
+	var vars []config.Var
+	for _, v := range standard {
+		switch v.Name {
+		case "HTTP_ADDR", "OTEL_EXPORTER_OTLP_ENDPOINT", "LOG_LEVEL", "PPROF_ADDR":
+			vars = append(vars, v) // no database, no broker, no failpoints here
+		}
+	}
+	var urls web.URLs
+	var jaegerURL, sourceURL, demos string
+	vars = append(vars,
+		config.String("ORDERING_URL", "http://127.0.0.1:8081", "base URL of ordering's API", &urls.Ordering),
+		config.String("INVENTORY_URL", "http://127.0.0.1:8082", "base URL of inventory's API", &urls.Inventory),
+		config.String("NOTIFICATION_URL", "http://127.0.0.1:8083", "base URL of notification's API", &urls.Notification),
+		config.String("EMAILPROVIDER_URL", "http://127.0.0.1:8084", "base URL of the email provider's API", &urls.EmailProvider),
+		config.String("JAEGER_URL", "", "Jaeger's UI as the browser reaches it, e.g. http://localhost:16686; empty: no trace links", &jaegerURL),
+		config.String("SOURCE_URL", "https://github.com/bookstore-go/bookstore/blob/main/", "prefix of the links to the file that does each step", &sourceURL),
+		config.String("STOREFRONT_DEMOS", "0", "1: show the break-it panel, whose buttons change the running system (the provider's faults)", &demos),
+	)
+	if err := config.Parse("storefront", args, getenv, stdout, vars); err != nil {
+		if errors.Is(err, config.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if rest := config.Rest(args); len(rest) > 0 {
+		return fmt.Errorf("unknown command %q (storefront takes none)", rest[0])
+	}
+	if demos != "0" && demos != "1" {
+		return fmt.Errorf("STOREFRONT_DEMOS=%q: want 0 or 1", demos)
+	}
+
+	tel, err := telemetry.Setup(ctx, telemetry.Options{Service: "storefront", LogLevel: cfg.LogLevel, OTLPEndpoint: cfg.OTLPEndpoint, Stdout: stdout})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tel.Shutdown(context.WithoutCancel(ctx)) }()
+	log := tel.Logger
+
+	// No readiness check of its own: the services it reads are theirs to report, and a
+	// page that says one of them is down is more use than a storefront out of rotation.
+	handler := web.NewServer(web.Options{URLs: urls, JaegerURL: jaegerURL, SourceURL: sourceURL, Demos: demos == "1"}, tel)
+	log.InfoContext(ctx, "storefront started", "http_addr", cfg.HTTPAddr, "ordering_url", urls.Ordering,
+		"inventory_url", urls.Inventory, "notification_url", urls.Notification, "emailprovider_url", urls.EmailProvider,
+		"jaeger_url", jaegerURL, "demos", demos == "1")
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return httpapi.ServeProfiles(ctx, cfg.PprofAddr, log) })
+	g.Go(func() error { return httpapi.Serve(ctx, cfg.HTTPAddr, handler, log, nil) })
+	return g.Wait()
+}

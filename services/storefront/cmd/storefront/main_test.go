@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/bookstore-go/bookstore/services/platform/testenv"
+)
+
+// startAlone runs the storefront in-process with nothing behind it but what env names.
+func startAlone(t *testing.T, env map[string]string) string {
+	t.Helper()
+	return testenv.StartInProcess(t, run, env)
+}
+
+func TestHelpListsEveryVariable(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"--help"}, func(string) string { return "" }, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"HTTP_ADDR", "ORDERING_URL", "INVENTORY_URL", "NOTIFICATION_URL", "EMAILPROVIDER_URL", "JAEGER_URL", "SOURCE_URL", "STOREFRONT_DEMOS", "LOG_LEVEL", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
+		if !strings.Contains(out.String(), name) {
+			t.Errorf("--help does not list %s:\n%s", name, out.String())
+		}
+	}
+	for _, name := range []string{"DATABASE_URL", "AMQP_URL", "BOOKSTORE_FAILPOINTS"} {
+		if strings.Contains(out.String(), name) {
+			t.Errorf("--help lists %s, which the storefront does not read", name)
+		}
+	}
+	if !strings.Contains(out.String(), "127.0.0.1:8080") {
+		t.Errorf("HTTP_ADDR's default is not loopback 127.0.0.1:8080:\n%s", out.String())
+	}
+}
+
+func TestABadDemosValueStopsTheStart(t *testing.T) {
+	err := run(context.Background(), nil, func(k string) string {
+		return map[string]string{"STOREFRONT_DEMOS": "yes", "HTTP_ADDR": "127.0.0.1:0"}[k]
+	}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "STOREFRONT_DEMOS") {
+		t.Errorf("run = %v, want an error naming STOREFRONT_DEMOS", err)
+	}
+}
+
+// The demo actions change the running system: refused unless STOREFRONT_DEMOS=1, and the
+// page shows no panel.
+func TestDemosAreOffUnlessAskedFor(t *testing.T) {
+	base := startAlone(t, map[string]string{"INVENTORY_URL": "http://127.0.0.1:1"})
+	req, _ := http.NewRequest(http.MethodPut, base+"/api/demos/faults", strings.NewReader(`{"ambiguous": true}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("PUT /api/demos/faults: %d, want 403", resp.StatusCode)
+	}
+	if page := getPage(t, base+"/"); strings.Contains(page, `id="demos"`) {
+		t.Error("the page shows the break-it panel without STOREFRONT_DEMOS=1")
+	}
+}
+
+// Each rendering of the page carries a new Idempotency-Key in the form: a double click
+// sends the same one, a new visit orders anew. A page whose inventory is down says so.
+func TestEachPageHasItsOwnIdempotencyKey(t *testing.T) {
+	base := startAlone(t, map[string]string{"INVENTORY_URL": "http://127.0.0.1:1"})
+	key := regexp.MustCompile(`id="order-key" value="([0-9a-f-]{36})"`)
+	first, second := getPage(t, base+"/"), getPage(t, base+"/")
+	k1, k2 := key.FindStringSubmatch(first), key.FindStringSubmatch(second)
+	if k1 == nil || k2 == nil || k1[1] == k2[1] {
+		t.Errorf("keys %v and %v: want one per page, each different", k1, k2)
+	}
+	if !strings.Contains(first, `id="books-error"`) {
+		t.Error("the page does not say that inventory did not answer")
+	}
+}
+
+func TestJourneyOfABadIDIsA400(t *testing.T) {
+	base := startAlone(t, nil)
+	resp, err := http.Get(base + "/api/orders/not-a-uuid/journey")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Content-Type") != "application/problem+json" {
+		t.Errorf("%d %s, want 400 problem+json", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+}
+
+func getPage(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}

@@ -1,0 +1,236 @@
+// Package web is the storefront: one server-rendered page that lists the books, places an
+// order with an Idempotency-Key, and shows the order's journey through the system live,
+// read from the services' public HTTP APIs only. With demos on, a panel drives the
+// mechanisms that already exist to break things on purpose.
+package web
+
+import (
+	"embed"
+	"errors"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/bookstore-go/bookstore/services/platform/httpapi"
+	"github.com/bookstore-go/bookstore/services/platform/telemetry"
+)
+
+//go:embed templates/*.html
+var templates embed.FS
+
+//go:embed static
+var static embed.FS
+
+var page = template.Must(template.ParseFS(templates, "templates/index.html"))
+
+// Options configure the storefront.
+type Options struct {
+	URLs URLs
+	// JaegerURL is Jaeger's UI as the browser reaches it (http://localhost:16686); empty:
+	// no trace links.
+	JaegerURL string
+	// SourceURL prefixes a repository path to link the file that does a step.
+	SourceURL string
+	// Demos shows the break-it panel and allows its actions.
+	Demos bool
+}
+
+// Server is the storefront's HTTP handler.
+type Server struct {
+	api       *backend
+	tel       *telemetry.Telemetry
+	jaegerURL string
+	sourceURL string
+	demos     bool
+}
+
+// NewServer returns the storefront's whole HTTP handler.
+func NewServer(opts Options, tel *telemetry.Telemetry, ready ...httpapi.Check) http.Handler {
+	s := &Server{
+		api:       newBackend(opts.URLs, tel),
+		tel:       tel,
+		jaegerURL: strings.TrimRight(opts.JaegerURL, "/"),
+		sourceURL: opts.SourceURL,
+		demos:     opts.Demos,
+	}
+	r := httpapi.NewRouter()
+	r.Get("/", s.index)
+	r.Get("/api/books", s.listBooks)
+	r.Post("/api/orders", s.placeOrder)
+	r.Get("/api/orders/{id}/journey", s.getJourney)
+	r.Get("/api/demos/faults", s.getFaults)
+	r.Put("/api/demos/faults", s.putFaults)
+	sub, _ := fs.Sub(static, "static")
+	r.Handle("/static/*", http.StripPrefix("/static/", http.FileServer(http.FS(sub))))
+	httpapi.Probes(r, tel, ready...)
+	return httpapi.Instrument(tel, r)
+}
+
+// pageData is what the template renders.
+type pageData struct {
+	Books []Book
+	Error string
+	// Key is the Idempotency-Key of the order this page would place: made when the page
+	// is rendered, not when the form is sent, so a double click sends the same key twice
+	// and ordering places one order.
+	Key       string
+	Demos     bool
+	JaegerURL string
+	SourceURL string
+}
+
+func (s *Server) index(w http.ResponseWriter, r *http.Request) {
+	data := pageData{Key: uuid.NewString(), Demos: s.demos, JaegerURL: s.jaegerURL, SourceURL: s.sourceURL}
+	books, err := s.api.books(r.Context())
+	if err != nil {
+		s.tel.Logger.ErrorContext(r.Context(), "list books failed", "err", err)
+		data.Error = "inventory did not answer: " + err.Error()
+	}
+	data.Books = books
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if err := page.Execute(w, data); err != nil {
+		s.tel.Logger.ErrorContext(r.Context(), "render page failed", "err", err)
+	}
+}
+
+func (s *Server) listBooks(w http.ResponseWriter, r *http.Request) {
+	books, err := s.api.books(r.Context())
+	if err != nil {
+		s.upstream(w, r, "list books", err)
+		return
+	}
+	httpapi.WriteJSON(w, http.StatusOK, books)
+}
+
+// orderRequest is what the page's form sends.
+type orderRequest struct {
+	Key           string `json:"key"`
+	CustomerEmail string `json:"customer_email"`
+	BookID        string `json:"book_id"`
+	Quantity      int    `json:"quantity"`
+}
+
+// orderAnswer is the order placed, whether ordering replayed it (the same key again), and
+// the key of the next order the page may place.
+type orderAnswer struct {
+	Order    Order  `json:"order"`
+	Replayed bool   `json:"replayed"`
+	NextKey  string `json:"next_key"`
+}
+
+func (s *Server) placeOrder(w http.ResponseWriter, r *http.Request) {
+	var req orderRequest
+	if _, problem := httpapi.Decode(r, &req); problem != nil {
+		httpapi.WriteProblem(w, problem)
+		return
+	}
+	if !httpapi.ValidIdempotencyKey(req.Key) {
+		httpapi.WriteProblem(w, httpapi.Invalid(map[string]string{"key": "want 1 to 255 printable ASCII characters"}))
+		return
+	}
+	order, replayed, err := s.api.placeOrder(r.Context(), req.Key, req.CustomerEmail, []Line{{BookID: req.BookID, Quantity: req.Quantity}})
+	var se *statusError
+	if errors.As(err, &se) && se.Status < 500 {
+		// ordering's own problem (a bad email, a quantity out of range), passed on as is.
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(se.Status)
+		_, _ = w.Write([]byte(se.Body))
+		return
+	}
+	if err != nil {
+		s.upstream(w, r, "place order", err)
+		return
+	}
+	httpapi.WriteJSON(w, http.StatusOK, orderAnswer{Order: order, Replayed: replayed, NextKey: uuid.NewString()})
+}
+
+func (s *Server) getJourney(w http.ResponseWriter, r *http.Request) {
+	id, problem := httpapi.PathUUID(r, "id")
+	if problem != nil {
+		httpapi.WriteProblem(w, problem)
+		return
+	}
+	j, err := s.journey(r.Context(), id.String())
+	if errors.Is(err, errNotFound) {
+		httpapi.NotFound(w, "order "+id.String())
+		return
+	}
+	if err != nil {
+		s.upstream(w, r, "read journey", err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	httpapi.WriteJSON(w, http.StatusOK, j)
+}
+
+// demosOff answers a demo action while the panel is off.
+func (s *Server) demosOff(w http.ResponseWriter) bool {
+	if s.demos {
+		return false
+	}
+	httpapi.WriteProblem(w, httpapi.NewProblem(http.StatusForbidden, "admin-disabled", "Demos disabled",
+		"start the storefront with STOREFRONT_DEMOS=1 to break things on purpose"))
+	return true
+}
+
+func (s *Server) getFaults(w http.ResponseWriter, r *http.Request) {
+	if s.demosOff(w) {
+		return
+	}
+	f, err := s.api.faults(r.Context())
+	if err != nil {
+		s.upstream(w, r, "read provider faults", err)
+		return
+	}
+	httpapi.WriteJSON(w, http.StatusOK, f)
+}
+
+// faultsRequest switches the provider's ambiguous answers on or off; its other faults
+// are kept as they are.
+type faultsRequest struct {
+	Ambiguous bool `json:"ambiguous"`
+}
+
+func (s *Server) putFaults(w http.ResponseWriter, r *http.Request) {
+	if s.demosOff(w) {
+		return
+	}
+	var req faultsRequest
+	if _, problem := httpapi.Decode(r, &req); problem != nil {
+		httpapi.WriteProblem(w, problem)
+		return
+	}
+	f, err := s.api.faults(r.Context())
+	if err != nil {
+		s.upstream(w, r, "read provider faults", err)
+		return
+	}
+	f.AmbiguousRate = 0
+	if req.Ambiguous {
+		f.AmbiguousRate = 1
+	}
+	f, err = s.api.setFaults(r.Context(), f)
+	var se *statusError
+	if errors.As(err, &se) && se.Status == http.StatusForbidden {
+		httpapi.WriteProblem(w, httpapi.NewProblem(http.StatusForbidden, "admin-disabled", "Provider admin disabled",
+			"the email provider refuses PUT /admin/faults: start it with EMAILPROVIDER_ADMIN=1"))
+		return
+	}
+	if err != nil {
+		s.upstream(w, r, "set provider faults", err)
+		return
+	}
+	httpapi.WriteJSON(w, http.StatusOK, f)
+}
+
+// upstream answers 503 for a service that failed or could not be reached: nothing the
+// storefront did changed anything, and asking again is safe.
+func (s *Server) upstream(w http.ResponseWriter, r *http.Request, what string, err error) {
+	s.tel.Logger.ErrorContext(r.Context(), what+" failed", "err", err)
+	httpapi.WriteProblem(w, httpapi.NewProblem(http.StatusServiceUnavailable, "unavailable", "A service failed",
+		what+": "+err.Error()))
+}

@@ -1,0 +1,168 @@
+// The storefront's only script: send the order form as JSON, then poll the order's
+// journey until it is done, and refresh the stock as it changes. No build step.
+"use strict";
+
+const form = document.getElementById("order-form");
+const message = document.getElementById("order-message");
+const journey = document.getElementById("journey");
+let polling = null;
+
+form.addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  // The key was written into the page when it was rendered: a second click before the
+  // answer sends the same key, and ordering answers it with the same order.
+  const body = {
+    key: form.key.value,
+    customer_email: form.customer_email.value,
+    book_id: form.book_id.value,
+    quantity: Number(form.quantity.value),
+  };
+  message.className = "";
+  message.textContent = "placing the order…";
+  let resp;
+  try {
+    resp = await fetch("/api/orders", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body),
+    });
+  } catch (e) {
+    message.className = "problem";
+    message.textContent = "the storefront did not answer: " + e;
+    return;
+  }
+  const answer = await resp.json();
+  if (!resp.ok) {
+    message.className = "problem";
+    const fields = (answer.errors || []).map((f) => f.field + ": " + f.detail).join("; ");
+    message.textContent = answer.title + ": " + (fields || answer.detail);
+    return;
+  }
+  if (form.key.value === body.key) {
+    form.key.value = answer.next_key; // the next order is a new one
+  }
+  message.textContent = (answer.replayed ? "the same order again (Idempotent-Replayed): " : "order placed: ") + answer.order.id;
+  follow(answer.order.id);
+});
+
+// follow polls the journey of one order until it is done.
+function follow(id) {
+  if (journey.dataset.order === id) {
+    return; // a double click: already following this order
+  }
+  if (polling) {
+    clearTimeout(polling);
+  }
+  journey.dataset.order = id;
+  journey.dataset.done = "false";
+  journey.replaceChildren();
+  document.getElementById("journey-order").textContent = id;
+  document.getElementById("journey-section").hidden = false;
+  const tick = async () => {
+    polling = null;
+    let done = false;
+    try {
+      const resp = await fetch("/api/orders/" + id + "/journey", { cache: "no-store" });
+      if (resp.ok && journey.dataset.order === id) {
+        const j = await resp.json();
+        render(j);
+        done = j.done;
+      }
+    } catch (e) {
+      // the next tick asks again
+    }
+    if (journey.dataset.order !== id) {
+      return;
+    }
+    await refreshStock();
+    if (!done) {
+      polling = setTimeout(tick, 200);
+    }
+  };
+  tick();
+}
+
+function render(j) {
+  journey.dataset.status = j.status;
+  journey.dataset.done = String(j.done);
+  document.getElementById("journey-summary").textContent =
+    "status " + j.status + (j.done ? ": the journey is over" : ": watching…");
+  for (const step of j.steps) {
+    let li = document.getElementById("step-" + step.key);
+    if (!li) {
+      li = document.createElement("li");
+      li.id = "step-" + step.key;
+      li.innerHTML = '<span class="title"></span><span class="at"></span>' +
+        '<span class="detail"></span><span class="links"></span>';
+      journey.appendChild(li);
+    }
+    li.className = step.state;
+    li.dataset.state = step.state;
+    li.querySelector(".title").textContent = step.title;
+    li.querySelector(".at").textContent = step.at ? new Date(step.at).toISOString().slice(11, 23) + " UTC" : "";
+    li.querySelector(".detail").textContent = step.detail || (step.state === "waiting" ? "waiting…" : "");
+    const links = li.querySelector(".links");
+    links.replaceChildren(link("source", step.source, "source"));
+    if (step.trace) {
+      links.appendChild(link("trace in Jaeger", step.trace, "trace"));
+    }
+  }
+}
+
+function link(text, href, cls) {
+  const a = document.createElement("a");
+  a.textContent = text;
+  a.href = href;
+  a.className = cls;
+  a.target = "_blank";
+  a.rel = "noopener";
+  return a;
+}
+
+async function refreshStock() {
+  try {
+    const resp = await fetch("/api/books", { cache: "no-store" });
+    if (!resp.ok) {
+      return;
+    }
+    for (const b of await resp.json()) {
+      const row = document.getElementById("book-" + b.id);
+      if (row) {
+        row.querySelector(".available").textContent = b.available;
+        row.querySelector(".on-hand").textContent = b.on_hand;
+        row.querySelector(".reserved").textContent = b.reserved;
+      }
+    }
+  } catch (e) {
+    // shown again at the next refresh
+  }
+}
+
+// The break-it panel, when the storefront runs with STOREFRONT_DEMOS=1.
+const ambiguous = document.getElementById("demo-ambiguous");
+if (ambiguous) {
+  const state = document.getElementById("demo-ambiguous-state");
+  const show = (f) => {
+    const on = f.ambiguous_rate > 0;
+    ambiguous.dataset.on = String(on);
+    ambiguous.textContent = on ? "Provider: ambiguous answers off" : "Provider: ambiguous answers on";
+    state.textContent = "provider faults now: ambiguous_rate " + f.ambiguous_rate + ", fail_rate " + f.fail_rate + ", latency " + f.latency;
+  };
+  const problem = async (resp) => {
+    const p = await resp.json();
+    state.textContent = p.title + ": " + p.detail;
+  };
+  fetch("/api/demos/faults").then(async (resp) => (resp.ok ? show(await resp.json()) : problem(resp)));
+  ambiguous.addEventListener("click", async () => {
+    const resp = await fetch("/api/demos/faults", {
+      method: "PUT",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ ambiguous: ambiguous.dataset.on !== "true" }),
+    });
+    if (resp.ok) {
+      show(await resp.json());
+    } else {
+      problem(resp);
+    }
+  });
+}
