@@ -179,7 +179,11 @@ type watch struct {
 
 // Install makes http.DefaultTransport validate the traffic of watched hosts, so that
 // http.Get, http.DefaultClient and every client without a transport of its own is
-// checked. It is idempotent.
+// checked. It is idempotent. Importing the package installs it, before any test runs:
+// replacing the variable while another test's goroutine reads it would be a data race.
+func init() { Install() }
+
+// Install is what importing the package does; see init.
 func Install() {
 	installOne.Do(func() {
 		http.DefaultTransport = &Transport{Base: http.DefaultTransport}
