@@ -16,10 +16,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
+	"github.com/bookstore-go/bookstore/services/platform/httpapi/httpapitest"
 )
-
-// storable is text Postgres takes: valid UTF-8 without a NUL.
-func storable(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
 
 // printableASCII is the contract's Idempotency-Key: 1 to 255 characters of 0x20-0x7e.
 func printableASCII(s string) bool {
@@ -95,7 +93,7 @@ func FuzzIdempotencyKeyIsPrintableASCIIOrA400NamingTheHeader(f *testing.F) {
 			}
 			namesOnly(t, key, p, httpapi.IdempotencyKeyHeader)
 		}
-		if got != "" && (!storable(got) || !httpapi.ValidIdempotencyKey(got)) {
+		if got != "" && (!httpapitest.Storable(got) || !httpapi.ValidIdempotencyKey(got)) {
 			t.Fatalf("%q: accepted %q", key, got)
 		}
 	})
@@ -143,7 +141,7 @@ func FuzzPathUUIDIsAUUIDOrA400NamingTheParameter(f *testing.F) {
 				t.Fatalf("%q: the problem's detail %q is not text", raw, p.Detail)
 			}
 		}
-		if p == nil && !storable(raw) {
+		if p == nil && !httpapitest.Storable(raw) {
 			t.Fatalf("%q: accepted text that is not storable", raw)
 		}
 	})
@@ -170,7 +168,7 @@ func FuzzQueryParametersAreStorableTextOrA400NamingThem(f *testing.F) {
 				t.Fatalf("%q: a missing parameter accepted as %q", rawQuery, got)
 			}
 			namesOnly(t, rawQuery, p, "to")
-		case storable(want):
+		case httpapitest.Storable(want):
 			if p != nil || got != want {
 				t.Fatalf("%q: got %q, %+v; want %q", rawQuery, got, p, want)
 			}
@@ -180,7 +178,7 @@ func FuzzQueryParametersAreStorableTextOrA400NamingThem(f *testing.F) {
 			}
 			namesOnly(t, rawQuery, p, "to")
 		}
-		if tp := httpapi.Text("to", want); (tp == nil) != storable(want) {
+		if tp := httpapi.Text("to", want); (tp == nil) != httpapitest.Storable(want) {
 			t.Fatalf("%q: Text(%q) = %+v", rawQuery, want, tp)
 		}
 
@@ -250,7 +248,7 @@ func checkPage[K any](t *testing.T, rawQuery string) {
 	if k, ok := any(*page.After).(httpapi.CursorKey); ok && !k.ValidCursor() {
 		t.Fatalf("%q: after %+v is not a key the list writes", rawQuery, *page.After)
 	}
-	if s, ok := any(*page.After).(kind); ok && !storable(string(s)) {
+	if s, ok := any(*page.After).(kind); ok && !httpapitest.Storable(string(s)) {
 		t.Fatalf("%q: after %q is not storable", rawQuery, s)
 	}
 }

@@ -7,49 +7,10 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
+	"github.com/bookstore-go/bookstore/services/platform/httpapi/httpapitest"
 )
-
-// storable is text Postgres takes: valid UTF-8 without a NUL.
-func storable(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
-
-// plainAddress checks the contract's "plain address of at most 254 characters" without
-// net/mail: one @ between a local part and a domain, neither empty, no ASCII white space,
-// no control character and none of the specials a display name or a comment needs.
-func plainAddress(s string) bool {
-	at := strings.LastIndexByte(s, '@')
-	if at <= 0 || at == len(s)-1 || len(s) > 254 || !storable(s) {
-		return false
-	}
-	for _, r := range s {
-		if r == ' ' || r == '\t' || unicode.IsControl(r) || strings.ContainsRune(`"(),:;<>\`, r) {
-			return false
-		}
-	}
-	return true
-}
-
-// problemIs4xx fails unless p is a 400, 413 or 422 with a detail, and a 422 names each
-// field it refuses.
-func problemIs4xx(t *testing.T, body string, p *httpapi.Problem) {
-	t.Helper()
-	switch {
-	case p.Status != http.StatusBadRequest && p.Status != http.StatusRequestEntityTooLarge && p.Status != http.StatusUnprocessableEntity:
-		t.Fatalf("%q: status %d", body, p.Status)
-	case p.Detail == "":
-		t.Fatalf("%q: a %d without a detail", body, p.Status)
-	case p.Status == http.StatusUnprocessableEntity && len(p.Errors) == 0:
-		t.Fatalf("%q: a 422 naming no field", body)
-	}
-	for _, e := range p.Errors {
-		if e.Field == "" || e.Detail == "" {
-			t.Fatalf("%q: field error %+v", body, e)
-		}
-	}
-}
 
 // FuzzSendRequestIsAcceptedOnlyWhenValid: whatever the body of POST /v1/emails, the
 // provider answers a 400, 413 or 422 with a detail, never a 5xx, or takes an email that
@@ -91,15 +52,15 @@ func FuzzSendRequestIsAcceptedOnlyWhenValid(f *testing.F) {
 		var req Request
 		p := httpapi.DecodeValid(httptest.NewRequest(http.MethodPost, "/v1/emails", strings.NewReader(body)), &req)
 		if p != nil {
-			problemIs4xx(t, body, p)
+			httpapitest.RequireClientProblem(t, body, p)
 			return
 		}
 		switch {
-		case !plainAddress(req.To):
+		case !httpapitest.PlainAddress(req.To):
 			t.Fatalf("%q: accepted to %q", body, req.To)
-		case req.Subject == "" || len(req.Subject) > 998 || strings.ContainsAny(req.Subject, "\r\n") || !storable(req.Subject):
+		case req.Subject == "" || len(req.Subject) > 998 || strings.ContainsAny(req.Subject, "\r\n") || !httpapitest.Storable(req.Subject):
 			t.Fatalf("%q: accepted subject %q", body, req.Subject)
-		case req.Text == "" || len(req.Text) > 32<<10 || !storable(req.Text):
+		case req.Text == "" || len(req.Text) > 32<<10 || !httpapitest.Storable(req.Text):
 			t.Fatalf("%q: accepted text of %d bytes", body, len(req.Text))
 		}
 	})
@@ -151,7 +112,7 @@ func FuzzFaultSettingsAreAcceptedOnlyWithinBounds(f *testing.F) {
 		var s FaultSettings
 		p := httpapi.DecodeValid(httptest.NewRequest(http.MethodPut, "/admin/faults", strings.NewReader(body)), &s)
 		if p != nil {
-			problemIs4xx(t, body, p)
+			httpapitest.RequireClientProblem(t, body, p)
 			return
 		}
 		if !faultsWithinBounds(s) {

@@ -12,10 +12,8 @@ import (
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
+	"github.com/bookstore-go/bookstore/services/platform/httpapi/httpapitest"
 )
-
-// storable is text Postgres takes: valid UTF-8 without a NUL.
-func storable(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
 
 // FuzzPutBookRequestIsAcceptedOnlyWhenValid: whatever the body of PUT /books/{id}, the
 // API answers a 400, 413 or 422 with a detail, never a 5xx, or takes a book that keeps
@@ -66,7 +64,7 @@ func FuzzPutBookRequestIsAcceptedOnlyWhenValid(f *testing.F) {
 		switch {
 		case req.Title == nil || req.OnHand == nil:
 			t.Fatalf("%q: accepted without a title or on_hand", body)
-		case *req.Title == "" || utf8.RuneCountInString(*req.Title) > MaxTitleLen || !storable(*req.Title):
+		case *req.Title == "" || utf8.RuneCountInString(*req.Title) > MaxTitleLen || !httpapitest.Storable(*req.Title):
 			t.Fatalf("%q: accepted title %q", body, *req.Title)
 		case *req.OnHand < 0 || *req.OnHand > 1_000_000_000:
 			t.Fatalf("%q: accepted on_hand %d", body, *req.OnHand)
@@ -138,7 +136,7 @@ func FuzzOrderPlacedIsPoisonOrAValidOrder(f *testing.F) {
 			t.Fatalf("%s %q: accepted the type", env.Type, data)
 		case o.ID == uuid.Nil || o.ID.String() != subject:
 			t.Fatalf("%s %q: order %s for subject %q", env.Type, data, o.ID, subject)
-		case o.CustomerEmail == "" || !storable(o.CustomerEmail):
+		case o.CustomerEmail == "" || !httpapitest.Storable(o.CustomerEmail):
 			t.Fatalf("%s %q: accepted customer email %q", env.Type, data, o.CustomerEmail)
 		case len(o.Lines) < 1 || len(o.Lines) > contracts.MaxLines:
 			t.Fatalf("%s %q: accepted %d lines", env.Type, data, len(o.Lines))

@@ -3,16 +3,13 @@ package notifications
 import (
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/platform/httpapi/httpapitest"
 )
-
-// storable is text Postgres takes: valid UTF-8 without a NUL.
-func storable(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
 
 // FuzzStockEventIsPoisonOrAStorableEmail: whatever the data of a stock event,
 // notification's decoder either refuses it as poison (the consumer dead-letters it) or
@@ -68,13 +65,13 @@ func FuzzStockEventIsPoisonOrAStorableEmail(f *testing.F) {
 			t.Fatalf("%s %q: kind %q", env.Type, data, e.kind)
 		case e.orderID == uuid.Nil || e.orderID.String() != subject:
 			t.Fatalf("%s %q: order %s for subject %q", env.Type, data, e.orderID, subject)
-		case e.message.To == "" || !storable(e.message.To):
+		case e.message.To == "" || !httpapitest.Storable(e.message.To):
 			t.Fatalf("%s %q: accepted recipient %q", env.Type, data, e.message.To)
-		case e.message.Subject == "" || !storable(e.message.Subject) || strings.ContainsAny(e.message.Subject, "\r\n"):
+		case e.message.Subject == "" || !httpapitest.Storable(e.message.Subject) || strings.ContainsAny(e.message.Subject, "\r\n"):
 			t.Fatalf("%s %q: subject %q", env.Type, data, e.message.Subject)
-		case e.message.Text == "" || !storable(e.message.Text):
+		case e.message.Text == "" || !httpapitest.Storable(e.message.Text):
 			t.Fatalf("%s %q: text %q", env.Type, data, e.message.Text)
-		case !storable(IdempotencyKey(e.orderID, e.kind)):
+		case !httpapitest.Storable(IdempotencyKey(e.orderID, e.kind)):
 			t.Fatalf("%s %q: key %q", env.Type, data, IdempotencyKey(e.orderID, e.kind))
 		}
 	})

@@ -10,14 +10,11 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/metric/noop"
-)
 
-// storable is text Postgres takes: valid UTF-8 without a NUL. An error of the client is
-// written into the record's last_error, so it must be storable too.
-func storable(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
+	"github.com/bookstore-go/bookstore/services/platform/httpapi/httpapitest"
+)
 
 // answer is a RoundTripper that gives every request the same response.
 type answer struct {
@@ -104,7 +101,7 @@ func FuzzProviderAnswerIsAcceptedOnlyWhenWellFormed(f *testing.F) {
 		acc, err := c.Send(ctx, "order/k/order-confirmed", Message{To: "ada@example.com", Subject: "s", Text: "t"})
 		switch {
 		case err != nil:
-			if !storable(err.Error()) {
+			if !httpapitest.Storable(err.Error()) {
 				t.Fatalf("%d %q: the error %q is not storable text", status, body, err)
 			}
 			rejected := status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge || status == http.StatusUnprocessableEntity
@@ -115,7 +112,7 @@ func FuzzProviderAnswerIsAcceptedOnlyWhenWellFormed(f *testing.F) {
 			t.Fatalf("%d %q: a send answered %d succeeded", status, body, status)
 		case !json.Valid(body) || !bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")):
 			t.Fatalf("%d %q: a body that is not a JSON object succeeded", status, body)
-		case acc.ID == "" || !storable(acc.ID):
+		case acc.ID == "" || !httpapitest.Storable(acc.ID):
 			t.Fatalf("%d %q: succeeded with id %q", status, body, acc.ID)
 		case acc.Replayed != (replayed == "true"):
 			t.Fatalf("%d %q: Idempotent-Replayed %q read as %v", status, body, replayed, acc.Replayed)
@@ -127,7 +124,7 @@ func FuzzProviderAnswerIsAcceptedOnlyWhenWellFormed(f *testing.F) {
 			if found || acc != (Accepted{}) {
 				t.Fatalf("%d %q: an error and an answer %+v", status, body, acc)
 			}
-			if !storable(err.Error()) {
+			if !httpapitest.Storable(err.Error()) {
 				t.Fatalf("%d %q: the error %q is not storable text", status, body, err)
 			}
 			if status == http.StatusNotFound {
@@ -141,7 +138,7 @@ func FuzzProviderAnswerIsAcceptedOnlyWhenWellFormed(f *testing.F) {
 			t.Fatalf("%d %q: a lookup answered %d found the email", status, body, status)
 		case !json.Valid(body) || !bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")):
 			t.Fatalf("%d %q: a body that is not a JSON object was found", status, body)
-		case acc.ID == "" || !storable(acc.ID):
+		case acc.ID == "" || !httpapitest.Storable(acc.ID):
 			t.Fatalf("%d %q: found with id %q", status, body, acc.ID)
 		}
 	})

@@ -7,53 +7,14 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
+	"github.com/bookstore-go/bookstore/services/platform/httpapi/httpapitest"
 )
-
-// storable is text Postgres takes: valid UTF-8 without a NUL.
-func storable(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
-
-// plainAddress checks the contract's "plain email address of at most 254 characters"
-// without net/mail: one @ between a local part and a domain, neither empty, no white
-// space, control character or the specials a display name or a comment would need.
-func plainAddress(s string) bool {
-	local, domain, ok := strings.Cut(s, "@")
-	if !ok || local == "" || domain == "" || strings.Contains(domain, "@") || len(s) > 254 || !storable(s) {
-		return false
-	}
-	for _, r := range s {
-		if unicode.IsSpace(r) || unicode.IsControl(r) || strings.ContainsRune(`"(),:;<>\`, r) {
-			return false
-		}
-	}
-	return true
-}
-
-// problemIs4xx fails unless p is a 400, 413 or 422 with a detail, and a 422 names each
-// field it refuses.
-func problemIs4xx(t *testing.T, body string, p *httpapi.Problem) {
-	t.Helper()
-	switch {
-	case p.Status != http.StatusBadRequest && p.Status != http.StatusRequestEntityTooLarge && p.Status != http.StatusUnprocessableEntity:
-		t.Fatalf("%q: status %d", body, p.Status)
-	case p.Detail == "":
-		t.Fatalf("%q: a %d without a detail", body, p.Status)
-	case p.Status == http.StatusUnprocessableEntity && len(p.Errors) == 0:
-		t.Fatalf("%q: a 422 naming no field", body)
-	}
-	for _, e := range p.Errors {
-		if e.Field == "" || e.Detail == "" {
-			t.Fatalf("%q: field error %+v", body, e)
-		}
-	}
-}
 
 func decodePlaceOrder(body string) (PlaceOrderRequest, *httpapi.Problem) {
 	var req PlaceOrderRequest
@@ -104,10 +65,10 @@ func FuzzPlaceOrderRequestIsAcceptedOnlyWhenValid(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body string) {
 		req, p := decodePlaceOrder(body)
 		if p != nil {
-			problemIs4xx(t, body, p)
+			httpapitest.RequireClientProblem(t, body, p)
 			return
 		}
-		if !plainAddress(req.CustomerEmail) {
+		if !httpapitest.PlainAddress(req.CustomerEmail) {
 			t.Fatalf("%q: accepted customer_email %q", body, req.CustomerEmail)
 		}
 		if len(req.Lines) < 1 || len(req.Lines) > contracts.MaxLines {
@@ -117,7 +78,7 @@ func FuzzPlaceOrderRequestIsAcceptedOnlyWhenValid(f *testing.F) {
 		for i, l := range req.Lines {
 			id, err := uuid.Parse(l.BookID)
 			switch {
-			case err != nil || id.String() != strings.ToLower(l.BookID) || !storable(l.BookID):
+			case err != nil || id.String() != strings.ToLower(l.BookID) || !httpapitest.Storable(l.BookID):
 				t.Fatalf("%q: accepted lines[%d].book_id %q", body, i, l.BookID)
 			case seen[id.String()]:
 				t.Fatalf("%q: accepted book %s twice", body, id)
