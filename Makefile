@@ -8,7 +8,7 @@ PKGS    := github.com/bookstore-go/bookstore/...
 # and the chaos harness run those same binaries again as whole systems; under -race they
 # would double .ci/run's time for no code the pass has not already watched.
 RACE_PKGS := github.com/bookstore-go/bookstore/services/...
-SERVICES := ordering inventory notification emailprovider
+SERVICES := ordering inventory notification emailprovider storefront
 SQLC    := cd tools/sqlc && GOWORK=off go tool sqlc -f ../../sqlc.yaml
 
 .DEFAULT_GOAL := help
@@ -22,12 +22,12 @@ services: ## start local Postgres and RabbitMQ if they are down
 	@deploy/local/services.sh
 
 .PHONY: build
-build: ## build the four service binaries into bin/ (CGO_ENABLED=0, as the Dockerfile does)
+build: ## build the four service binaries and the storefront into bin/ (CGO_ENABLED=0, as the Dockerfile does)
 	@mkdir -p bin
 	@for s in $(SERVICES); do CGO_ENABLED=0 go build -trimpath -o bin/$$s ./services/$$s/cmd/$$s || exit 1; done
 
 .PHONY: run
-run: services build ## run the whole system natively (Ctrl-C stops it)
+run: services build ## run the whole system natively, the storefront on http://localhost:8080 (Ctrl-C stops it)
 	@deploy/local/run.sh
 
 .PHONY: test

@@ -289,6 +289,84 @@ func TestComposeServicesMatchContracts(t *testing.T) {
 	}
 }
 
+// TestComposeStorefront checks the web page's container as TestComposeServicesMatchContracts
+// checks the services': built from the one Dockerfile, its port published as itself and
+// probed, every variable one its binary reads. It has no database and no broker user, it
+// reaches each service at the service's contract port, and its break-it panel is off
+// unless asked for.
+func TestComposeStorefront(t *testing.T) {
+	t.Parallel()
+	root := repoRoot(t)
+	p := loadCompose(t, nil, composeFile)
+	for _, c := range webServices {
+		s, ok := p.Services[c.Name]
+		if !ok {
+			t.Fatalf("no service %s in %s", c.Name, composeFile)
+		}
+		port := strconv.Itoa(c.Port)
+		if s.Build == nil {
+			t.Fatalf("%s: no build section", c.Name)
+		}
+		if got := filepath.Join(s.Build.Context, s.Build.Dockerfile); got != filepath.Join(root, dockerfilePath) {
+			t.Errorf("%s: build uses %s, want %s", c.Name, got, dockerfilePath)
+		}
+		if !slices.Contains(parseDockerfile(t, root).stageNames(), s.Build.Target) || s.Build.Target != "service" {
+			t.Errorf("%s: build target %q, want the Dockerfile's stage service", c.Name, s.Build.Target)
+		}
+		if arg := s.Build.Args["SERVICE"]; arg == nil || *arg != c.Name {
+			t.Errorf("%s: build arg SERVICE = %v, want %s", c.Name, arg, c.Name)
+		}
+		if len(s.Ports) != 1 || s.Ports[0].Target != uint32(c.Port) || s.Ports[0].Published != port || s.Ports[0].HostIP != "127.0.0.1" {
+			t.Errorf("%s: ports %+v, want exactly 127.0.0.1:%s:%s", c.Name, s.Ports, port, port)
+		}
+		if got := env(s, "HTTP_ADDR"); got != ":"+port {
+			t.Errorf("%s: HTTP_ADDR = %q, want :%s", c.Name, got, port)
+		}
+		wantTest := []string{"CMD", "/healthcheck", "http://localhost:" + port + "/readyz"}
+		if s.HealthCheck == nil || !slices.Equal(s.HealthCheck.Test, wantTest) {
+			t.Errorf("%s: healthcheck %v, want %v", c.Name, s.HealthCheck, wantTest)
+		}
+		if got := env(s, "OTEL_EXPORTER_OTLP_ENDPOINT"); got != "http://jaeger:4318" {
+			t.Errorf("%s: OTEL_EXPORTER_OTLP_ENDPOINT = %q, want http://jaeger:4318", c.Name, got)
+		}
+
+		bin, ok := builtBinaries(t)[c.Name]
+		if !ok {
+			t.Fatalf("%s was not built", c.Name)
+		}
+		known := serviceVariables(t, bin)
+		for name := range s.Environment {
+			if _, ok := known[name]; !ok && !slices.Contains(runtimeVariables, name) {
+				t.Errorf("%s: environment sets %s, which %s does not read", c.Name, name, c.Name)
+			}
+		}
+		for _, name := range []string{"DATABASE_URL", "DATABASE_ADMIN_URL", "AMQP_URL"} {
+			if _, ok := known[name]; ok {
+				t.Errorf("%s reads %s: a web page reads the services' APIs, not their stores", c.Name, name)
+			}
+		}
+		// Each service at its contract port, and waited for until healthy.
+		for _, svc := range contractServices {
+			name := strings.ToUpper(svc.Name) + "_URL"
+			if got, want := env(s, name), fmt.Sprintf("http://%s:%d", svc.Name, svc.Port); got != want {
+				t.Errorf("%s: %s = %q, want %q", c.Name, name, got, want)
+			}
+			if d, ok := s.DependsOn[svc.Name]; !ok || d.Condition != types.ServiceConditionHealthy {
+				t.Errorf("%s does not wait for %s to be healthy", c.Name, svc.Name)
+			}
+		}
+		if got := env(s, "JAEGER_URL"); got != "http://localhost:16686" {
+			t.Errorf("%s: JAEGER_URL = %q, want Jaeger as the browser reaches it, http://localhost:16686", c.Name, got)
+		}
+		if got := env(s, "STOREFRONT_DEMOS"); got != "0" {
+			t.Errorf("%s: STOREFRONT_DEMOS = %q by default, want 0", c.Name, got)
+		}
+		if got := env(loadComposeEnv(t, []string{"STOREFRONT_DEMOS=1"}, nil, composeFile).Services[c.Name], "STOREFRONT_DEMOS"); got != "1" {
+			t.Errorf("%s: STOREFRONT_DEMOS = %q with STOREFRONT_DEMOS=1 make up, want 1", c.Name, got)
+		}
+	}
+}
+
 // TestComposeExposesNothingBeyondLoopback: least privilege, loopback by default. Every port
 // compose publishes, with every profile and override, is bound to 127.0.0.1 (without a
 // host address Docker binds all interfaces); the email provider's fault API is off unless

@@ -365,7 +365,7 @@ func TestDockerfileBuildsStaticNonRootStages(t *testing.T) {
 func TestDockerfileBuildsEveryService(t *testing.T) {
 	t.Parallel()
 	binaries := builtBinaries(t)
-	want := append(existingServices(t), "healthcheck")
+	want := append(append(existingServices(t), existingWebServices(t)...), "healthcheck")
 	for _, name := range want {
 		path, ok := binaries[name]
 		if !ok {

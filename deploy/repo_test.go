@@ -35,6 +35,11 @@ var contractServices = []contractService{
 	{"emailprovider", 8084},
 }
 
+// webServices are the services that serve a web page rather than an API of the
+// contracts: no database, no broker, no row in the services table. The Dockerfile builds
+// them as it builds the others.
+var webServices = []contractService{{"storefront", 8080}}
+
 // commonVariables are the "Common variables" of docs/contracts.md that every service with
 // a broker reads.
 var commonVariables = []string{"DATABASE_URL", "AMQP_URL", "HTTP_ADDR", "OTEL_EXPORTER_OTLP_ENDPOINT", "LOG_LEVEL", "BOOKSTORE_FAILPOINTS"}
@@ -67,6 +72,18 @@ func existingServices(t testing.TB) []string {
 	var out []string
 	for _, s := range contractServices {
 		if _, err := os.Stat(filepath.Join(root, "services", s.Name, "cmd", s.Name)); err == nil {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
+// existingWebServices are the web services whose main package exists in this checkout.
+func existingWebServices(t testing.TB) []string {
+	t.Helper()
+	var out []string
+	for _, s := range webServices {
+		if _, err := os.Stat(filepath.Join(repoRoot(t), "services", s.Name, "cmd", s.Name)); err == nil {
 			out = append(out, s.Name)
 		}
 	}
@@ -175,7 +192,7 @@ func builtBinaries(t testing.TB) map[string]string {
 		if built.err != nil {
 			return
 		}
-		built.binaries, built.err = buildLikeTheDockerfile(repoRoot(t), built.dir, existingServices(t))
+		built.binaries, built.err = buildLikeTheDockerfile(repoRoot(t), built.dir, append(existingServices(t), existingWebServices(t)...))
 	})
 	if built.err != nil {
 		t.Fatalf("building like the Dockerfile: %v", built.err)

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -369,5 +370,44 @@ func TestLocalBrokerUsers(t *testing.T) {
 		if got := gotUser[connName]; got != want {
 			t.Errorf("connection %s made as %q, want %q", connName, got, want)
 		}
+	}
+}
+
+// TestRunScriptStartsTheStorefrontFirstInItsURLs: make run starts the storefront beside
+// the services, without a broker user, prints its URL before any other, and with
+// STOREFRONT_DEMOS=1 lets the provider take the panel's fault changes.
+func TestRunScriptStartsTheStorefrontFirstInItsURLs(t *testing.T) {
+	t.Parallel()
+	bin := t.TempDir()
+	for _, name := range []string{"emailprovider", "storefront"} {
+		standIn(t, bin, name, "")
+		// The stand-in also shows the provider's admin switch and the demos variable.
+		script, _ := os.ReadFile(filepath.Join(bin, name))
+		script = bytes.Replace(script, []byte("trap "), []byte(`echo "`+name+` provider-admin ${EMAILPROVIDER_ADMIN-unset} demos ${STOREFRONT_DEMOS-unset}"`+"\ntrap "), 1)
+		if err := os.WriteFile(filepath.Join(bin, name), script, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd, out, done := startRunScript(t, bin, "STOREFRONT_DEMOS=1")
+	waitOutput(t, out, "running: emailprovider storefront")
+	for _, want := range []string{
+		"storefront    | storefront started",
+		"storefront    | storefront amqp unset",
+		"emailprovider | emailprovider provider-admin 1 demos 1",
+	} {
+		waitOutput(t, out, want)
+	}
+	first := regexp.MustCompile(`https?://localhost:\d+`).FindString(out.String())
+	if first != "http://localhost:8080" {
+		t.Errorf("the first URL run.sh prints is %q, want the storefront's http://localhost:8080:\n%s", first, out)
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("run.sh did not stop after SIGTERM:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(bin, "storefront.stopped")); err != nil {
+		t.Errorf("storefront was not stopped with SIGTERM: %v", err)
 	}
 }

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Prints where each part of Bookstore answers. The same addresses serve `make run`
-# (native: the four services only) and `make up` (docker compose: everything).
+# (native: the four services and the storefront) and `make up` (docker compose: everything).
 # BOOKSTORE_HOST changes the host, e.g. for a remote Docker machine.
 set -euo pipefail
 host="${BOOKSTORE_HOST:-localhost}"
 
 cat <<URLS
 Bookstore
+  storefront            http://${host}:8080                 (order a book and watch its journey)
   ordering API          http://${host}:8081/orders          (POST an order, GET /orders/{id})
   inventory API         http://${host}:8082/books
   notification API      http://${host}:8083/notifications?order_id={id}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make run`: the four services as plain processes on this machine, no Docker. The
+# `make run`: the four services and the storefront as plain processes on this machine, no Docker. The
 # Makefile has already started Postgres and RabbitMQ (deploy/local/services.sh) and built
 # bin/. Each service uses its defaults (localhost Postgres and RabbitMQ, ports 8081-8084 on
 # 127.0.0.1 only); variables set in this shell (LOG_LEVEL=debug, OTEL_EXPORTER_OTLP_ENDPOINT,
@@ -9,6 +9,10 @@
 # And INVENTORY_ADMIN=1, which lets inventory take PUT /books/{id} (creating books and
 # setting their stock; off by default): `make run` listens on loopback only and is where
 # one tries the system out. INVENTORY_ADMIN=0 in this shell runs without it.
+# The storefront (http://localhost:8080, printed first) reads the four services' APIs on
+# their default ports. STOREFRONT_DEMOS=1 make run shows its break-it panel, and then also
+# sets EMAILPROVIDER_ADMIN=1 unless this shell says otherwise, since the panel's button
+# changes the provider's faults.
 # And each broker client's AMQP_URL: ordering, inventory and notification log in to the
 # local RabbitMQ as their own users, with the permissions deploy/rabbitmq/definitions.json
 # gives them under docker compose too (services.sh creates them; the password is compose's,
@@ -27,12 +31,15 @@ set -uo pipefail
 # their roles and databases exist.
 export DATABASE_ADMIN_URL="${DATABASE_ADMIN_URL-postgres://postgres@localhost:5432/postgres?sslmode=disable}"
 export INVENTORY_ADMIN="${INVENTORY_ADMIN:-1}"
+if [[ ${STOREFRONT_DEMOS:-0} == 1 ]]; then
+  export EMAILPROVIDER_ADMIN="${EMAILPROVIDER_ADMIN:-1}"
+fi
 
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 bin_dir="${BIN_DIR:-$root/bin}"
 ready_timeout="${READY_TIMEOUT:-30}"
-services=(ordering inventory notification emailprovider)
-ports=(8081 8082 8083 8084)
+services=(ordering inventory notification emailprovider storefront)
+ports=(8081 8082 8083 8084 8080)
 
 names=()
 pids=()
@@ -74,9 +81,9 @@ for i in "${!services[@]}"; do
     continue
   fi
   # Its own broker user unless the caller chose one URL for all; the email provider
-  # uses no broker.
+  # and the storefront use no broker.
   amqp_url="${AMQP_URL-}"
-  if [[ -z ${AMQP_URL+set} && $name != emailprovider ]]; then
+  if [[ -z ${AMQP_URL+set} && $name != emailprovider && $name != storefront ]]; then
     amqp_url="amqp://$name:$name-dev@localhost:5672/"
   fi
   # The process substitution keeps $! the service's own pid, not the prefixer's.
