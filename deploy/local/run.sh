@@ -31,6 +31,11 @@ set -uo pipefail
 # their roles and databases exist.
 export DATABASE_ADMIN_URL="${DATABASE_ADMIN_URL-postgres://postgres@localhost:5432/postgres?sslmode=disable}"
 export INVENTORY_ADMIN="${INVENTORY_ADMIN:-1}"
+# With traces sent somewhere (OTEL_EXPORTER_OTLP_ENDPOINT), the storefront links each
+# step to its trace in a Jaeger on localhost:16686 unless JAEGER_URL says where.
+if [[ -n ${OTEL_EXPORTER_OTLP_ENDPOINT-} ]]; then
+  export JAEGER_URL="${JAEGER_URL:-http://localhost:16686}"
+fi
 if [[ ${STOREFRONT_DEMOS:-0} == 1 ]]; then
   export EMAILPROVIDER_ADMIN="${EMAILPROVIDER_ADMIN:-1}"
 fi

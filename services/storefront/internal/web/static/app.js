@@ -7,16 +7,27 @@ const message = document.getElementById("order-message");
 const journey = document.getElementById("journey");
 let polling = null;
 
+// The key of the form stays the same while its contents do: the same form sent twice
+// (a double click, a click after the answer, a retry) is the same order, which ordering
+// replays. Once an order is placed the storefront gives the key of the next one, used as
+// soon as the form is sent with other contents.
+let sentWith = null; // the contents the current key was sent with
+let nextKey = null;
+
 form.addEventListener("submit", async (ev) => {
   ev.preventDefault();
-  // The key was written into the page when it was rendered: a second click before the
-  // answer sends the same key, and ordering answers it with the same order.
   const body = {
-    key: form.key.value,
     customer_email: form.customer_email.value,
     book_id: form.book_id.value,
     quantity: Number(form.quantity.value),
   };
+  const contents = JSON.stringify(body);
+  if (sentWith !== null && sentWith !== contents && nextKey) {
+    form.key.value = nextKey; // another order
+    nextKey = null;
+  }
+  sentWith = contents;
+  body.key = form.key.value;
   message.className = "";
   message.textContent = "placing the order…";
   let resp;
@@ -39,9 +50,12 @@ form.addEventListener("submit", async (ev) => {
     return;
   }
   if (form.key.value === body.key) {
-    form.key.value = answer.next_key; // the next order is a new one
+    nextKey = answer.next_key;
   }
   message.textContent = (answer.replayed ? "the same order again (Idempotent-Replayed): " : "order placed: ") + answer.order.id;
+  if (answer.replayed) {
+    message.dataset.replayed = answer.order.id; // ordering answered a second send of the key with the first order
+  }
   follow(answer.order.id);
 });
 
