@@ -20,7 +20,7 @@ func exchange(method, target, reqBody string, status int, header map[string]stri
 }
 
 const (
-	order   = `{"id":"018f2b1e-0000-7000-8000-000000000001","customer_email":"ada@example.com","status":"pending","lines":[{"book_id":"018f2b1e-0000-7000-8000-000000000002","quantity":2}],"created_at":"2026-11-29T21:00:00Z","updated_at":"2026-11-29T21:00:00Z"}`
+	order   = `{"id":"018f2b1e-0000-7000-8000-000000000001","customer_email":"ada@example.com","status":"pending","lines":[{"book_id":"018f2b1e-0000-7000-8000-000000000002","quantity":2}],"created_at":"2026-11-29T21:00:00Z","updated_at":"2026-11-29T21:00:00Z","history":[{"event":"placed","at":"2026-11-29T21:00:00Z"}]}`
 	placeIt = `{"customer_email":"ada@example.com","lines":[{"book_id":"018f2b1e-0000-7000-8000-000000000002","quantity":2}]}`
 	problem = `{"type":"https://github.com/bookstore-go/bookstore/blob/main/docs/problems.md#%s","title":"t","status":%d,"detail":"d"%s}`
 )

@@ -18,6 +18,9 @@ const (
 	OrderPlacedV2 = "ordering.order-placed.v2"
 	StockReserved = "inventory.stock-reserved.v1"
 	StockRejected = "inventory.stock-rejected.v1"
+	// OrderCancelled: a customer cancelled a pending or confirmed order. Its sequence is
+	// the order's version after the cancellation, always above its OrderPlaced's (1).
+	OrderCancelled = "ordering.order-cancelled.v1"
 )
 
 // The CloudEvents sources of the services that produce events.
@@ -58,6 +61,14 @@ type OrderPlacedV2Data struct {
 type Customer struct {
 	Email string `json:"email"`
 	Name  string `json:"name,omitempty"`
+}
+
+// OrderCancelledData is the data of ordering.order-cancelled.v1. The customer's address
+// travels with it so that notification can write the cancellation email without asking.
+type OrderCancelledData struct {
+	OrderID       uuid.UUID `json:"order_id"`
+	CustomerEmail string    `json:"customer_email"`
+	CancelledAt   time.Time `json:"cancelled_at"`
 }
 
 // StockReservedData is the data of inventory.stock-reserved.v1.

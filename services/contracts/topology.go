@@ -19,8 +19,11 @@ var Topology = broker.Topology{
 	Exchange:           Exchange,
 	DeadLetterExchange: DeadLetterExchange,
 	Queues: []broker.Queue{
-		// Both versions of OrderPlaced while producers migrate from v1 to v2.
-		{Name: QueueInventoryOrderPlaced, Bindings: []string{OrderPlaced, OrderPlacedV2}},
+		// Both versions of OrderPlaced while producers migrate from v1 to v2, and
+		// OrderCancelled on the same queue: an order's placement and its cancellation meet
+		// one consumer, which orders them by their sequence (docs/cancellation.md). The
+		// queue keeps its name so that a running system needs no migration.
+		{Name: QueueInventoryOrderPlaced, Bindings: []string{OrderPlaced, OrderPlacedV2, OrderCancelled}},
 		{Name: QueueOrderingStockEvents, Bindings: []string{StockReserved, StockRejected}},
 		{Name: QueueNotificationStockEvents, Bindings: []string{StockReserved, StockRejected}},
 	},

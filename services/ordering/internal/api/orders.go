@@ -92,3 +92,53 @@ func getOrderEvents(svc *orders.Service, tel *telemetry.Telemetry) http.HandlerF
 		}
 	}
 }
+
+// cancelOrder is POST /orders/{id}/cancel with the body {} (a JSON body, like every POST
+// here, so a browser cannot send it across sites without asking first); a pending or confirmed order becomes
+// cancelled (200 with the order), a rejected or cancelled one answers 409
+// not-cancellable, and a repeated Idempotency-Key replays the first answer.
+func cancelOrder(svc *orders.Service, tel *telemetry.Telemetry) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, problem := httpapi.PathUUID(r, "id")
+		if problem != nil {
+			httpapi.WriteProblem(w, problem)
+			return
+		}
+		key, problem := httpapi.IdempotencyKey(r)
+		if problem != nil {
+			httpapi.WriteProblem(w, problem)
+			return
+		}
+		var req orders.CancelOrderRequest
+		if problem := httpapi.DecodeValid(r, &req); problem != nil {
+			httpapi.WriteProblem(w, problem)
+			return
+		}
+		res, err := svc.CancelOrder(r.Context(), key, id)
+		var notCancellable orders.NotCancellableError
+		switch {
+		case errors.Is(err, orders.ErrNotFound):
+			httpapi.NotFound(w, "order "+id.String())
+			return
+		case errors.As(err, &notCancellable):
+			httpapi.WriteProblem(w, httpapi.NewProblem(http.StatusConflict, "not-cancellable", "Order cannot be cancelled", notCancellable.Error()))
+			return
+		case errors.Is(err, orders.ErrKeyInFlight):
+			httpapi.WriteProblem(w, httpapi.IdempotencyKeyInFlight(err))
+			return
+		case errors.Is(err, orders.ErrKeyMismatch):
+			httpapi.WriteProblem(w, httpapi.IdempotencyKeyReused(err))
+			return
+		case err != nil:
+			tel.Logger.ErrorContext(r.Context(), "cancel order failed", "err", err)
+			httpapi.Internal(w)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if res.Replayed {
+			w.Header().Set("Idempotent-Replayed", "true")
+		}
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(res.Body)
+	}
+}

@@ -17,6 +17,7 @@ func NewServer(svc *orders.Service, tel *telemetry.Telemetry, ready ...httpapi.C
 	r.Post("/orders", placeOrder(svc, tel))
 	r.Get("/orders/{id}", getOrder(svc, tel))
 	r.Get("/orders/{id}/events", getOrderEvents(svc, tel))
+	r.Post("/orders/{id}/cancel", cancelOrder(svc, tel))
 	httpapi.Document(r, apidocs.OpenAPI("ordering"))
 	httpapi.Probes(r, tel, ready...)
 	return httpapi.Instrument(tel, r)

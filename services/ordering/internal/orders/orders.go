@@ -22,6 +22,8 @@ const (
 	Pending   Status = "pending"
 	Confirmed Status = "confirmed"
 	Rejected  Status = "rejected"
+	// Cancelled: the customer cancelled a pending or confirmed order (CancelOrder).
+	Cancelled Status = "cancelled"
 )
 
 // Line is one book of an order.
@@ -38,6 +40,15 @@ type Order struct {
 	Lines         []Line    `json:"lines"`
 	CreatedAt     time.Time `json:"created_at"`
 	UpdatedAt     time.Time `json:"updated_at"`
+	// History is what happened to the order, oldest first: placed, then confirmed or
+	// rejected, then cancelled, each at most once.
+	History []Step `json:"history"`
+}
+
+// Step is one entry of an order's history.
+type Step struct {
+	Event string    `json:"event"` // placed, confirmed, rejected or cancelled
+	At    time.Time `json:"at"`
 }
 
 // PlaceOrderRequest is the body of POST /orders.
@@ -114,3 +125,11 @@ var (
 	// ErrKeyMismatch: this Idempotency-Key was used before with a different body.
 	ErrKeyMismatch = idempotency.ErrMismatch
 )
+
+// NotCancellableError: the order is rejected or already cancelled, so POST
+// /orders/{id}/cancel answers 409 not-cancellable.
+type NotCancellableError struct{ Status Status }
+
+func (e NotCancellableError) Error() string {
+	return fmt.Sprintf("the order is %s; only a pending or confirmed order can be cancelled", e.Status)
+}

@@ -32,11 +32,14 @@ func (s *Service) ApplyStockOutcome(ctx context.Context, env event.Envelope) (co
 		return 0, err
 	}
 	processed, err := inbox.Process(ctx, s.pool, ConsumerName, env, func(tx pgx.Tx) error {
-		_, err := store.New(tx).ApplyStockOutcome(ctx, store.ApplyStockOutcomeParams{ID: orderID, Status: string(status)})
+		row, err := store.New(tx).ApplyStockOutcome(ctx, store.ApplyStockOutcomeParams{ID: orderID, Status: string(status)})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return s.explainNoTransition(ctx, tx, orderID, status, env)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return store.New(tx).InsertOrderHistory(ctx, store.InsertOrderHistoryParams{OrderID: orderID, Event: string(status), At: row.UpdatedAt})
 	})
 	if err != nil {
 		return 0, err
@@ -78,7 +81,10 @@ func (s *Service) ApplyStockOutcomes(ctx context.Context, msgs []consumer.Messag
 		if err == nil && n != int64(len(msgs)) {
 			err = errNotAllPending
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return store.New(tx).InsertOrderHistories(ctx, store.InsertOrderHistoriesParams{Ids: changes.Ids, Events: changes.Statuses})
 	})
 	if err != nil {
 		return nil, err
@@ -91,7 +97,9 @@ func (s *Service) ApplyStockOutcomes(ctx context.Context, msgs []consumer.Messag
 
 // explainNoTransition handles an outcome that changed no row. An order that already has
 // an outcome keeps it (the same outcome sent under a second message id changes nothing);
-// an order that does not exist is poison: retrying cannot make it appear.
+// an order cancelled while it was pending stays cancelled (inventory releases whatever
+// the outcome reserved when it sees the cancellation); an order that does not exist is
+// poison: retrying cannot make it appear.
 func (s *Service) explainNoTransition(ctx context.Context, tx pgx.Tx, id uuid.UUID, status Status, env event.Envelope) error {
 	row, err := store.New(tx).GetOrder(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -99,6 +107,10 @@ func (s *Service) explainNoTransition(ctx context.Context, tx pgx.Tx, id uuid.UU
 	}
 	if err != nil {
 		return err
+	}
+	if Status(row.Status) == Cancelled {
+		s.log.InfoContext(ctx, "stock outcome of a cancelled order ignored", "order_id", id, "outcome", status, "event_id", env.ID)
+		return nil
 	}
 	if Status(row.Status) != status {
 		s.log.WarnContext(ctx, "conflicting stock outcome ignored", "order_id", id, "status", row.Status, "outcome", status, "event_id", env.ID)

@@ -128,7 +128,8 @@ func (s *Service) place(ctx context.Context, tx pgx.Tx, key string, requestHash 
 	const version = 1 // a new order's, and the sequence of its first event
 	// Microseconds, as Postgres keeps them: the response shows what GET will.
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	order := Order{ID: id, CustomerEmail: req.CustomerEmail, Status: Pending, Lines: req.lines(), CreatedAt: now, UpdatedAt: now}
+	order := Order{ID: id, CustomerEmail: req.CustomerEmail, Status: Pending, Lines: req.lines(), CreatedAt: now, UpdatedAt: now,
+		History: []Step{{Event: "placed", At: now}}}
 	body, err := json.Marshal(order)
 	if err != nil {
 		return Placed{}, event.Envelope{}, err
@@ -143,6 +144,7 @@ func (s *Service) place(ctx context.Context, tx pgx.Tx, key string, requestHash 
 		bookIDs[i], quantities[i] = l.BookID, int32(l.Quantity)
 	}
 	store.QueueInsertOrderLines(b, store.InsertOrderLinesParams{OrderID: id, BookIds: bookIDs, Quantities: quantities})
+	store.QueueInsertOrderHistory(b, store.InsertOrderHistoryParams{OrderID: id, Event: "placed", At: now})
 	if key != "" {
 		store.QueueInsertIdempotencyKey(b, store.InsertIdempotencyKeyParams{
 			Key: key, RequestHash: requestHash, OrderID: id, ResponseStatus: 201, ResponseBody: body,
@@ -199,7 +201,11 @@ func orderPlaced(id uuid.UUID, version int64, typ string, data any) outbox.Event
 
 // GetOrder returns one order.
 func (s *Service) GetOrder(ctx context.Context, id uuid.UUID) (Order, error) {
-	q := store.New(s.pool)
+	return getOrder(ctx, store.New(s.pool), id)
+}
+
+// getOrder reads one order, its lines and its history with q.
+func getOrder(ctx context.Context, q *store.Queries, id uuid.UUID) (Order, error) {
 	row, err := q.GetOrder(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Order{}, ErrNotFound
@@ -215,7 +221,16 @@ func (s *Service) GetOrder(ctx context.Context, id uuid.UUID) (Order, error) {
 	for i, l := range lines {
 		out[i] = Line{BookID: l.BookID, Quantity: int(l.Quantity)}
 	}
-	return fromRow(row, out), nil
+	steps, err := q.ListOrderHistory(ctx, id)
+	if err != nil {
+		return Order{}, fmt.Errorf("get order history: %w", err)
+	}
+	order := fromRow(row, out)
+	order.History = make([]Step, len(steps))
+	for i, st := range steps {
+		order.History[i] = Step{Event: st.Event, At: st.At.UTC().Truncate(time.Microsecond)}
+	}
+	return order, nil
 }
 
 func fromRow(row store.Order, lines []Line) Order {

@@ -42,7 +42,7 @@ func TestPlacingAnOrderCostsFiveRoundTripsAndAReplayThree(t *testing.T) {
 
 	const (
 		lockAndLookup = "SELECT pg_try_advisory_xact_lock + GetIdempotencyKey"
-		inserts       = "InsertOrder + InsertOrderLines"
+		inserts       = "InsertOrder + InsertOrderLines + InsertOrderHistory"
 	)
 	for _, c := range []struct {
 		name, key string

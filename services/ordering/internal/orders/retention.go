@@ -25,11 +25,22 @@ import (
 // docs/contracts.md tells clients. A key still being written is not older than the
 // retention, so its transaction is never raced.
 func ForgetIdempotencyKeys(ctx context.Context, pool *pgxpool.Pool, retention time.Duration) (int64, error) {
+	// The keys of POST /orders/{id}/cancel go first and by the same rule: a batch takes
+	// the cancellations' old keys first and fills up with those of POST /orders.
 	return pgdb.DeleteInBatches(ctx, pool, forgetKeysLockKey, 1000, func(tx pgx.Tx, batch int) (int64, error) {
-		return store.New(tx).DeleteExpiredIdempotencyKeys(ctx, store.DeleteExpiredIdempotencyKeysParams{
+		q := store.New(tx)
+		n, err := q.DeleteExpiredCancelIdempotencyKeys(ctx, store.DeleteExpiredCancelIdempotencyKeysParams{
 			RetentionSeconds: retention.Seconds(),
 			BatchSize:        int32(batch),
 		})
+		if err != nil || n == int64(batch) {
+			return n, err
+		}
+		m, err := q.DeleteExpiredIdempotencyKeys(ctx, store.DeleteExpiredIdempotencyKeysParams{
+			RetentionSeconds: retention.Seconds(),
+			BatchSize:        int32(batch) - int32(n),
+		})
+		return n + m, err
 	})
 }
 

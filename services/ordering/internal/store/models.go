@@ -10,6 +10,15 @@ import (
 	"github.com/google/uuid"
 )
 
+type CancelIdempotencyKey struct {
+	Key            string
+	RequestHash    []byte
+	OrderID        uuid.UUID
+	ResponseStatus int32
+	ResponseBody   []byte
+	CreatedAt      time.Time
+}
+
 type IdempotencyKey struct {
 	Key            string
 	RequestHash    []byte
@@ -26,6 +35,12 @@ type Order struct {
 	Version       int64
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
+}
+
+type OrderHistory struct {
+	OrderID uuid.UUID
+	Event   string
+	At      time.Time
 }
 
 type OrderLine struct {

@@ -30,6 +30,11 @@ func QueueInsertIdempotencyKey(b *pgx.Batch, arg InsertIdempotencyKeyParams) {
 	_ = New(queue{b}).InsertIdempotencyKey(context.Background(), arg)
 }
 
+// QueueInsertOrderHistory queues InsertOrderHistory on b.
+func QueueInsertOrderHistory(b *pgx.Batch, arg InsertOrderHistoryParams) {
+	_ = New(queue{b}).InsertOrderHistory(context.Background(), arg)
+}
+
 // queue is a DBTX whose Exec queues the statement on a batch and reports nothing: the
 // statement's outcome comes from the batch. Only :exec queries go through it.
 type queue struct{ b *pgx.Batch }
