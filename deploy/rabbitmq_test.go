@@ -365,9 +365,9 @@ func TestDefinitionsPermissions(t *testing.T) {
 	}
 	publishes := map[string][]string{ // routing keys each service publishes
 		"ordering":  {"ordering.order-placed.v1", "ordering.order-placed.v2", "ordering.order-cancelled.v1"},
-		"inventory": {"inventory.stock-reserved.v1", "inventory.stock-rejected.v1"},
+		"inventory": {"inventory.stock-reserved.v1", "inventory.stock-rejected.v1", "inventory.stock-released.v1"},
 	}
-	allKeys := []string{"ordering.order-placed.v1", "ordering.order-placed.v2", "ordering.order-cancelled.v1", "inventory.stock-reserved.v1", "inventory.stock-rejected.v1"}
+	allKeys := []string{"ordering.order-placed.v1", "ordering.order-placed.v2", "ordering.order-cancelled.v1", "inventory.stock-reserved.v1", "inventory.stock-rejected.v1", "inventory.stock-released.v1"}
 	for service, topo := range own {
 		t.Run(service, func(t *testing.T) {
 			if len(topo.Queues) != 1 {

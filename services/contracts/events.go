@@ -18,6 +18,11 @@ const (
 	OrderPlacedV2 = "ordering.order-placed.v2"
 	StockReserved = "inventory.stock-reserved.v1"
 	StockRejected = "inventory.stock-rejected.v1"
+	// StockReleased: inventory applied an order's cancellation and gave back what it had
+	// reserved for it (its lines; none when it had reserved nothing). One per cancelled
+	// order; its sequence follows the reservation's outcome event, or is 1 when the
+	// cancellation arrived before the placement.
+	StockReleased = "inventory.stock-released.v1"
 	// OrderCancelled: a customer cancelled a pending or confirmed order. Its sequence is
 	// the order's version after the cancellation, always above its OrderPlaced's (1).
 	OrderCancelled = "ordering.order-cancelled.v1"
@@ -84,6 +89,14 @@ type StockRejectedData struct {
 	CustomerEmail string    `json:"customer_email"`
 	Lines         []Line    `json:"lines"`
 	Reason        string    `json:"reason"`
+}
+
+// StockReleasedData is the data of inventory.stock-released.v1: the lines released, []
+// when the order held no reservation (rejected, or cancelled before inventory saw it).
+type StockReleasedData struct {
+	OrderID       uuid.UUID `json:"order_id"`
+	CustomerEmail string    `json:"customer_email"`
+	Lines         []Line    `json:"lines"`
 }
 
 // Limits of an order. Ordering refuses an order outside them, so inventory knows an

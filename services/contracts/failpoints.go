@@ -9,6 +9,10 @@ const (
 	InventoryAfterCommit  = "inventory/after-commit"
 	NotificationAfterSend = "notification/after-send"
 	OrderingAfterCommit   = "ordering/after-commit"
+	// InventoryBeforeReleaseCommit: a cancellation's release (the order's row, the
+	// reservations deleted, reserved lowered, StockReleased in the outbox) is written
+	// and not committed.
+	InventoryBeforeReleaseCommit = "inventory/before-release-commit"
 )
 
 // Failpoints lists every failpoint of the contracts; a service refuses to start with any
@@ -16,4 +20,5 @@ const (
 var Failpoints = []string{
 	OrderingBeforeCommit, RelayAfterPublish, InventoryBeforeCommit,
 	InventoryAfterCommit, NotificationAfterSend, OrderingAfterCommit,
+	InventoryBeforeReleaseCommit,
 }

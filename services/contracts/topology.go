@@ -24,7 +24,8 @@ var Topology = broker.Topology{
 		// one consumer, which orders them by their sequence (docs/cancellation.md). The
 		// queue keeps its name so that a running system needs no migration.
 		{Name: QueueInventoryOrderPlaced, Bindings: []string{OrderPlaced, OrderPlacedV2, OrderCancelled}},
-		{Name: QueueOrderingStockEvents, Bindings: []string{StockReserved, StockRejected}},
+		// StockReleased ends a cancelled order's history in ordering.
+		{Name: QueueOrderingStockEvents, Bindings: []string{StockReserved, StockRejected, StockReleased}},
 		{Name: QueueNotificationStockEvents, Bindings: []string{StockReserved, StockRejected}},
 	},
 }

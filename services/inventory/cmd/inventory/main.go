@@ -129,7 +129,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		// strategies stay one message at a time, as the demonstrations show them.
 		ordersCfg.Batch = svc.ReserveStockBatch
 	}
-	orders, err := consumer.New(consumeConn, tel, ordersCfg, svc.ReserveStock)
+	orders, err := consumer.New(consumeConn, tel, ordersCfg, svc.HandleOrderEvent)
 	if err != nil {
 		return err
 	}

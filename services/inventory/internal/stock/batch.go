@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/store"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
@@ -24,6 +25,10 @@ import (
 // id. The batch rolls back and its orders are reserved one at a time, where reserve
 // tells that order apart.
 var errAnsweredBefore = errors.New("an order of the batch was answered before")
+
+// errCancellationInBatch: a batch holds a cancellation, which is applied alone
+// (ReleaseStock), as is every message of its batch.
+var errCancellationInBatch = errors.New("a cancellation is applied alone")
 
 // ReserveStockBatch is ReserveStock for orders that arrived together: one transaction
 // with one inbox claim for all of them, one lock of every book they name, and one
@@ -37,6 +42,9 @@ func (s *Service) ReserveStockBatch(ctx context.Context, msgs []consumer.Message
 	orders := make([]order, len(msgs))
 	causes := make([]trace.SpanContext, len(msgs))
 	for i, m := range msgs {
+		if m.Envelope.Type == contracts.OrderCancelled {
+			return nil, errCancellationInBatch
+		}
 		o, err := orderOf(m.Envelope)
 		if err != nil {
 			return nil, err

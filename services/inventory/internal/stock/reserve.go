@@ -45,10 +45,17 @@ type decision struct {
 	// alreadyAnswered: this order was answered before under another message id (the
 	// order_answers table holds it). Nothing was changed and nothing is announced.
 	alreadyAnswered bool
+	// cancelledFirst: the order's cancellation was applied before its placement arrived
+	// (order_answers holds its tombstone, at a sequence above the placement's). Nothing
+	// is reserved and nothing is announced: the cancellation's StockReleased, with no
+	// lines, was the order's answer.
+	cancelledFirst bool
 }
 
 func (d decision) outcome() string {
 	switch {
+	case d.cancelledFirst:
+		return "placed-after-cancellation"
 	case d.alreadyAnswered:
 		return "already-answered"
 	case d.reserved:
@@ -97,7 +104,14 @@ func reserve(ctx context.Context, tx pgx.Tx, o order, key keying) (decision, err
 			return d, fmt.Errorf("record answer: %w", err)
 		}
 		if n == 0 {
-			return decision{alreadyAnswered: true}, nil
+			// The placement is its order's sequence 1, and every row of order_answers is at
+			// 1 or above: a placement is never newer than what the row holds. Which event
+			// wrote the row says what to report.
+			prev, err := q.GetOrderAnswer(ctx, o.ID)
+			if err != nil {
+				return d, fmt.Errorf("get order answer: %w", err)
+			}
+			return decision{alreadyAnswered: true, cancelledFirst: prev.Outcome == "cancelled"}, nil
 		}
 	}
 

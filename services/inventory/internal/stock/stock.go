@@ -39,10 +39,10 @@ const (
 	AggregateType = "reservation"
 )
 
-// OrderEventTypes are the events ReserveStock handles; any other type is poison. Both
-// versions of OrderPlaced while ordering migrates from v1 to v2; v1 leaves this list
-// once no v1 is left to read (docs/schema-evolution.md).
-var OrderEventTypes = []string{contracts.OrderPlaced, contracts.OrderPlacedV2}
+// OrderEventTypes are the events HandleOrderEvent handles; any other type is poison.
+// Both versions of OrderPlaced while ordering migrates from v1 to v2 (v1 leaves this list
+// once no v1 is left to read, docs/schema-evolution.md), and OrderCancelled.
+var OrderEventTypes = []string{contracts.OrderPlaced, contracts.OrderPlacedV2, contracts.OrderCancelled}
 
 // Strategy is how the consumer keeps a redelivered message from reserving twice.
 type Strategy string

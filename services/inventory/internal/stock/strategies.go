@@ -44,6 +44,11 @@ func (s *Service) reserveWithInbox(ctx context.Context, env event.Envelope, o or
 		return consumer.Duplicate, nil
 	}
 	s.count(ctx, d.outcome())
+	if d.cancelledFirst {
+		s.log.InfoContext(ctx, "order cancelled before its placement arrived; nothing reserved",
+			"order_id", o.ID, "message_id", env.ID)
+		return consumer.Duplicate, nil
+	}
 	if d.alreadyAnswered {
 		s.log.WarnContext(ctx, "order already answered under another message id; nothing done",
 			"order_id", o.ID, "message_id", env.ID)

@@ -27,9 +27,11 @@ type Inbox struct {
 }
 
 type OrderAnswer struct {
-	OrderID    uuid.UUID
-	Outcome    string
-	AnsweredAt time.Time
+	OrderID      uuid.UUID
+	Outcome      string
+	AnsweredAt   time.Time
+	LastSequence int64
+	CancelledAt  *time.Time
 }
 
 type Outbox struct {

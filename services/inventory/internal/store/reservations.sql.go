@@ -7,6 +7,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -15,11 +16,17 @@ const getOrderAnswer = `-- name: GetOrderAnswer :one
 SELECT order_id, outcome, answered_at FROM order_answers WHERE order_id = $1
 `
 
+type GetOrderAnswerRow struct {
+	OrderID    uuid.UUID
+	Outcome    string
+	AnsweredAt time.Time
+}
+
 // Inventory's answer to one order, written in the transaction that claimed the order's
 // event in the inbox and reserved (or did not reserve) its stock.
-func (q *Queries) GetOrderAnswer(ctx context.Context, orderID uuid.UUID) (OrderAnswer, error) {
+func (q *Queries) GetOrderAnswer(ctx context.Context, orderID uuid.UUID) (GetOrderAnswerRow, error) {
 	row := q.db.QueryRow(ctx, getOrderAnswer, orderID)
-	var i OrderAnswer
+	var i GetOrderAnswerRow
 	err := row.Scan(&i.OrderID, &i.Outcome, &i.AnsweredAt)
 	return i, err
 }

@@ -254,3 +254,34 @@ func publishStockOutcome(t *testing.T, amqpURL, typ, id string) {
 	}
 	testenv.Publish(t, amqpURL, msg)
 }
+
+// Inventory's StockReleased ends a cancelled order's history; a copy of it under another
+// message id adds nothing.
+func TestStockReleasedEndsACancelledOrdersHistory(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	base := startInProcess(t, e)
+	id := placeOrder(t, base)
+	if resp, body := postCancel(t, base, id, ""); resp.StatusCode != http.StatusOK {
+		t.Fatalf("cancel: %d %s", resp.StatusCode, body)
+	}
+	for range 2 {
+		env, err := event.New(contracts.InventorySource, contracts.StockReleased, id, 1,
+			contracts.StockReleasedData{OrderID: uuid.MustParse(id), CustomerEmail: "ada@example.com", Lines: []contracts.Line{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := broker.EventMessage(env, "inventory")
+		if err != nil {
+			t.Fatal(err)
+		}
+		testenv.Publish(t, e.amqpURL, msg)
+	}
+	db := testenv.Pool(t, e.databaseURL)
+	testenv.Eventually(t, 20*time.Second, "both copies consumed", func() bool {
+		return testenv.Count(t, db, "SELECT count(*) FROM inbox") == 2
+	})
+	if got := getOrderWithHistory(t, base, id); got.Status != "cancelled" || got.events() != "placed,cancelled,released" {
+		t.Errorf("order after its release = %+v", got)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -21,12 +22,15 @@ import (
 const ConsumerName = "ordering"
 
 // StockEventTypes are the events ApplyStockOutcome handles.
-var StockEventTypes = []string{contracts.StockReserved, contracts.StockRejected}
+var StockEventTypes = []string{contracts.StockReserved, contracts.StockRejected, contracts.StockReleased}
 
 // ApplyStockOutcome moves an order to confirmed or rejected when inventory has decided.
 // The inbox row and the status change commit together, so a redelivery is a duplicate
 // and never a second transition.
 func (s *Service) ApplyStockOutcome(ctx context.Context, env event.Envelope) (consumer.Outcome, error) {
+	if env.Type == contracts.StockReleased {
+		return s.recordRelease(ctx, env)
+	}
 	orderID, status, err := outcomeOf(env)
 	if err != nil {
 		return 0, err
@@ -60,6 +64,10 @@ func (s *Service) ApplyStockOutcome(ctx context.Context, env event.Envelope) (co
 // a repeated outcome from an unknown order.
 var errNotAllPending = errors.New("an order of the batch is not pending")
 
+// errReleaseInBatch: a batch holds a StockReleased, which is recorded alone, as is
+// every message of its batch.
+var errReleaseInBatch = errors.New("a release is recorded alone")
+
 // ApplyStockOutcomes is ApplyStockOutcome for outcomes that arrived together: one
 // transaction, one inbox claim and one update for all of them. Anything unusual (a copy
 // of a message processed before, an order not pending) rolls the batch back, and the
@@ -68,6 +76,9 @@ func (s *Service) ApplyStockOutcomes(ctx context.Context, msgs []consumer.Messag
 	envs := make([]event.Envelope, len(msgs))
 	var changes store.ApplyStockOutcomesParams
 	for i, m := range msgs {
+		if m.Envelope.Type == contracts.StockReleased {
+			return nil, errReleaseInBatch
+		}
 		id, status, err := outcomeOf(m.Envelope)
 		if err != nil {
 			return nil, err
@@ -141,4 +152,44 @@ func validOrderID(id uuid.UUID, env event.Envelope) error {
 		return event.Poison(event.ReasonInvalidData, fmt.Errorf("order_id %s does not match subject %q", id, env.Subject))
 	}
 	return nil
+}
+
+// recordRelease ends a cancelled order's history with "released": inventory has given
+// back what it had reserved for it (StockReleased, one per cancellation). The inbox row
+// and the history row commit together; the history's primary key keeps a second
+// StockReleased under another message id from adding a second entry.
+func (s *Service) recordRelease(ctx context.Context, env event.Envelope) (consumer.Outcome, error) {
+	var d contracts.StockReleasedData
+	if err := env.DecodeData(&d); err != nil {
+		return 0, err
+	}
+	if err := validOrderID(d.OrderID, env); err != nil {
+		return 0, err
+	}
+	processed, err := inbox.Process(ctx, s.pool, ConsumerName, env, func(tx pgx.Tx) error {
+		q := store.New(tx)
+		row, err := q.GetOrder(ctx, d.OrderID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return event.Poison(event.ReasonInvalidData, fmt.Errorf("%s for unknown order %s", env.Type, d.OrderID))
+		}
+		if err != nil {
+			return err
+		}
+		if Status(row.Status) != Cancelled {
+			// Inventory releases only on ordering's own cancellation, which commits with
+			// the status: a release of an order that is not cancelled cannot be ours.
+			return event.Poison(event.ReasonInvalidData, fmt.Errorf("%s for order %s, which is %s", env.Type, d.OrderID, row.Status))
+		}
+		return q.InsertOrderHistory(ctx, store.InsertOrderHistoryParams{OrderID: d.OrderID, Event: "released", At: time.Now().UTC().Truncate(time.Microsecond)})
+	})
+	if err != nil {
+		return 0, err
+	}
+	if err := failpoint.Inject(ctx, contracts.OrderingAfterCommit); err != nil {
+		return 0, err
+	}
+	if !processed {
+		return consumer.Duplicate, nil
+	}
+	return consumer.Processed, nil
 }
