@@ -26,7 +26,8 @@ var Topology = broker.Topology{
 		{Name: QueueInventoryOrderPlaced, Bindings: []string{OrderPlaced, OrderPlacedV2, OrderCancelled}},
 		// StockReleased ends a cancelled order's history in ordering.
 		{Name: QueueOrderingStockEvents, Bindings: []string{StockReserved, StockRejected, StockReleased}},
-		{Name: QueueNotificationStockEvents, Bindings: []string{StockReserved, StockRejected}},
+		// StockReleased asks for the "order cancelled" email.
+		{Name: QueueNotificationStockEvents, Bindings: []string{StockReserved, StockRejected, StockReleased}},
 	},
 }
 

@@ -22,6 +22,10 @@ import (
 // by its state.
 var errNotAllNew = errors.New("an email of the batch has a record already")
 
+// errCancellationAlone: a cancellation email may have to wait for its order's
+// confirmation (waitForConfirmation), which HandleStockEvent decides one event at a time.
+var errCancellationAlone = errors.New("a cancellation email is handled alone")
+
 // HandleStockEvents is HandleStockEvent for events that arrived together, in the common
 // case where every email is new: phase one for all of them in one transaction (inbox
 // rows, records, claims), then every send at once, each followed by its own phase two.
@@ -35,6 +39,9 @@ func (s *Service) HandleStockEvents(ctx context.Context, msgs []consumer.Message
 		e, err := emailFor(m.Envelope)
 		if err != nil {
 			return nil, err
+		}
+		if e.kind == OrderCancelled {
+			return nil, errCancellationAlone
 		}
 		envs[i] = m.Envelope
 		create.OrderIds = append(create.OrderIds, e.orderID)

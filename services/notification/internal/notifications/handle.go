@@ -29,7 +29,7 @@ import (
 const ConsumerName = "notification"
 
 // StockEventTypes are the events HandleStockEvent handles.
-var StockEventTypes = []string{contracts.StockReserved, contracts.StockRejected}
+var StockEventTypes = []string{contracts.StockReserved, contracts.StockRejected, contracts.StockReleased}
 
 // ReasonNotificationFailed is the poison reason of a message whose email has failed for
 // good: it goes to the DLQ for an operator, with the record saying why.
@@ -91,6 +91,9 @@ func (s *Service) HandleStockEvent(ctx context.Context, env event.Envelope) (con
 	if err != nil {
 		return 0, err
 	}
+	if err := s.waitForConfirmation(ctx, e); err != nil {
+		return 0, err
+	}
 	rec, claimed, err := s.createAndClaim(ctx, e, env)
 	if err != nil {
 		return 0, err
@@ -116,6 +119,36 @@ func (s *Service) HandleStockEvent(ctx context.Context, env event.Envelope) (con
 		return 0, err
 	}
 	return consumer.Processed, nil
+}
+
+// ErrConfirmationFirst: a cancellation email waits for the confirmation email of its
+// order. The consumer requeues the event after its backoff.
+var ErrConfirmationFirst = errors.New("the order's confirmation email is not sent yet")
+
+// waitForConfirmation keeps an order's cancellation email from going out before its
+// confirmation email, when both are due: inventory publishes the order's StockReserved
+// before its StockReleased (one aggregate, in sequence order), but notification's
+// workers may take them the other way round, or the confirmation may be waiting for the
+// provider. Until the order's order-confirmed record is completed (or failed for good:
+// then nothing is left to wait for), the cancellation creates no record and is requeued;
+// each wait spends one of its deliveries, counted in
+// bookstore_notification_deferred_total. A cancellation whose order had nothing
+// reserved (rejected, or cancelled before inventory saw it) has no confirmation to wait
+// for.
+func (s *Service) waitForConfirmation(ctx context.Context, e email) error {
+	if e.kind != OrderCancelled || !e.afterConfirmation {
+		return nil
+	}
+	rec, err := store.New(s.pool).GetNotification(ctx, store.GetNotificationParams{OrderID: e.orderID, Kind: string(OrderConfirmed)})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return fmt.Errorf("get confirmation record: %w", err)
+	case Status(rec.Status) == Completed || Status(rec.Status) == Failed:
+		return nil
+	}
+	s.m.deferred.Add(ctx, 1)
+	return fmt.Errorf("cancellation email of order %s: %w", e.orderID, ErrConfirmationFirst)
 }
 
 // createAndClaim is phase one: one transaction that creates the record if it is missing
@@ -310,7 +343,7 @@ func deref(s *string) string {
 }
 
 type metrics struct {
-	sent, replayed, reconciled, failed, swept metric.Int64Counter
+	sent, replayed, reconciled, failed, swept, deferred metric.Int64Counter
 }
 
 func newMetrics(m metric.Meter) (metrics, error) {
@@ -325,6 +358,7 @@ func newMetrics(m metric.Meter) (metrics, error) {
 	out.replayed = counter("bookstore.notification.replayed_by_provider", "Sends the provider answered from its Idempotency-Key record: sent before, not again.")
 	out.reconciled = counter("bookstore.notification.reconciled", "Reconciliation lookups at the provider, by outcome (found, not-found, error) and trigger.")
 	out.failed = counter("bookstore.notification.failed", "Records that failed for good, by kind.")
+	out.deferred = counter("bookstore.notification.deferred", "Cancellation emails requeued because the order's confirmation email was not sent yet.")
 	out.swept = counter("bookstore.notification.swept", "Stale records the sweeper took up, by result.")
 	if err := errors.Join(errs...); err != nil {
 		return out, fmt.Errorf("notification metrics: %w", err)
@@ -334,7 +368,8 @@ func newMetrics(m metric.Meter) (metrics, error) {
 	// "no data", and an alert on them has a series to watch.
 	ctx := context.Background()
 	out.replayed.Add(ctx, 0)
-	for _, kind := range []Kind{OrderConfirmed, OrderRejected} {
+	out.deferred.Add(ctx, 0)
+	for _, kind := range []Kind{OrderConfirmed, OrderRejected, OrderCancelled} {
 		out.failed.Add(ctx, 0, metric.WithAttributes(attribute.String("kind", string(kind))))
 	}
 	return out, nil

@@ -35,11 +35,14 @@ type Kind string
 const (
 	OrderConfirmed Kind = "order-confirmed" // for inventory.stock-reserved.v1
 	OrderRejected  Kind = "order-rejected"  // for inventory.stock-rejected.v1
+	OrderCancelled Kind = "order-cancelled" // for inventory.stock-released.v1
 )
 
 // ValidCursor reports whether k is a kind, as the cursor of GET /notifications (the
 // position after a record) must be.
-func (k Kind) ValidCursor() bool { return k == OrderConfirmed || k == OrderRejected }
+func (k Kind) ValidCursor() bool {
+	return k == OrderConfirmed || k == OrderRejected || k == OrderCancelled
+}
 
 // Status is where a notification record is in its two phases.
 type Status string
@@ -77,6 +80,9 @@ type email struct {
 	orderID uuid.UUID
 	kind    Kind
 	message provider.Message
+	// afterConfirmation: the order was confirmed before it was cancelled (inventory gave
+	// back copies it had reserved), so its confirmation email is due too, and goes first.
+	afterConfirmation bool
 }
 
 // emailFor reads a stock event and writes the email it asks for. Anything that cannot be
@@ -108,6 +114,19 @@ func emailFor(env event.Envelope) (email, error) {
 			To:      d.CustomerEmail,
 			Subject: fmt.Sprintf("Your Bookstore order %s could not be fulfilled", d.OrderID),
 			Text:    rejectedText(d.OrderID, d.Lines, d.Reason),
+		}}, nil
+	case contracts.StockReleased:
+		var d contracts.StockReleasedData
+		if err := env.DecodeData(&d); err != nil {
+			return email{}, err
+		}
+		if err := validData(d.OrderID, d.CustomerEmail, env); err != nil {
+			return email{}, err
+		}
+		return email{orderID: d.OrderID, kind: OrderCancelled, afterConfirmation: len(d.Lines) > 0, message: provider.Message{
+			To:      d.CustomerEmail,
+			Subject: fmt.Sprintf("Your Bookstore order %s is cancelled", d.OrderID),
+			Text:    cancelledText(d.OrderID, d.Lines),
 		}}, nil
 	}
 	return email{}, event.Poison(event.ReasonUnknownType, fmt.Errorf("type %q", env.Type))
@@ -149,6 +168,19 @@ func rejectedText(orderID uuid.UUID, lines []contracts.Line, reason string) stri
 	b.WriteString(". Nothing was reserved and nothing will be charged.\n\n")
 	writeLines(&b, lines)
 	b.WriteString("\nBookstore\n")
+	return b.String()
+}
+
+func cancelledText(orderID uuid.UUID, released []contracts.Line) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Hello,\n\nyour order %s is cancelled, as you asked.", orderID)
+	if len(released) > 0 {
+		b.WriteString(" The books reserved for it are back on the shelf:\n\n")
+		writeLines(&b, released)
+	} else {
+		b.WriteString(" Nothing was reserved for it.\n")
+	}
+	b.WriteString("\nNothing will be charged.\n\nBookstore\n")
 	return b.String()
 }
 
