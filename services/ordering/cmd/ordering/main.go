@@ -1,8 +1,10 @@
 // Command ordering takes orders over HTTP, writes each order and its OrderPlaced event in
 // one transaction, relays the events to RabbitMQ and follows inventory's answer.
 //
-//	ordering          API, outbox relay and stock-events consumer (the default)
-//	ordering relay    the outbox relay alone, to run more relays beside the API
+//	ordering          API, outbox relay and stock-events consumer (the default; with
+//	                  ORDERING_RELAY=0 the API and the consumer without the relay)
+//	ordering relay    the outbox relay alone, to run more relays beside the API, or the
+//	                  one relay beside an API started with ORDERING_RELAY=0
 //	ordering --help   every environment variable and its default
 //	ordering dlq ...     list or replay the stock events its queue dead-lettered (ordering dlq help)
 //	ordering outbox ...  list or retry the events its relay parked (ordering outbox help)
@@ -49,12 +51,13 @@ func main() {
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	cfg, vars := config.Standard("ordering", 8081)
-	var publisher string
+	var publisher, inProcessRelay string
 	var concurrency, placedVersion int
 	var keyRetention time.Duration
 	vars = append(vars,
 		config.Duration("IDEMPOTENCY_KEY_RETENTION", "24h", "how long POST /orders remembers an Idempotency-Key; a retry after it places a new order", &keyRetention),
 		config.String("ORDERING_PUBLISHER", "outbox", "outbox, or direct: commit then publish, no outbox (the wrong way, for demonstrations)", &publisher),
+		config.String("ORDERING_RELAY", "1", "1: the API process also runs the outbox relay; 0: the API and the stock-events consumer only, their events left to an `ordering relay` run beside it (make run does with STOREFRONT_DEMOS=1)", &inProcessRelay),
 		config.Int("ORDERING_ORDER_PLACED_VERSION", "1", "the version of ordering.order-placed written for a new order: 1, or 2 once every consumer reads v2 (docs/schema-evolution.md)", &placedVersion),
 		config.Int("CONSUMER_CONCURRENCY", "4", "stock events handled at once", &concurrency),
 	)
@@ -80,6 +83,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	if publisher != "outbox" && publisher != "direct" {
 		return fmt.Errorf("ORDERING_PUBLISHER=%q: want outbox or direct", publisher)
+	}
+	if inProcessRelay != "0" && inProcessRelay != "1" {
+		return fmt.Errorf("ORDERING_RELAY=%q: want 1, or 0 to run `ordering relay` as a process of its own", inProcessRelay)
+	}
+	if mode == "relay" && inProcessRelay == "0" {
+		return errors.New("ORDERING_RELAY=0 with the relay command: it would run nothing (the variable is for the API process)")
 	}
 	if !slices.Contains(orders.OrderPlacedVersions, placedVersion) {
 		return fmt.Errorf("ORDERING_ORDER_PLACED_VERSION=%d: want one of %v", placedVersion, orders.OrderPlacedVersions)
@@ -123,7 +132,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	if publisher == "outbox" {
+	// ORDERING_RELAY=0 leaves the outbox to an `ordering relay` beside this process: the
+	// API still writes every row, and they wait pending until that relay publishes them.
+	if publisher == "outbox" && inProcessRelay == "1" {
 		g.Go(func() error { return relay.Run(ctx) })
 	}
 
@@ -170,6 +181,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return nil
 	})
 	g.Go(func() error { return httpapi.Serve(ctx, cfg.HTTPAddr, api.NewServer(svc, tel, ready...), log, nil) })
-	log.InfoContext(ctx, "ordering started", "http_addr", cfg.HTTPAddr, "publisher", publisher)
+	log.InfoContext(ctx, "ordering started", "http_addr", cfg.HTTPAddr, "publisher", publisher, "in_process_relay", inProcessRelay == "1")
 	return g.Wait()
 }
