@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,8 +31,9 @@ import (
 // (The script with the real binaries: `make run`.)
 
 // standIn writes an executable that logs a line, records the signal it is stopped with
-// in dir/<name>.stopped, and otherwise runs until stopped, or exits with status exit
-// after a moment when exit is not empty.
+// in dir/<name>.stopped (dir/<name>-<first argument>.stopped when it has arguments), and
+// otherwise runs until stopped, or exits with status exit after a moment when exit is not
+// empty.
 func standIn(t *testing.T, dir, name, exit string) {
 	t.Helper()
 	script := `#!/usr/bin/env bash
@@ -39,7 +41,8 @@ echo "` + name + ` started with LOG_LEVEL=$LOG_LEVEL"
 echo "` + name + ` admin ${DATABASE_ADMIN_URL-unset}"
 echo "` + name + ` amqp ${AMQP_URL-unset}"
 echo "` + name + ` inventory-admin ${INVENTORY_ADMIN-unset}"
-trap 'echo TERM > "` + filepath.Join(dir, name) + `.stopped"; exit 0' TERM
+echo "` + name + ` args [$*] pid $$ ORDERING_RELAY=${ORDERING_RELAY-unset} STOREFRONT_RELAY_PID=${STOREFRONT_RELAY_PID-unset}"
+trap 'echo TERM > "` + filepath.Join(dir, name) + `${1:+-$1}.stopped"; exit 0' TERM
 if [[ -n "` + exit + `" ]]; then sleep 1; echo "` + name + ` failing"; exit ` + exit + `; fi
 while true; do sleep 0.1; done
 `
@@ -112,15 +115,15 @@ func TestRunScriptStopsEverythingOnSIGTERM(t *testing.T) {
 
 	waitOutput(t, out, "running: ordering emailprovider")
 	for _, want := range []string{
-		"ordering      | ordering started with LOG_LEVEL=debug", // prefixed, environment passed on
-		"emailprovider | emailprovider started",
+		"ordering       | ordering started with LOG_LEVEL=debug", // prefixed, environment passed on
+		"emailprovider  | emailprovider started",
 		"inventory: " + bin + "/inventory is not built yet, skipping it",
 		"notification: " + bin + "/notification is not built yet, skipping it",
 		"http://localhost:8081/orders",
 		// make run gives the services the local superuser, whose own default is none.
-		"ordering      | ordering admin postgres://postgres@localhost:5432/postgres?sslmode=disable",
+		"ordering       | ordering admin postgres://postgres@localhost:5432/postgres?sslmode=disable",
 		// and INVENTORY_ADMIN=1 (read by inventory alone): PUT /books/{id} works on loopback.
-		"ordering      | ordering inventory-admin 1",
+		"ordering       | ordering inventory-admin 1",
 	} {
 		waitOutput(t, out, want)
 	}
@@ -158,7 +161,7 @@ func TestRunScriptStopsEverythingWhenOneExits(t *testing.T) {
 	if code := cmd.ProcessState.ExitCode(); code != 1 {
 		t.Errorf("run.sh exited with %d, want 1", code)
 	}
-	for _, want := range []string{"notification  | notification failing", "notification exited with status 3"} {
+	for _, want := range []string{"notification   | notification failing", "notification exited with status 3"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("run.sh output lacks %q:\n%s", want, out)
 		}
@@ -197,7 +200,7 @@ func runScriptAMQPURLs(t *testing.T, extraEnv ...string) map[string]string {
 	waitOutput(t, out, "running: ordering inventory notification emailprovider")
 	urls := map[string]string{}
 	for _, name := range all {
-		prefix := fmt.Sprintf("%-13s | %s amqp ", name, name)
+		prefix := fmt.Sprintf("%-14s | %s amqp ", name, name)
 		waitOutput(t, out, prefix)
 		for _, line := range strings.Split(out.String(), "\n") {
 			if v, ok := strings.CutPrefix(line, prefix); ok {
@@ -391,9 +394,9 @@ func TestRunScriptStartsTheStorefrontFirstInItsURLs(t *testing.T) {
 	cmd, out, done := startRunScript(t, bin, "STOREFRONT_DEMOS=1")
 	waitOutput(t, out, "running: emailprovider storefront")
 	for _, want := range []string{
-		"storefront    | storefront started",
-		"storefront    | storefront amqp unset",
-		"emailprovider | emailprovider provider-admin 1 demos 1",
+		"storefront     | storefront started",
+		"storefront     | storefront amqp unset",
+		"emailprovider  | emailprovider provider-admin 1 demos 1",
 	} {
 		waitOutput(t, out, want)
 	}
@@ -409,5 +412,84 @@ func TestRunScriptStartsTheStorefrontFirstInItsURLs(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(bin, "storefront.stopped")); err != nil {
 		t.Errorf("storefront was not stopped with SIGTERM: %v", err)
+	}
+}
+
+// TestRunScriptRunsTheRelayApartWithDemos: with STOREFRONT_DEMOS=1, make run starts
+// ordering with ORDERING_RELAY=0 and `ordering relay` beside it as ordering-relay, as
+// ordering's broker user, and gives the storefront that process's pid, which the panel
+// pauses with SIGSTOP; a relay left stopped is still stopped with SIGTERM at the end.
+// Without demos nothing of it: ordering runs its relay inside, and the storefront has
+// no pid.
+func TestRunScriptRunsTheRelayApartWithDemos(t *testing.T) {
+	t.Parallel()
+	line := regexp.MustCompile(`(?m)^(\S+) +\| \S+ args \[(.*)\] pid (\d+) ORDERING_RELAY=(\S+) STOREFRONT_RELAY_PID=(\S+)$`)
+	type started struct{ args, pid, relay, relayPID string }
+	run := func(t *testing.T, demos string) (map[string]started, string) {
+		bin := t.TempDir()
+		for _, name := range []string{"ordering", "storefront"} {
+			standIn(t, bin, name, "")
+		}
+		cmd, out, done := startRunScript(t, bin, "STOREFRONT_DEMOS="+demos)
+		want := "running: ordering storefront"
+		if demos == "1" {
+			want = "running: ordering ordering-relay storefront"
+		}
+		waitOutput(t, out, want)
+		waitOutput(t, out, "storefront     | storefront args")
+		waitOutput(t, out, "ordering       | ordering args")
+		if demos == "1" {
+			waitOutput(t, out, "ordering-relay | ordering args")
+		}
+		got := map[string]started{}
+		for _, m := range line.FindAllStringSubmatch(out.String(), -1) {
+			got[m[1]] = started{m[2], m[3], m[4], m[5]}
+		}
+		if demos == "1" {
+			// The panel's pause: the relay stopped when make run is stopped.
+			pid, _ := strconv.Atoi(got["ordering-relay"].pid)
+			if pid <= 0 {
+				t.Fatalf("no pid for ordering-relay:\n%s", out)
+			}
+			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("run.sh did not stop after SIGTERM:\n%s", out)
+		}
+		stopped := []string{"ordering", "storefront"}
+		if demos == "1" {
+			stopped = append(stopped, "ordering-relay")
+		}
+		for _, name := range stopped {
+			if _, err := os.Stat(filepath.Join(bin, name+".stopped")); err != nil {
+				t.Errorf("%s was not stopped with SIGTERM: %v\n%s", name, err, out)
+			}
+		}
+		return got, out.String()
+	}
+
+	got, out := run(t, "1")
+	relay, api, storefront := got["ordering-relay"], got["ordering"], got["storefront"]
+	if relay.args != "relay" || relay.relay != "1" {
+		t.Errorf("ordering-relay started with args [%s], ORDERING_RELAY %s; want [relay], 1:\n%s", relay.args, relay.relay, out)
+	}
+	if api.args != "" || api.relay != "0" {
+		t.Errorf("ordering started with args [%s], ORDERING_RELAY %s; want [], 0:\n%s", api.args, api.relay, out)
+	}
+	if storefront.relayPID != relay.pid {
+		t.Errorf("storefront's STOREFRONT_RELAY_PID %s, want ordering-relay's pid %s:\n%s", storefront.relayPID, relay.pid, out)
+	}
+	if !strings.Contains(out, "ordering-relay | ordering amqp amqp://ordering:ordering-dev@localhost:5672/") {
+		t.Errorf("ordering-relay does not log in as ordering's broker user:\n%s", out)
+	}
+
+	got, out = run(t, "0")
+	if _, ok := got["ordering-relay"]; ok || got["ordering"].relay != "unset" || got["storefront"].relayPID != "unset" {
+		t.Errorf("without demos: %+v, want no ordering-relay, no ORDERING_RELAY, no STOREFRONT_RELAY_PID:\n%s", got, out)
 	}
 }

@@ -11,8 +11,12 @@
 # one tries the system out. INVENTORY_ADMIN=0 in this shell runs without it.
 # The storefront (http://localhost:8080, printed first) reads the four services' APIs on
 # their default ports. STOREFRONT_DEMOS=1 make run shows its break-it panel, and then also
-# sets EMAILPROVIDER_ADMIN=1 unless this shell says otherwise, since the panel's button
-# changes the provider's faults.
+# sets EMAILPROVIDER_ADMIN=1 unless this shell says otherwise, since a panel button
+# changes the provider's faults; and it runs ordering's outbox relay as a process of its
+# own, so another button can pause it alone: ordering with ORDERING_RELAY=0 (API and
+# stock-events consumer), `ordering relay` beside it as ordering-relay (ordering's broker
+# user, probes on 127.0.0.1:8091), and that process's pid to the storefront as
+# STOREFRONT_RELAY_PID. Without demos the relay runs inside ordering's API process.
 # And each broker client's AMQP_URL: ordering, inventory and notification log in to the
 # local RabbitMQ as their own users, with the permissions deploy/rabbitmq/definitions.json
 # gives them under docker compose too (services.sh creates them; the password is compose's,
@@ -36,7 +40,9 @@ export INVENTORY_ADMIN="${INVENTORY_ADMIN:-1}"
 if [[ -n ${OTEL_EXPORTER_OTLP_ENDPOINT-} ]]; then
   export JAEGER_URL="${JAEGER_URL:-http://localhost:16686}"
 fi
+demos=0
 if [[ ${STOREFRONT_DEMOS:-0} == 1 ]]; then
+  demos=1
   export EMAILPROVIDER_ADMIN="${EMAILPROVIDER_ADMIN:-1}"
 fi
 
@@ -49,13 +55,14 @@ ports=(8081 8082 8083 8084 8080)
 names=()
 pids=()
 service_ports=()
+relay_pid=""
 
 # prefix copies its input to stdout, each line led by the service's name. A plain read
 # loop, not sed, so it works with macOS's bash 3.2 and BSD tools alike.
 prefix() {
   local line
   while IFS= read -r line || [[ -n "$line" ]]; do
-    printf '%-13s | %s\n' "$1" "$line"
+    printf '%-14s | %s\n' "$1" "$line"
   done
 }
 
@@ -67,6 +74,8 @@ stop_all() {
   local pid
   for pid in "${pids[@]}"; do
     kill -TERM "$pid" 2>/dev/null
+    # A relay the storefront's panel has paused (SIGSTOP) takes its TERM once continued.
+    kill -CONT "$pid" 2>/dev/null
   done
   # The services drain in-flight requests and messages for up to 10 s on SIGTERM.
   local deadline=$((SECONDS + 15))
@@ -79,6 +88,18 @@ stop_all() {
 trap 'stop_all; exit 130' INT
 trap 'stop_all; exit 143' TERM
 
+# start runs one process in the background as name (its log prefix), listening on port,
+# with env (NAME=value words, possibly none) and then the command line.
+start() {
+  local name="$1" port="$2"
+  shift 2
+  # The process substitution keeps $! the process's own pid, not the prefixer's.
+  env "$@" > >(prefix "$name") 2>&1 &
+  pids+=($!)
+  names+=("$name")
+  service_ports+=("$port")
+}
+
 for i in "${!services[@]}"; do
   name="${services[$i]}"
   if [[ ! -x "$bin_dir/$name" ]]; then
@@ -87,19 +108,21 @@ for i in "${!services[@]}"; do
   fi
   # Its own broker user unless the caller chose one URL for all; the email provider
   # and the storefront use no broker.
-  amqp_url="${AMQP_URL-}"
+  vars=()
   if [[ -z ${AMQP_URL+set} && $name != emailprovider && $name != storefront ]]; then
-    amqp_url="amqp://$name:$name-dev@localhost:5672/"
+    vars+=("AMQP_URL=amqp://$name:$name-dev@localhost:5672/")
   fi
-  # The process substitution keeps $! the service's own pid, not the prefixer's.
-  if [[ -n $amqp_url ]]; then
-    AMQP_URL="$amqp_url" "$bin_dir/$name" > >(prefix "$name") 2>&1 &
-  else
-    "$bin_dir/$name" > >(prefix "$name") 2>&1 &
+  if [[ $demos == 1 && $name == ordering ]]; then
+    # The relay as a process of its own, which the storefront's panel can pause alone.
+    start ordering "${ports[$i]}" ${vars[@]+"${vars[@]}"} ORDERING_RELAY=0 "$bin_dir/ordering"
+    start ordering-relay 8091 ${vars[@]+"${vars[@]}"} ORDERING_RELAY=1 "$bin_dir/ordering" relay
+    relay_pid=$!
+    continue
   fi
-  pids+=($!)
-  names+=("$name")
-  service_ports+=("${ports[$i]}")
+  if [[ $name == storefront && -n $relay_pid ]]; then
+    vars+=("STOREFRONT_RELAY_PID=$relay_pid")
+  fi
+  start "$name" "${ports[$i]}" ${vars[@]+"${vars[@]}"} "$bin_dir/$name"
 done
 
 if ((${#pids[@]} == 0)); then

@@ -180,6 +180,9 @@ func StartProcess(t testing.TB, bin string, args []string, env map[string]string
 // so its log is where a race shows.
 func RaceReported(log string) bool { return strings.Contains(log, "WARNING: DATA RACE") }
 
+// Pid is the process's id, for a test that signals it (or has another process do so).
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // Log returns what the process has written to stdout and stderr so far.
 func (p *Process) Log() string { return p.log.String() }
 

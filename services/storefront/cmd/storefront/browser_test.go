@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -34,6 +35,9 @@ const (
 	dune      = "018f2b1e-0000-7000-8000-000000000001"
 	jaegerURL = "http://jaeger.test:16686"
 	sourceURL = "https://github.com/bookstore-go/bookstore/blob/main/"
+	// relayPause is how long the panel's button stops the relay: long enough for the test
+	// to place an order and see it written but not published while the relay is stopped.
+	relayPause = 5 * time.Second
 )
 
 // system is the four services and the storefront in front of them.
@@ -46,6 +50,7 @@ func startSystem(t *testing.T) *system {
 	t.Helper()
 	s := &system{url: map[string]string{}, db: map[string]string{}}
 	amqpURL := testenv.VHost(t)
+	var relay *testenv.Process // ordering's outbox relay, a process of its own
 	for _, name := range []string{"emailprovider", "inventory", "ordering", "notification"} {
 		bin := testenv.Build(t, "github.com/bookstore-go/bookstore/services/"+name+"/cmd/"+name)
 		admin, db := testenv.Database(t, name)
@@ -59,13 +64,21 @@ func startSystem(t *testing.T) *system {
 			env["EMAILPROVIDER_URL"] = s.url["emailprovider"]
 			env["PROVIDER_TIMEOUT"] = "1s" // an ambiguous answer is given up on soon
 		}
+		if name == "ordering" {
+			env["ORDERING_RELAY"] = "0" // the relay runs apart, as under STOREFRONT_DEMOS=1 make run
+		}
 		p := testenv.StartProcess(t, bin, nil, env)
 		s.url[name], s.db[name] = p.Base, db
+		if name == "ordering" {
+			delete(env, "ORDERING_RELAY")
+			relay = testenv.StartProcess(t, bin, []string{"relay"}, env)
+		}
 	}
 	storefront := testenv.StartProcess(t, testenv.Build(t, "."), nil, map[string]string{
 		"ORDERING_URL": s.url["ordering"], "INVENTORY_URL": s.url["inventory"],
 		"NOTIFICATION_URL": s.url["notification"], "EMAILPROVIDER_URL": s.url["emailprovider"],
 		"JAEGER_URL": jaegerURL, "SOURCE_URL": sourceURL, "STOREFRONT_DEMOS": "1", "LOG_LEVEL": "info",
+		"STOREFRONT_RELAY_PID": strconv.Itoa(relay.Pid()), "STOREFRONT_RELAY_PAUSE": relayPause.String(),
 	})
 	s.url["storefront"] = storefront.Base
 	return s
@@ -251,7 +264,9 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 // TestStorefrontShowsAnOrdersJourneyInABrowser: load the page, order a book and watch
 // every step of its journey appear, the stock fall and the email arrive once; order more
 // than there is and watch the rejection; double-click and see one order; switch the
-// provider to ambiguous answers and see the email still delivered once.
+// provider to ambiguous answers and see the email still delivered once; pause the relay
+// and see an order written at once, published only when the relay continues, and still
+// answered once.
 func TestStorefrontShowsAnOrdersJourneyInABrowser(t *testing.T) {
 	s := startSystem(t)
 	s.setStock(t, dune, "Dune", 5)
@@ -322,4 +337,51 @@ func TestStorefrontShowsAnOrdersJourneyInABrowser(t *testing.T) {
 	do(t, ctx, "ambiguous answers off", 10*time.Second,
 		chromedp.Click(chromedp.ID("demo-ambiguous")),
 		chromedp.WaitVisible(chromedp.CSS(`#demo-ambiguous[data-on="false"]`)))
+
+	// Break it: the relay stopped (SIGSTOP). The order and its outbox row are written at
+	// once; the event waits, unpublished, until the relay continues; then the journey
+	// completes with one reservation and one email.
+	do(t, ctx, "pause the relay", 10*time.Second,
+		chromedp.Click(chromedp.ID("demo-relay")),
+		chromedp.WaitVisible(chromedp.CSS(`#demo-relay[data-paused="true"]`)))
+	do(t, ctx, "order while the relay is paused", 10*time.Second, fill(1, "erin@example.com"), chromedp.Click(chromedp.ID("order-submit")))
+	paused := placedOrder(t, ctx, ambiguous)
+	do(t, ctx, "written while paused", 10*time.Second,
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#journey[data-order="%s"] #step-placed[data-state="done"]`, paused))))
+	published := get(t, ctx, "the published step's state", chromedp.AttributeValue(chromedp.CSS("#step-published"), "data-state")).Value
+	pending := testenv.Count(t, testenv.Pool(t, s.db["ordering"]), "SELECT count(*) FROM outbox WHERE aggregate_id = $1 AND state = 'pending'", paused)
+	// Only conclusive while the pause still runs: what the page showed was read after the
+	// relay stopped and before now.
+	if !s.relayPaused(t) {
+		t.Fatalf("the relay's pause of %v ended before the test looked: too short for this machine", relayPause)
+	}
+	if published != "waiting" || pending != 1 {
+		t.Errorf("while the relay is stopped: the published step %q, %d pending outbox rows; want waiting, 1", published, pending)
+	}
+	watchJourney(t, ctx, paused, nil)
+	do(t, ctx, "the pause over", 10*time.Second, chromedp.WaitVisible(chromedp.CSS(`#demo-relay[data-paused="false"]`)))
+	do(t, ctx, "the last copy reserved", 10*time.Second, available(0))
+	if d := text(t, ctx, "#step-delivered .detail"); !strings.Contains(d, "delivered 1 time(s)") {
+		t.Errorf("after the relay's pause the delivered step says %q, want one delivery", d)
+	}
+	if n := testenv.Count(t, testenv.Pool(t, s.db["emailprovider"]), "SELECT count(*) FROM emails WHERE recipient = 'erin@example.com'"); n != 1 {
+		t.Errorf("%d emails to erin@example.com, want 1", n)
+	}
+}
+
+// relayPaused asks the storefront whether the relay's pause still runs.
+func (s *system) relayPaused(t *testing.T) bool {
+	t.Helper()
+	resp, err := http.Get(s.url["storefront"] + "/api/demos/relay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Paused bool `json:"paused"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /api/demos/relay: %d, %v", resp.StatusCode, err)
+	}
+	return r.Paused
 }

@@ -15,7 +15,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -44,7 +46,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 	}
 	var urls web.URLs
-	var jaegerURL, sourceURL, demos string
+	var jaegerURL, sourceURL, demos, relayPID string
+	var relayPause time.Duration
 	vars = append(vars,
 		config.String("ORDERING_URL", "http://127.0.0.1:8081", "base URL of ordering's API", &urls.Ordering),
 		config.String("INVENTORY_URL", "http://127.0.0.1:8082", "base URL of inventory's API", &urls.Inventory),
@@ -52,7 +55,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		config.String("EMAILPROVIDER_URL", "http://127.0.0.1:8084", "base URL of the email provider's API", &urls.EmailProvider),
 		config.String("JAEGER_URL", "", "Jaeger's UI as the browser reaches it, e.g. http://localhost:16686; empty: no trace links", &jaegerURL),
 		config.String("SOURCE_URL", "https://github.com/bookstore-go/bookstore/blob/main/", "prefix of the links to the file that does each step", &sourceURL),
-		config.String("STOREFRONT_DEMOS", "0", "1: show the break-it panel, whose buttons change the running system (the provider's faults)", &demos),
+		config.String("STOREFRONT_DEMOS", "0", "1: show the break-it panel, whose buttons change the running system (the provider's faults, the relay's pause)", &demos),
+		config.String("STOREFRONT_RELAY_PID", "", "with demos: the pid of an `ordering relay` process (beside ordering with ORDERING_RELAY=0), which the panel pauses with SIGSTOP and SIGCONT; checked through /proc (Linux only); empty: no pause button (make run sets it with STOREFRONT_DEMOS=1)", &relayPID),
+		config.Duration("STOREFRONT_RELAY_PAUSE", "15s", "how long the panel's button pauses the relay", &relayPause),
 	)
 	if err := config.Parse("storefront", args, getenv, stdout, vars); err != nil {
 		if errors.Is(err, config.ErrHelp) {
@@ -66,6 +71,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if demos != "0" && demos != "1" {
 		return fmt.Errorf("STOREFRONT_DEMOS=%q: want 0 or 1", demos)
 	}
+	var relay *web.RelayPause
+	if relayPID != "" {
+		pid, err := strconv.Atoi(relayPID)
+		if err != nil || pid <= 1 {
+			return fmt.Errorf("STOREFRONT_RELAY_PID=%q: want the pid of an `ordering relay` process, or empty", relayPID)
+		}
+		if demos == "1" {
+			relay = web.NewRelayPause(pid, relayPause)
+		}
+	}
 
 	tel, err := telemetry.Setup(ctx, telemetry.Options{Service: "storefront", LogLevel: cfg.LogLevel, OTLPEndpoint: cfg.OTLPEndpoint, Stdout: stdout})
 	if err != nil {
@@ -76,10 +91,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 
 	// No readiness check of its own: the services it reads are theirs to report, and a
 	// page that says one of them is down is more use than a storefront out of rotation.
-	handler := web.NewServer(web.Options{URLs: urls, JaegerURL: jaegerURL, SourceURL: sourceURL, Demos: demos == "1"}, tel)
+	handler := web.NewServer(web.Options{URLs: urls, JaegerURL: jaegerURL, SourceURL: sourceURL, Demos: demos == "1", Relay: relay}, tel)
+	if relay != nil {
+		// Never leave the relay stopped: a pause still running when the storefront stops
+		// ends here (all but SIGKILL of the storefront come this way).
+		defer func() {
+			if err := relay.Resume(); err != nil {
+				log.ErrorContext(ctx, "continue the relay at shutdown failed", "err", err)
+			}
+		}()
+	}
 	log.InfoContext(ctx, "storefront started", "http_addr", cfg.HTTPAddr, "ordering_url", urls.Ordering,
 		"inventory_url", urls.Inventory, "notification_url", urls.Notification, "emailprovider_url", urls.EmailProvider,
-		"jaeger_url", jaegerURL, "demos", demos == "1")
+		"jaeger_url", jaegerURL, "demos", demos == "1", "relay_pid", relayPID)
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return httpapi.ServeProfiles(ctx, cfg.PprofAddr, log) })
 	g.Go(func() error { return httpapi.Serve(ctx, cfg.HTTPAddr, handler, log, nil) })

@@ -5,7 +5,9 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -23,7 +25,7 @@ func TestHelpListsEveryVariable(t *testing.T) {
 	if err := run(context.Background(), []string{"--help"}, func(string) string { return "" }, &out); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"HTTP_ADDR", "ORDERING_URL", "INVENTORY_URL", "NOTIFICATION_URL", "EMAILPROVIDER_URL", "JAEGER_URL", "SOURCE_URL", "STOREFRONT_DEMOS", "LOG_LEVEL", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
+	for _, name := range []string{"HTTP_ADDR", "ORDERING_URL", "INVENTORY_URL", "NOTIFICATION_URL", "EMAILPROVIDER_URL", "JAEGER_URL", "SOURCE_URL", "STOREFRONT_DEMOS", "STOREFRONT_RELAY_PID", "STOREFRONT_RELAY_PAUSE", "LOG_LEVEL", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
 		if !strings.Contains(out.String(), name) {
 			t.Errorf("--help does not list %s:\n%s", name, out.String())
 		}
@@ -102,4 +104,59 @@ func getPage(t *testing.T, url string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+func TestABadRelayPIDStopsTheStart(t *testing.T) {
+	for _, pid := range []string{"ordering", "-3", "1"} {
+		err := run(context.Background(), nil, func(k string) string {
+			return map[string]string{"STOREFRONT_DEMOS": "1", "STOREFRONT_RELAY_PID": pid, "HTTP_ADDR": "127.0.0.1:0"}[k]
+		}, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "STOREFRONT_RELAY_PID") {
+			t.Errorf("STOREFRONT_RELAY_PID=%s: run = %v, want an error naming it", pid, err)
+		}
+	}
+}
+
+func postJSON(t *testing.T, url, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// The relay's pause button is there only with demos and an `ordering relay` pid; without
+// the pid the panel says why, and the pause is refused. A pid that is not an ordering
+// relay (here the test itself) is refused, not stopped.
+func TestRelayPauseNeedsDemosAndARelayProcess(t *testing.T) {
+	off := startAlone(t, map[string]string{"INVENTORY_URL": "http://127.0.0.1:1", "STOREFRONT_RELAY_PID": strconv.Itoa(os.Getpid())})
+	if code, _ := postJSON(t, off+"/api/demos/relay/pause", "{}"); code != http.StatusForbidden {
+		t.Errorf("POST /api/demos/relay/pause without demos: %d, want 403", code)
+	}
+
+	inside := startAlone(t, map[string]string{"INVENTORY_URL": "http://127.0.0.1:1", "STOREFRONT_DEMOS": "1"})
+	page := getPage(t, inside+"/")
+	if strings.Contains(page, `id="demo-relay"`) || !strings.Contains(page, "the relay runs inside ordering's API process") {
+		t.Error("without STOREFRONT_RELAY_PID the panel shows a pause button or does not say why it has none")
+	}
+	if code, body := postJSON(t, inside+"/api/demos/relay/pause", "{}"); code != http.StatusForbidden || !strings.Contains(body, "relay-not-apart") {
+		t.Errorf("POST /api/demos/relay/pause without a relay pid: %d %s, want 403 relay-not-apart", code, body)
+	}
+
+	wrong := startAlone(t, map[string]string{"INVENTORY_URL": "http://127.0.0.1:1", "STOREFRONT_DEMOS": "1",
+		"STOREFRONT_RELAY_PID": strconv.Itoa(os.Getpid()), "STOREFRONT_RELAY_PAUSE": "2s"})
+	if page := getPage(t, wrong+"/"); !strings.Contains(page, "Pause the relay for 2 s") {
+		t.Error("with STOREFRONT_RELAY_PID the panel has no button \"Pause the relay for 2 s\"")
+	}
+	if code, body := postJSON(t, wrong+"/api/demos/relay/pause", "{}"); code != http.StatusConflict || !strings.Contains(body, "not-the-relay") {
+		t.Errorf("POST /api/demos/relay/pause with the test's own pid: %d %s, want 409 not-the-relay", code, body)
+	}
+	if code, _ := postJSON(t, wrong+"/api/demos/relay/pause", `{"seconds": 60}`); code != http.StatusBadRequest {
+		t.Errorf("POST /api/demos/relay/pause with an unknown field: %d, want 400", code)
+	}
 }

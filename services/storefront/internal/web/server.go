@@ -10,7 +10,9 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -36,6 +38,10 @@ type Options struct {
 	SourceURL string
 	// Demos shows the break-it panel and allows its actions.
 	Demos bool
+	// Relay, with Demos, adds the panel's button that pauses the `ordering relay` process
+	// (STOREFRONT_RELAY_PID); nil: the relay runs inside ordering's API, and the panel
+	// says why there is no button.
+	Relay *RelayPause
 }
 
 // Server is the storefront's HTTP handler.
@@ -45,6 +51,7 @@ type Server struct {
 	jaegerURL string
 	sourceURL string
 	demos     bool
+	relay     *RelayPause
 }
 
 // NewServer returns the storefront's whole HTTP handler.
@@ -55,6 +62,7 @@ func NewServer(opts Options, tel *telemetry.Telemetry, ready ...httpapi.Check) h
 		jaegerURL: strings.TrimRight(opts.JaegerURL, "/"),
 		sourceURL: opts.SourceURL,
 		demos:     opts.Demos,
+		relay:     opts.Relay,
 	}
 	r := httpapi.NewRouter()
 	r.Get("/", s.index)
@@ -63,6 +71,8 @@ func NewServer(opts Options, tel *telemetry.Telemetry, ready ...httpapi.Check) h
 	r.Get("/api/orders/{id}/journey", s.getJourney)
 	r.Get("/api/demos/faults", s.getFaults)
 	r.Put("/api/demos/faults", s.putFaults)
+	r.Get("/api/demos/relay", s.getRelay)
+	r.Post("/api/demos/relay/pause", s.pauseRelay)
 	sub, _ := fs.Sub(static, "static")
 	r.Handle("/static/*", http.StripPrefix("/static/", http.FileServer(http.FS(sub))))
 	httpapi.Probes(r, tel, ready...)
@@ -80,10 +90,15 @@ type pageData struct {
 	Demos     bool
 	JaegerURL string
 	SourceURL string
+	// RelayPause is the length of the relay's pause ("15 s"); empty: no button.
+	RelayPause string
 }
 
 func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 	data := pageData{Key: uuid.NewString(), Demos: s.demos, JaegerURL: s.jaegerURL, SourceURL: s.sourceURL}
+	if s.relay != nil {
+		data.RelayPause = seconds(s.relay.For)
+	}
 	books, err := s.api.books(r.Context())
 	if err != nil {
 		s.tel.Logger.ErrorContext(r.Context(), "list books failed", "err", err)
@@ -225,6 +240,75 @@ func (s *Server) putFaults(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	httpapi.WriteJSON(w, http.StatusOK, f)
+}
+
+// relayState is the answer of GET /api/demos/relay and POST /api/demos/relay/pause.
+type relayState struct {
+	// Pausable: the storefront was given the pid of an `ordering relay` process.
+	Pausable bool       `json:"pausable"`
+	Paused   bool       `json:"paused"`
+	Until    *time.Time `json:"until,omitempty"` // when a running pause ends
+	Seconds  float64    `json:"seconds"`         // how long a pause lasts
+}
+
+func (s *Server) relayState() relayState {
+	if s.relay == nil {
+		return relayState{}
+	}
+	st := relayState{Pausable: true, Seconds: s.relay.For.Seconds()}
+	if until := s.relay.Until(); !until.IsZero() {
+		st.Paused, st.Until = true, &until
+	}
+	return st
+}
+
+func (s *Server) getRelay(w http.ResponseWriter, r *http.Request) {
+	if s.demosOff(w) {
+		return
+	}
+	httpapi.WriteJSON(w, http.StatusOK, s.relayState())
+}
+
+// relayPauseRequest is the pause's body: an empty JSON object, since the panel's POST is
+// application/json as every POST here.
+type relayPauseRequest struct{}
+
+func (s *Server) pauseRelay(w http.ResponseWriter, r *http.Request) {
+	if s.demosOff(w) {
+		return
+	}
+	var req relayPauseRequest
+	if _, problem := httpapi.Decode(r, &req); problem != nil {
+		httpapi.WriteProblem(w, problem)
+		return
+	}
+	if s.relay == nil {
+		httpapi.WriteProblem(w, httpapi.NewProblem(http.StatusForbidden, "relay-not-apart", "No relay process to pause",
+			"the relay runs inside ordering's API process: start `ordering relay` as a process of its own beside ordering with ORDERING_RELAY=0 and give its pid in STOREFRONT_RELAY_PID (STOREFRONT_DEMOS=1 make run does)"))
+		return
+	}
+	until, err := s.relay.Pause()
+	switch {
+	case errors.Is(err, errAlreadyPaused):
+		httpapi.WriteProblem(w, httpapi.NewProblem(http.StatusConflict, "relay-paused", "The relay is paused already",
+			"it continues at "+until.UTC().Format(time.TimeOnly)+" UTC; one pause at a time"))
+		return
+	case errors.Is(err, errNotTheRelay):
+		httpapi.WriteProblem(w, httpapi.NewProblem(http.StatusConflict, "not-the-relay", "Not an ordering relay",
+			"STOREFRONT_RELAY_PID: "+err.Error()))
+		return
+	case err != nil:
+		s.tel.Logger.ErrorContext(r.Context(), "pause the relay failed", "err", err)
+		httpapi.WriteProblem(w, httpapi.NewProblem(http.StatusServiceUnavailable, "unavailable", "The relay could not be paused", err.Error()))
+		return
+	}
+	s.tel.Logger.InfoContext(r.Context(), "relay paused (SIGSTOP)", "until", until)
+	httpapi.WriteJSON(w, http.StatusOK, s.relayState())
+}
+
+// seconds writes a duration as the panel says it: "15 s".
+func seconds(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + " s"
 }
 
 // upstream answers 503 for a service that failed or could not be reached: nothing the

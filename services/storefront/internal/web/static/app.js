@@ -180,3 +180,43 @@ if (ambiguous) {
     }
   });
 }
+
+// The relay's pause, when the storefront was given an `ordering relay` process's pid.
+const relay = document.getElementById("demo-relay");
+if (relay) {
+  const state = document.getElementById("demo-relay-state");
+  let watching = null;
+  const show = (r) => {
+    relay.dataset.paused = String(r.paused);
+    relay.disabled = r.paused;
+    state.textContent = r.paused
+      ? "relay stopped (SIGSTOP) until " + new Date(r.until).toISOString().slice(11, 19) + " UTC"
+      : "relay running";
+    if (r.paused && !watching) {
+      watching = setInterval(refresh, 500); // until it says the relay runs again
+    } else if (!r.paused && watching) {
+      clearInterval(watching);
+      watching = null;
+    }
+  };
+  const problem = async (resp) => {
+    const p = await resp.json();
+    state.textContent = p.title + ": " + p.detail;
+  };
+  const refresh = () => fetch("/api/demos/relay", { cache: "no-store" })
+    .then(async (resp) => (resp.ok ? show(await resp.json()) : problem(resp)))
+    .catch(() => {});
+  refresh();
+  relay.addEventListener("click", async () => {
+    const resp = await fetch("/api/demos/relay/pause", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: "{}",
+    });
+    if (resp.ok) {
+      show(await resp.json());
+    } else {
+      problem(resp);
+    }
+  });
+}
