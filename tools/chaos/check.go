@@ -40,6 +40,9 @@ const (
 	placedAfterFailure = "order exists for an operation that failed"
 	wrongLines         = "order lines differ from the request"
 	stuckPending       = "order stuck pending (its event was lost)"
+	lostCancellation   = "cancellation lost (200 answered, order not cancelled)"
+	unexpectedCancel   = "order cancelled that no client cancelled"
+	missingCancelEmail = "cancelled order without its cancellation email"
 	unknownStatus      = "order in an unknown status"
 	reservedMismatch   = "reserved differs from confirmed orders (double or lost reservation)"
 	oversold           = "on_hand - reserved below zero"
@@ -180,13 +183,28 @@ func checkOrdersPlaced(s snapshot) verdict {
 	return b.done()
 }
 
-// Invariant 2: every order has reached confirmed or rejected; none is left pending.
+// Invariant 2: every order has reached confirmed, rejected or cancelled; none is left
+// pending. An order is cancelled if and only if a client cancelled it (an unknown
+// cancellation may land either way).
 func checkOrdersDecided(s snapshot) verdict {
-	b := newVerdict(2, "every order confirmed or rejected, none left pending")
+	b := newVerdict(2, "every order confirmed, rejected or cancelled (as its client asked), none left pending")
+	cancelOf := map[string]outcome{}
+	for _, op := range s.History {
+		if op.Cancel {
+			cancelOf[op.Email] = op.CancelOutcome
+		}
+	}
 	for _, o := range s.Orders {
 		b.v.Checked++
+		asked := cancelOf[o.CustomerEmail]
+		switch {
+		case asked == outcomeOK && o.Status != statusCancelled:
+			b.fail(lostCancellation, o.ID.String(), "cancel answered 200, order %s", o.Status)
+		case o.Status == statusCancelled && asked != outcomeOK && asked != outcomeUnknown:
+			b.fail(unexpectedCancel, o.ID.String(), "cancelled, its client's cancel was %q", cmp.Or(string(asked), "never sent"))
+		}
 		switch o.Status {
-		case statusConfirmed, statusRejected:
+		case statusConfirmed, statusRejected, statusCancelled:
 		case statusPending:
 			b.fail(stuckPending, o.ID.String(), "placed at %s, still pending", o.CreatedAt.Format("15:04:05.000"))
 		default:
@@ -196,11 +214,13 @@ func checkOrdersDecided(s snapshot) verdict {
 	return b.done()
 }
 
-// Invariant 3: for each book, reserved equals the sum of the quantities of the confirmed
-// orders' lines for it, and on_hand - reserved >= 0. A reservation made twice for one
-// order (a duplicate message processed twice) shows here as reserved above the sum.
+// Invariant 3 (and 7): for each book, reserved equals the sum of the quantities of the
+// confirmed (and so not cancelled) orders' lines for it, and on_hand - reserved >= 0. A
+// reservation made twice for one order (a duplicate message processed twice) shows here
+// as reserved above the sum, and so does a cancelled order still holding copies (a
+// placement applied after its cancellation, the sequence ignored).
 func checkReservations(s snapshot) verdict {
-	b := newVerdict(3, "reserved = confirmed quantities per book, never oversold")
+	b := newVerdict(3, "reserved = confirmed, not cancelled, quantities per book, never oversold")
 	want := map[uuid.UUID]int{}
 	for _, o := range s.Orders {
 		if o.Status != statusConfirmed {
@@ -251,6 +271,10 @@ func checkEmails(s snapshot) verdict {
 			want = kindConfirmed
 		case statusRejected:
 			want = kindRejected
+		case statusCancelled:
+			b.v.Checked++
+			checkCancelledEmails(b, o, emailsTo[o.CustomerEmail], kindOfKey)
+			continue
 		default:
 			continue // an undecided order has no outcome to tell; invariant 2 reports it
 		}
@@ -278,6 +302,30 @@ func checkEmails(s snapshot) verdict {
 		}
 	}
 	return b.done()
+}
+
+// checkCancelledEmails is invariant 4 (and 9) for a cancelled order: exactly one
+// cancellation email, delivered once, and besides it at most one email of its outcome
+// (confirmed, or rejected when inventory answered before it saw the cancellation; none
+// when the cancellation came first), delivered once.
+func checkCancelledEmails(b *verdictBuilder, o order, emails []sentEmail, kindOfKey map[string]string) {
+	byKind := map[string]int{}
+	for _, e := range emails {
+		kind := kindOfKey[e.IdempotencyKey]
+		byKind[kind]++
+		if e.Deliveries != 1 {
+			b.fail(deliveryCount, o.ID.String(), "email %s delivered %d times", e.IdempotencyKey, e.Deliveries)
+		}
+		if kind != kindCancelled && kind != kindConfirmed && kind != kindRejected {
+			b.fail(wrongKindEmail, o.ID.String(), "cancelled order, email %s is %q", e.IdempotencyKey, cmp.Or(kind, "of no notification record"))
+		}
+	}
+	switch {
+	case byKind[kindCancelled] == 0:
+		b.fail(missingCancelEmail, o.ID.String(), "no %s email to %s", kindCancelled, o.CustomerEmail)
+	case byKind[kindCancelled] > 1 || byKind[kindConfirmed]+byKind[kindRejected] > 1:
+		b.fail(duplicateEmail, o.ID.String(), "%d emails to %s: %v", len(emails), o.CustomerEmail, byKind)
+	}
 }
 
 // Invariant 5: every outbox is drained; no inbox or notification record is left

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -17,7 +18,8 @@ type design struct {
 	name              string
 	publisher         string
 	inventoryStrategy string
-	right             bool // the design the contracts prescribe; every other one must be caught
+	cancellations     string // "" is sequence
+	right             bool   // the design the contracts prescribe; every other one must be caught
 }
 
 // designs are compare's contenders: the right design and one wrong turn per window.
@@ -26,6 +28,7 @@ var designs = []design{
 	{name: "naive consumer", publisher: "outbox", inventoryStrategy: "naive"},
 	{name: "check-then-process", publisher: "outbox", inventoryStrategy: "check-then-process"},
 	{name: "direct publish", publisher: "direct", inventoryStrategy: "inbox"},
+	{name: "cancellations ignore sequence", publisher: "outbox", inventoryStrategy: "inbox", cancellations: "ignore-sequence"},
 }
 
 // runCompare runs every design with the same seed and fault schedule and prints the
@@ -36,6 +39,7 @@ func runCompare(ctx context.Context, cfg config, stdout, stderr io.Writer) error
 	for _, d := range designs {
 		c := cfg
 		c.Design, c.Publisher, c.InventoryStrategy = d.name, d.publisher, d.inventoryStrategy
+		c.Cancellations = cmp.Or(d.cancellations, "sequence")
 		res, err := runChaos(ctx, c, stderr)
 		if err != nil {
 			return fmt.Errorf("%s: %w", d.name, err)

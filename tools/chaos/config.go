@@ -24,6 +24,8 @@ type config struct {
 	RelayMaxAttempts  int           // RELAY_MAX_ATTEMPTS of every relay: the budget a broker outage must outlast
 	DeliveryLimit     int           // with a vhost policy, the delivery limit of ordering's and inventory's queues, which a Postgres outage must then outlast; 0: the queues' own
 	InventoryStrategy string        // inbox | check-then-process | naive
+	Cancellations     string        // INVENTORY_CANCELLATIONS: sequence | ignore-sequence
+	CancelShare       float64       // share of placed orders the load cancels, half of them at once
 	Publisher         string        // outbox | direct
 	BrokerRestart     bool          // also restart RabbitMQ itself (rabbitmqctl stop_app/start_app)
 	BinDir            string        // where the four service binaries are
@@ -50,6 +52,8 @@ var defaultConfig = config{
 	RelayMaxAttempts:  3,
 	DeliveryLimit:     0,
 	InventoryStrategy: "inbox",
+	Cancellations:     "sequence",
+	CancelShare:       0.2,
 	Publisher:         "outbox",
 	BinDir:            "bin",
 	ReportRoot:        "reports",
@@ -70,6 +74,9 @@ func (c config) loadDuration() time.Duration {
 func (c config) designName() string {
 	if c.Design != "" {
 		return c.Design
+	}
+	if c.Cancellations != "sequence" {
+		return fmt.Sprintf("publisher=%s inventory=%s cancellations=%s", c.Publisher, c.InventoryStrategy, c.Cancellations)
 	}
 	return fmt.Sprintf("publisher=%s inventory=%s", c.Publisher, c.InventoryStrategy)
 }
@@ -95,6 +102,8 @@ func parseFlags(args []string, stderr io.Writer, compare bool) (config, error) {
 	fs.IntVar(&cfg.RelayMaxAttempts, "relay-max-attempts", cfg.RelayMaxAttempts, "RELAY_MAX_ATTEMPTS of every relay, shrunk so a broker outage outlasts what the old relay spent on it")
 	fs.IntVar(&cfg.DeliveryLimit, "delivery-limit", cfg.DeliveryLimit, "delivery limit of ordering's and inventory's queues (a policy on the run's vhost), shrunk so a Postgres outage outlasts what the old consumer spent on it; RabbitMQ also spends it on every crash and cut link, and 5 dead-letters valid messages in the default run; 0: the queues' own "+strconv.Itoa(broker.DeliveryLimit))
 	fs.StringVar(&cfg.InventoryStrategy, "inventory-strategy", cfg.InventoryStrategy, "inbox | check-then-process | naive")
+	fs.StringVar(&cfg.Cancellations, "cancellations", cfg.Cancellations, "sequence | ignore-sequence (INVENTORY_CANCELLATIONS)")
+	fs.Float64Var(&cfg.CancelShare, "cancel-share", cfg.CancelShare, "share of placed orders to cancel (0-1), half right after the 201, half up to two seconds later")
 	fs.StringVar(&cfg.Publisher, "publisher", cfg.Publisher, "outbox | direct")
 	fs.BoolVar(&cfg.BrokerRestart, "broker-restart", cfg.BrokerRestart, "also restart RabbitMQ itself (rabbitmqctl stop_app/start_app; affects everything on this machine)")
 	fs.StringVar(&cfg.BinDir, "bin", cfg.BinDir, "directory with the ordering, inventory, notification and emailprovider binaries (make build)")
@@ -156,6 +165,14 @@ func (c config) validate() error {
 	case "inbox", "check-then-process", "naive":
 	default:
 		errs = append(errs, fmt.Errorf("-inventory-strategy %q: want inbox, check-then-process or naive", c.InventoryStrategy))
+	}
+	switch c.Cancellations {
+	case "sequence", "ignore-sequence":
+	default:
+		errs = append(errs, fmt.Errorf("-cancellations %q: want sequence or ignore-sequence", c.Cancellations))
+	}
+	if c.CancelShare < 0 || c.CancelShare > 1 {
+		errs = append(errs, errors.New("-cancel-share must be between 0 and 1"))
 	}
 	switch c.Publisher {
 	case "outbox", "direct":

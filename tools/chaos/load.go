@@ -71,6 +71,15 @@ func planLoad(cfg config, books []uuid.UUID, baseURL string) *orderLoad {
 			Email: fmt.Sprintf("op-%06d@chaos.example", i),
 			Lines: lines,
 		}
+		// Drawn for every op, so the bodies and times stay those of the same seed
+		// whatever the share.
+		cancel, later, after := rng.Float64(), rng.IntN(2) == 1, time.Duration(rng.Int64N(int64(2*time.Second)))
+		if cancel < cfg.CancelShare {
+			l.ops[i].Cancel = true
+			if later {
+				l.ops[i].CancelAfter = after
+			}
+		}
 	}
 	return l
 }
@@ -105,6 +114,9 @@ func (l *orderLoad) run(ctx context.Context) []clientOp {
 			defer wg.Done()
 			defer func() { <-sem }()
 			l.place(ctx, op)
+			if op.Cancel && op.Outcome == outcomeOK {
+				l.cancel(ctx, op)
+			}
 			l.inFlight.Add(-1)
 			switch op.Outcome {
 			case outcomeOK:
@@ -181,8 +193,45 @@ func (l *orderLoad) place(ctx context.Context, op *clientOp) {
 	}
 }
 
+// cancel cancels a placed order, right after its 201 or CancelAfter later (the first
+// often overtakes the placement in inventory's queue), with its own Idempotency-Key and
+// the retries of place. 200 is ok, 409 not-cancellable (rejected by then) a definite
+// failure; what never got an answer stays unknown.
+func (l *orderLoad) cancel(ctx context.Context, op *clientOp) {
+	if !sleepCtx(ctx, op.CancelAfter) {
+		return
+	}
+	op.CancelOutcome = outcomeUnknown
+	for attempt := 1; attempt <= maxAttempts; attempt++ {
+		status, respBody, err := l.postTo(ctx, "/orders/"+op.OrderID.String()+"/cancel", op.Key+"-cancel", []byte(`{}`))
+		switch {
+		case err != nil:
+			op.CancelError = err.Error()
+		case status == http.StatusOK:
+			op.CancelOutcome, op.CancelError = outcomeOK, ""
+			return
+		case status == http.StatusConflict && bytes.Contains(respBody, []byte("not-cancellable")):
+			op.CancelOutcome, op.CancelError = outcomeFailed, fmt.Sprintf("%d: %.200s", status, respBody)
+			return
+		default:
+			op.CancelError = fmt.Sprintf("%d: %.200s", status, respBody)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		d := min(backoffBase<<(attempt-1), backoffMax)
+		if !sleepCtx(ctx, d/2+rand.N(d/2+1)) {
+			return
+		}
+	}
+}
+
 func (l *orderLoad) post(ctx context.Context, key string, body []byte) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.baseURL+"/orders", bytes.NewReader(body))
+	return l.postTo(ctx, "/orders", key, body)
+}
+
+func (l *orderLoad) postTo(ctx context.Context, path, key string, body []byte) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.baseURL+path, bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, err
 	}

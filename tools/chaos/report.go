@@ -32,6 +32,7 @@ type orderStats struct {
 	Total     int           `json:"total"`
 	Confirmed int           `json:"confirmed"`
 	Rejected  int           `json:"rejected"`
+	Cancelled int           `json:"cancelled"`
 	Pending   int           `json:"pending"`
 	E2EP50    time.Duration `json:"e2e_p50_ns"` // placed to decided
 	E2EP99    time.Duration `json:"e2e_p99_ns"`
@@ -102,6 +103,9 @@ func summarizeOrders(orders []order) orderStats {
 			s.Confirmed++
 		case statusRejected:
 			s.Rejected++
+		case statusCancelled:
+			s.Cancelled++
+			continue // its updated_at is the cancellation's, not the decision's
 		default:
 			s.Pending++
 			continue
@@ -205,7 +209,7 @@ func printSummary(w io.Writer, r *result) {
 	fmt.Fprintf(w, "\n%s — %s\n", r.Design, map[bool]string{true: "PASSED", false: "FAILED"}[r.Passed])
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "operations\t%d sent, %d ok, %d unknown, %d failed, %d retried\n", r.Ops.Sent, r.Ops.OK, r.Ops.Unknown, r.Ops.Failed, r.Ops.Retried)
-	fmt.Fprintf(tw, "orders\t%d: %d confirmed, %d rejected, %d pending\n", r.Orders.Total, r.Orders.Confirmed, r.Orders.Rejected, r.Orders.Pending)
+	fmt.Fprintf(tw, "orders\t%d: %d confirmed, %d rejected, %d cancelled, %d pending\n", r.Orders.Total, r.Orders.Confirmed, r.Orders.Rejected, r.Orders.Cancelled, r.Orders.Pending)
 	fmt.Fprintf(tw, "throughput\t%.1f orders/s accepted (offered %g/s), load %v\n", r.Ops.PerSecond, r.Config.Rate, r.LoadEnd.Sub(r.LoadStart).Round(time.Second))
 	fmt.Fprintf(tw, "client latency\tp50 %v  p99 %v  max %v\n", ms(r.Ops.P50), ms(r.Ops.P99), ms(r.Ops.Max))
 	fmt.Fprintf(tw, "placed → decided\tp50 %v  p99 %v\n", ms(r.Orders.E2EP50), ms(r.Orders.E2EP99))

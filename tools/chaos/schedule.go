@@ -64,7 +64,7 @@ func failpointProcesses(cfg config) map[string][]string {
 		contracts.InventoryAfterCommit:  {"inventory-1", "inventory-2"},
 		contracts.NotificationAfterSend: {"notification"},
 		contracts.OrderingAfterCommit:   {"ordering"},
-		// Fires only on a cancellation, which the load does not send yet (issue 17).
+		// Fires only on a cancellation (the load cancels --cancel-share of its orders).
 		contracts.InventoryBeforeReleaseCommit: {"inventory-1", "inventory-2"},
 	}
 }

@@ -57,6 +57,12 @@ type clientOp struct {
 	End      time.Time     `json:"end"`
 	Latency  time.Duration `json:"latency_ns"`
 	Error    string        `json:"error,omitempty"`
+
+	// Cancel: the load cancels this order once placed, after CancelAfter (0: at once).
+	Cancel        bool          `json:"cancel,omitempty"`
+	CancelAfter   time.Duration `json:"cancel_after_ns,omitempty"`
+	CancelOutcome outcome       `json:"cancel_outcome,omitempty"` // ok: 200; failed: 409 not-cancellable or never sent
+	CancelError   string        `json:"cancel_error,omitempty"`
 }
 
 // order is an order as the ordering database holds it; Key is the Idempotency-Key that
@@ -144,6 +150,7 @@ type poisonMessage struct {
 const (
 	kindConfirmed = "order-confirmed"
 	kindRejected  = "order-rejected"
+	kindCancelled = "order-cancelled"
 )
 
 // Order statuses, from the ordering contract.
@@ -151,4 +158,5 @@ const (
 	statusPending   = "pending"
 	statusConfirmed = "confirmed"
 	statusRejected  = "rejected"
+	statusCancelled = "cancelled"
 )

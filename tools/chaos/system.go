@@ -169,7 +169,7 @@ func startSystem(ctx context.Context, cfg config, dir string, onFPCrash func(*pr
 	}
 	// INVENTORY_ADMIN=1: the harness sets the stock of the catalogue with PUT /books/{id}
 	// before the load, on loopback, as an administrator would.
-	inventoryEnv := []string{"INVENTORY_STRATEGY=" + cfg.InventoryStrategy, "INVENTORY_ADMIN=1"}
+	inventoryEnv := []string{"INVENTORY_STRATEGY=" + cfg.InventoryStrategy, "INVENTORY_CANCELLATIONS=" + cfg.Cancellations, "INVENTORY_ADMIN=1"}
 	// Shorter leases and reconciliation delays than production's: a killed relay's claimed
 	// rows, and an email record a crash left "processing", are taken over within seconds,
 	// so a run with a kill every few seconds settles in minutes. Both only decide how soon

@@ -46,10 +46,11 @@ func main() {
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	cfg, vars := config.Standard("inventory", 8082)
-	var strategyName, admin string
+	var strategyName, admin, cancellations string
 	var concurrency int
 	vars = append(vars,
 		config.String("INVENTORY_STRATEGY", "inbox", "inbox, or the wrong ways for demonstrations: check-then-process (double-reserves after a crash between work and record) or naive (double-reserves on every redelivery)", &strategyName),
+		config.String("INVENTORY_CANCELLATIONS", "sequence", "sequence, or the wrong way for demonstrations: ignore-sequence (a cancellation that overtakes its placement leaves no tombstone, so the late placement reserves for a cancelled order)", &cancellations),
 		config.String("INVENTORY_ADMIN", "0", "1: allow PUT /books/{id}, which creates books and sets their stock", &admin),
 		config.Int("CONSUMER_CONCURRENCY", "4", "orders handled at once", &concurrency),
 	)
@@ -72,6 +73,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	strategy, err := stock.ParseStrategy(strategyName)
 	if err != nil {
 		return err
+	}
+	if cancellations != "sequence" && cancellations != "ignore-sequence" {
+		return fmt.Errorf("INVENTORY_CANCELLATIONS=%q: want sequence or ignore-sequence", cancellations)
 	}
 	if admin != "0" && admin != "1" {
 		return fmt.Errorf("INVENTORY_ADMIN=%q: want 0 or 1", admin)
@@ -104,7 +108,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	consumeConn := broker.NewConn(cfg.AMQPURL, "inventory-consume")
 	defer consumeConn.Close()
 
-	svc, err := stock.NewService(pool, tel, stock.Options{Strategy: strategy})
+	svc, err := stock.NewService(pool, tel, stock.Options{Strategy: strategy, IgnoreSequence: cancellations == "ignore-sequence"})
 	if err != nil {
 		return err
 	}

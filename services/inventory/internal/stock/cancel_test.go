@@ -2,6 +2,7 @@ package stock_test
 
 import (
 	"context"
+	"io"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
 
@@ -295,5 +297,30 @@ func TestInvalidCancellationsArePoison(t *testing.T) {
 		if _, err := svc.HandleOrderEvent(context.Background(), env); !isPoison(err, event.ReasonInvalidData) {
 			t.Errorf("%s: %v, want invalid-data poison", name, err)
 		}
+	}
+}
+
+// INVENTORY_CANCELLATIONS=ignore-sequence, the design the chaos comparison must catch:
+// the cancellation that overtakes its placement keeps no tombstone, and the placement
+// reserves for a cancelled order.
+func TestIgnoringTheSequenceReservesForACancelledOrder(t *testing.T) {
+	t.Parallel()
+	pool := database(t, 4)
+	tel, err := telemetry.Setup(context.Background(), telemetry.Options{Service: "inventory-test", LogLevel: "error", Stdout: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := stock.NewService(pool, tel, stock.Options{IgnoreSequence: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := reserved(t, pool, dune)
+	placed := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 1})
+	handle(t, svc, orderCancelled(t, placed, 2))
+	if got := handle(t, svc, placed); got != consumer.Processed {
+		t.Fatalf("late placement: %v", got)
+	}
+	if got := reserved(t, pool, dune); got != before+1 {
+		t.Errorf("Dune reserved %d, want %d: the wrong design should leak", got, before+1)
 	}
 }

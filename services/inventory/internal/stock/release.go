@@ -103,7 +103,7 @@ func (s *Service) ReleaseStock(ctx context.Context, env event.Envelope) (consume
 	var r release
 	processed, err := inbox.Process(ctx, s.pool, ConsumerName, env, func(tx pgx.Tx) error {
 		var err error
-		if r, err = releaseOrder(ctx, tx, c); err != nil {
+		if r, err = releaseOrder(ctx, tx, c, s.ignoreSeq); err != nil {
 			return err
 		}
 		return failpoint.Inject(ctx, contracts.InventoryBeforeReleaseCommit)
@@ -127,7 +127,7 @@ func (s *Service) ReleaseStock(ctx context.Context, env event.Envelope) (consume
 }
 
 // releaseOrder does the work of ReleaseStock in tx.
-func releaseOrder(ctx context.Context, tx pgx.Tx, c cancellation) (release, error) {
+func releaseOrder(ctx context.Context, tx pgx.Tx, c cancellation, ignoreSequence bool) (release, error) {
 	q := store.New(tx)
 	row, err := q.RecordCancellation(ctx, store.RecordCancellationParams{OrderID: c.OrderID, Sequence: c.Sequence})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -139,6 +139,13 @@ func releaseOrder(ctx context.Context, tx pgx.Tx, c cancellation) (release, erro
 	r := release{previous: row.Outcome, lines: []contracts.Line{}}
 	if row.FirstEvent {
 		r.previous = ""
+		if ignoreSequence {
+			// The wrong way: nothing to release, so nothing remembered. The placement that
+			// comes later finds no row and reserves for a cancelled order.
+			if err := q.ForgetOrderAnswer(ctx, c.OrderID); err != nil {
+				return r, fmt.Errorf("forget order answer: %w", err)
+			}
+		}
 	}
 	rows, err := q.DeleteReservations(ctx, c.OrderID)
 	if err != nil {
@@ -163,7 +170,7 @@ func releaseOrder(ctx context.Context, tx pgx.Tx, c cancellation) (release, erro
 	// The reservation aggregate's next event: after its outcome (1), or its first when
 	// the cancellation came first.
 	sequence := int64(2)
-	if r.previous == "" {
+	if r.previous == "" && !ignoreSequence {
 		sequence = 1
 	}
 	_, err = outbox.Write(ctx, tx, outbox.Event{

@@ -98,6 +98,11 @@ func (h Hooks) afterCommit(ctx context.Context) error {
 type Options struct {
 	Strategy Strategy // default Inbox
 	Hooks    Hooks
+	// IgnoreSequence is the wrong way to apply cancellations, kept for the chaos
+	// comparison (INVENTORY_CANCELLATIONS=ignore-sequence): each event is applied as it
+	// arrives, and a cancellation that finds no answer for its order leaves no row
+	// behind, so a placement that arrives after it reserves for a cancelled order.
+	IgnoreSequence bool
 	// MaxBooks bounds the catalogue: PUT /books/{id} creates no book beyond it. Zero is
 	// contracts.MaxBooks; tests set less.
 	MaxBooks int
@@ -105,13 +110,14 @@ type Options struct {
 
 // Service runs the inventory use cases against the inventory database.
 type Service struct {
-	pool     *pgxpool.Pool
-	strategy Strategy
-	hooks    Hooks
-	maxBooks int
-	log      *slog.Logger
-	tracer   trace.Tracer
-	orders   metric.Int64Counter
+	pool      *pgxpool.Pool
+	strategy  Strategy
+	hooks     Hooks
+	maxBooks  int
+	ignoreSeq bool
+	log       *slog.Logger
+	tracer    trace.Tracer
+	orders    metric.Int64Counter
 }
 
 // NewService returns the inventory use cases.
@@ -132,13 +138,14 @@ func NewService(pool *pgxpool.Pool, tel *telemetry.Telemetry, opts Options) (*Se
 		return nil, fmt.Errorf("stock metrics: %w", err)
 	}
 	return &Service{
-		pool:     pool,
-		strategy: opts.Strategy,
-		hooks:    opts.Hooks,
-		maxBooks: opts.MaxBooks,
-		log:      tel.Logger.With("component", "stock", "strategy", string(opts.Strategy)),
-		tracer:   tel.Tracer("stock"),
-		orders:   orders,
+		pool:      pool,
+		strategy:  opts.Strategy,
+		hooks:     opts.Hooks,
+		ignoreSeq: opts.IgnoreSequence,
+		maxBooks:  opts.MaxBooks,
+		log:       tel.Logger.With("component", "stock", "strategy", string(opts.Strategy)),
+		tracer:    tel.Tracer("stock"),
+		orders:    orders,
 	}, nil
 }
 
