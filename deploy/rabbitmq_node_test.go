@@ -32,10 +32,7 @@ func TestRabbitMQBootsWithTheComposeConfig(t *testing.T) {
 	t.Parallel()
 	scripts, _ := filepath.Glob("/usr/lib/rabbitmq/lib/rabbitmq_server-*/sbin/rabbitmq-server")
 	if len(scripts) == 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("RabbitMQ server scripts not found (apt-get install rabbitmq-server)")
-		}
-		t.Skip("RabbitMQ server scripts not found")
+		testenv.Unavailable(t, "RabbitMQ server scripts (apt-get install rabbitmq-server)", os.ErrNotExist)
 	}
 	root := repoRoot(t)
 	dir := t.TempDir()

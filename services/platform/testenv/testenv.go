@@ -43,8 +43,8 @@ func env(name, def string) string {
 	return def
 }
 
-// unavailable skips the test, or fails it in CI, where a missing service is a defect.
-func unavailable(t testing.TB, what string, err error) {
+// Unavailable skips the test, or fails it in CI, where a missing service is a defect.
+func Unavailable(t testing.TB, what string, err error) {
 	t.Helper()
 	if os.Getenv("CI") == "true" {
 		t.Fatalf("%s is required in CI: %v", what, err)
@@ -74,7 +74,7 @@ func Database(t testing.TB, service string) (adminURL, databaseURL string) {
 	defer cancel()
 	conn, err := pgx.Connect(ctx, AdminURL)
 	if err != nil {
-		unavailable(t, "Postgres", err)
+		Unavailable(t, "Postgres", err)
 	}
 	_ = conn.Close(ctx)
 
@@ -136,7 +136,7 @@ func VHost(t testing.TB) string {
 	name := Name("t")
 	m := broker.Management{URL: ManagementURL}
 	if err := m.CreateVHost(context.Background(), name, "guest"); err != nil {
-		unavailable(t, "RabbitMQ management API (rabbitmq-plugins enable rabbitmq_management)", err)
+		Unavailable(t, "RabbitMQ management API (rabbitmq-plugins enable rabbitmq_management)", err)
 	}
 	t.Cleanup(func() {
 		if err := m.DeleteVHost(context.Background(), name); err != nil {
@@ -148,7 +148,7 @@ func VHost(t testing.TB) string {
 	amqpURL := u.String()
 	conn, err := amqp.Dial(amqpURL)
 	if err != nil {
-		unavailable(t, "RabbitMQ", err)
+		Unavailable(t, "RabbitMQ", err)
 	}
 	_ = conn.Close()
 	return amqpURL

@@ -190,6 +190,10 @@ func (s *Server) steps(order Order, events []OutboxEvent, res *Reservation, reco
 		}
 		done = done || steps[5].State == "done"
 	}
+	// Notification and ordering each consume inventory's outcome: the email can be
+	// delivered before ordering has applied the outcome, and a page that stopped watching
+	// then would show the order pending for ever.
+	done = done && order.Status != "pending"
 	return Journey{OrderID: order.ID, Status: order.Status, Done: done, Steps: steps}
 }
 

@@ -51,6 +51,10 @@ func TestStepsShowWhatTheServicesAnswered(t *testing.T) {
 			map[string]string{"delivered": "failed"}, true},
 		"outbox rows cleaned up": {confirmed, nil, &Reservation{Outcome: "reserved", AnsweredAt: later}, nil, nil,
 			map[string]string{"published": "done", "announced": "done", "email": "waiting"}, false},
+		// Notification and ordering consume inventory's outcome apart: the email may be
+		// delivered before ordering applies the outcome, and the page must keep watching.
+		"emailed before the outcome is applied": {placed, []OutboxEvent{published}, res, completed, &Email{Deliveries: 1, CreatedAt: later},
+			map[string]string{"applied": "waiting", "email": "done", "delivered": "done"}, false},
 		"email still processing": {confirmed, []OutboxEvent{published}, res,
 			[]Notification{{Kind: "order-confirmed", Status: "processing", Attempts: 1, UpdatedAt: later}}, nil,
 			map[string]string{"email": "waiting", "delivered": "waiting"}, false},

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
 
 // signals records the signals a RelayPause sends instead of sending them.
@@ -94,14 +96,14 @@ func TestRelayPauseResumeAtShutdown(t *testing.T) {
 // /proc); nothing is stopped otherwise.
 func TestRelayPauseRefusesAnotherProcess(t *testing.T) {
 	if _, err := os.Stat("/proc/self/cmdline"); err != nil {
-		t.Skip("no /proc: the check is Linux only")
+		testenv.Unavailable(t, "/proc (the check is Linux only)", err)
 	}
 	// bash's exec -a names a process ordering: run with relay among its arguments it
 	// passes, as `ordering relay` would; without, it is the API, and refused.
 	start := func(script string) int {
 		cmd := exec.Command("bash", "-c", script)
 		if err := cmd.Start(); err != nil {
-			t.Skip("no bash:", err)
+			testenv.Unavailable(t, "bash", err)
 		}
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 		pid := cmd.Process.Pid
