@@ -31,12 +31,8 @@ func getAll[T any](ctx context.Context, u string) ([]T, error) {
 			return nil, err
 		}
 		all = append(all, page...)
-		link := httpapi.NextLink(header)
-		if link == "" {
-			break
-		}
-		if next, err = next.Parse(link); err != nil {
-			return nil, fmt.Errorf("GET %s: next link %q: %w", u, link, err)
+		if next, err = httpapi.NextPageURL(next, header); err != nil {
+			return nil, fmt.Errorf("GET %s: %w", u, err)
 		}
 	}
 	return all, nil

@@ -116,6 +116,20 @@ func NextLink(h http.Header) string {
 	return ""
 }
 
+// NextPageURL resolves the next link of a page read from current: the next page's URL, or
+// nil after the last page.
+func NextPageURL(current *url.URL, h http.Header) (*url.URL, error) {
+	link := NextLink(h)
+	if link == "" {
+		return nil, nil
+	}
+	next, err := current.Parse(link)
+	if err != nil {
+		return nil, fmt.Errorf("next link %q: %w", link, err)
+	}
+	return next, nil
+}
+
 func linkRelHas(rels, rel string) bool {
 	for _, r := range strings.Fields(rels) {
 		if strings.EqualFold(r, rel) {

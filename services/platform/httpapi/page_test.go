@@ -198,3 +198,16 @@ func namesParam(p *httpapi.Problem, name string) bool {
 	return p != nil && p.Status == http.StatusBadRequest && p.Type == httpapi.ProblemType+"malformed" &&
 		len(p.Errors) == 1 && p.Errors[0].Field == name && strings.HasPrefix(p.Detail, name+": ")
 }
+
+func TestNextPageURLResolvesTheNextLinkAgainstThePageRead(t *testing.T) {
+	t.Parallel()
+	current, _ := url.Parse("http://127.0.0.1:8082/books?limit=100")
+	h := http.Header{"Link": {`</books?after=abc&limit=100>; rel="next"`}}
+	next, err := httpapi.NextPageURL(current, h)
+	if err != nil || next == nil || next.String() != "http://127.0.0.1:8082/books?after=abc&limit=100" {
+		t.Errorf("next page %v (%v), want the link on the page's host", next, err)
+	}
+	if last, err := httpapi.NextPageURL(current, http.Header{}); last != nil || err != nil {
+		t.Errorf("after the last page: %v (%v), want nil", last, err)
+	}
+}

@@ -115,25 +115,21 @@ const maxBooks = 1000
 
 // books reads the catalogue, following the Link rel="next" of each page.
 func (b *backend) books(ctx context.Context) ([]Book, error) {
+	next, err := url.Parse(b.urls.Inventory + "/books?limit=100")
+	if err != nil {
+		return nil, fmt.Errorf("INVENTORY_URL: %w", err)
+	}
 	var all []Book
-	next := b.urls.Inventory + "/books?limit=100"
-	for next != "" && len(all) < maxBooks {
+	for next != nil && len(all) < maxBooks {
 		var page []Book
-		resp, err := b.do(ctx, http.MethodGet, next, nil, nil, &page)
+		resp, err := b.do(ctx, http.MethodGet, next.String(), nil, nil, &page)
 		if err != nil {
 			return nil, fmt.Errorf("GET /books: %w", err)
 		}
 		all = append(all, page...)
-		link := httpapi.NextLink(resp.Header)
-		if link == "" {
-			break
+		if next, err = httpapi.NextPageURL(next, resp.Header); err != nil {
+			return nil, fmt.Errorf("GET /books: %w", err)
 		}
-		base, _ := url.Parse(next)
-		ref, err := url.Parse(link)
-		if err != nil {
-			return nil, fmt.Errorf("GET /books: next link %q: %w", link, err)
-		}
-		next = base.ResolveReference(ref).String()
 	}
 	return all, nil
 }
