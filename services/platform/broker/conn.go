@@ -54,6 +54,15 @@ type blockState struct {
 	reason string // empty: not blocked
 }
 
+func (b *blockState) set(n amqp.Blocking) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.reason = ""
+	if n.Active {
+		b.reason = "connection blocked by the broker: " + n.Reason
+	}
+}
+
 // NewConn returns a Conn for url; it dials on first use. name shows in the management UI.
 func NewConn(url, name string) *Conn { return &Conn{url: url, name: name} }
 
@@ -72,12 +81,13 @@ func (c *Conn) Channel(ctx context.Context) (*amqp.Channel, error) {
 }
 
 // Blocked returns the broker's reason when it has blocked this connection (a memory or
-// disk alarm), and "" otherwise.
+// disk alarm), and "" otherwise: also once the blocked connection has closed, so that
+// the next caller redials.
 func (c *Conn) Blocked() string {
 	c.mu.Lock()
-	b := c.blocked
+	b, closed := c.blocked, c.conn == nil || c.conn.IsClosed()
 	c.mu.Unlock()
-	if b == nil {
+	if b == nil || closed {
 		return ""
 	}
 	b.mu.Lock()
@@ -103,15 +113,13 @@ func (c *Conn) connection(ctx context.Context) (*amqp.Connection, error) {
 	b := &blockState{}
 	notes := conn.NotifyBlocked(make(chan amqp.Blocking, 4))
 	go func() {
-		// The library closes notes when the connection closes.
 		for n := range notes {
-			b.mu.Lock()
-			b.reason = ""
-			if n.Active {
-				b.reason = "connection blocked by the broker: " + n.Reason
-			}
-			b.mu.Unlock()
+			b.set(n)
 		}
+		// The library closes notes when the connection closes, and a closed connection
+		// is never unblocked: its alarm goes with it, or the next caller would refuse to
+		// redial.
+		b.set(amqp.Blocking{})
 	}()
 	c.conn, c.blocked = conn, b
 	return conn, nil

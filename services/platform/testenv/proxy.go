@@ -16,6 +16,7 @@ type Proxy struct {
 	Addr   string // host:port to connect to instead of the target
 	target string
 	ln     net.Listener
+	amqp   bool // the server's bytes are AMQP frames: see NewAMQPProxy
 
 	mu      sync.Mutex
 	cut     bool
@@ -24,6 +25,7 @@ type Proxy struct {
 	resumed *sync.Cond // broadcast when a stall ends
 	refused int
 	conns   map[net.Conn]struct{}
+	links   map[*link]struct{}
 }
 
 // NewProxy starts a proxy to target that stops when the test ends.
@@ -33,7 +35,7 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatalf("proxy: %v", err)
 	}
-	p := &Proxy{Addr: ln.Addr().String(), target: target, ln: ln, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{Addr: ln.Addr().String(), target: target, ln: ln, conns: map[net.Conn]struct{}{}, links: map[*link]struct{}{}}
 	p.resumed = sync.NewCond(&p.mu)
 	go p.accept()
 	t.Cleanup(func() {
@@ -74,7 +76,11 @@ func (p *Proxy) StallMatching(text string) {
 
 // link is one proxied connection: what its client sent first, to match it by.
 type link struct {
-	hello []byte // guarded by Proxy.mu
+	hello  []byte // guarded by Proxy.mu
+	client net.Conn
+	// toClient is held while a whole frame is written to the client, so that a frame
+	// the proxy makes up itself lands between two of the server's (NewAMQPProxy).
+	toClient sync.Mutex
 }
 
 const helloSize = 4096
@@ -158,9 +164,16 @@ func (p *Proxy) forward(client net.Conn) {
 	p.conns[client], p.conns[server] = struct{}{}, struct{}{}
 	p.mu.Unlock()
 	done := make(chan struct{}, 2)
-	l := &link{}
+	l := &link{client: client}
+	p.mu.Lock()
+	p.links[l] = struct{}{}
+	p.mu.Unlock()
 	pipe := func(dst, src net.Conn) {
-		p.copy(dst, src, l, src == client)
+		if p.amqp && src == server {
+			p.copyFrames(dst, src, l)
+		} else {
+			p.copy(dst, src, l, src == client)
+		}
 		_ = dst.Close()
 		_ = src.Close()
 		done <- struct{}{}
@@ -172,5 +185,6 @@ func (p *Proxy) forward(client net.Conn) {
 	p.mu.Lock()
 	delete(p.conns, client)
 	delete(p.conns, server)
+	delete(p.links, l)
 	p.mu.Unlock()
 }
