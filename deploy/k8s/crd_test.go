@@ -234,10 +234,30 @@ apiVersion: postgresql.cnpg.io/v1
 kind: Cluster
 metadata: {name: ordering-db}
 spec: {instances: 2, bootstrap: {initdb: {database: ordering, ownr: ordering}}}`, `.spec.bootstrap.initdb: unknown field "ownr"`},
-		{"a kind with no CRD", `
+		{"a misspelt field of a Queue", `
 apiVersion: rabbitmq.com/v1beta1
 kind: Queue
-metadata: {name: q}`, "no CRD in testdata/crds"},
+metadata: {name: q}
+spec: {name: q, durabel: true, rabbitmqClusterReference: {name: rabbitmq}}`, `.spec: unknown field "durabel"`},
+		{"a Queue's arguments as a list", `
+apiVersion: rabbitmq.com/v1beta1
+kind: Queue
+metadata: {name: q}
+spec: {name: q, arguments: [x-delivery-limit], rabbitmqClusterReference: {name: rabbitmq}}`, ".spec.arguments: want an object"},
+		{"an Exchange with no cluster", `
+apiVersion: rabbitmq.com/v1beta1
+kind: Exchange
+metadata: {name: e}
+spec: {name: e, type: topic}`, `.spec: required field "rabbitmqClusterReference" missing`},
+		{"a Binding to a destination type that is not one", `
+apiVersion: rabbitmq.com/v1beta1
+kind: Binding
+metadata: {name: b}
+spec: {source: e, destination: q, destinationType: queues, rabbitmqClusterReference: {name: rabbitmq}}`, ".spec.destinationType: queues is not one of"},
+		{"a kind with no CRD", `
+apiVersion: rabbitmq.com/v1beta1
+kind: Shovel
+metadata: {name: s}`, "no CRD in testdata/crds"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			j, err := yaml.YAMLToJSON([]byte(c.yaml))

@@ -5,3 +5,6 @@
 // against docs/contracts.md, the services' --help, deploy/Dockerfile and
 // docker-compose.yml. docs/kubernetes.md walks through the manifests.
 package k8s
+
+// overlays/production/broker/topology.yaml is generated from services/contracts:
+//go:generate go run ./internal/gentopology -o overlays/production/broker/topology.yaml

@@ -25,8 +25,10 @@ import (
 const (
 	local      = "overlays/local"
 	production = "overlays/production"
-	partOf     = "app.kubernetes.io/part-of"
-	appName    = "app.kubernetes.io/name"
+	// productionBroker is the RabbitmqCluster and its topology, applied before the rest.
+	productionBroker = "overlays/production/broker"
+	partOf           = "app.kubernetes.io/part-of"
+	appName          = "app.kubernetes.io/name"
 )
 
 // runtimeVariables are read by the Go runtime, not by a service's --help table.
@@ -46,7 +48,7 @@ var overlayServices = map[string][]string{
 }
 
 func TestOverlaysBuildAndDecodeStrictly(t *testing.T) {
-	for _, dir := range []string{"base", local, production} {
+	for _, dir := range []string{"base", local, production, productionBroker} {
 		b := build(t, dir) // fails the test on any object that does not decode
 		if len(b.Objects) == 0 {
 			t.Errorf("%s builds nothing", dir)
@@ -449,7 +451,7 @@ func TestEnvironmentMatchesHelp(t *testing.T) {
 // production. Only local carries credentials, and they are compose's development ones.
 func TestNoCredentialsOutsideLocal(t *testing.T) {
 	userinfo := regexp.MustCompile(`://[^/@\s:]+:[^/@\s]+@`)
-	for _, dir := range []string{"base", local, production} {
+	for _, dir := range []string{"base", local, production, productionBroker} {
 		b := build(t, dir)
 		for name, d := range deployments(b) {
 			env := environment(t, b, d.Spec.Template.Spec.Containers[0])
