@@ -186,8 +186,8 @@ func TestSIGTERMBetweenTheBrokersAckAndTheMarkLeavesTheRowPublished(t *testing.T
 	}
 }
 
-// Postgres becomes unreachable and comes back. While it is gone the API answers 500
-// without storing anything and /readyz names Postgres; afterwards the pool, the relay and
+// Postgres becomes unreachable and comes back. While it is gone the API answers 503
+// (unavailable, with Retry-After) without storing anything and /readyz names Postgres; afterwards the pool, the relay and
 // its LISTEN connection recover on their own, and new orders flow end to end without a
 // restart.
 func TestPostgresOutageRecoversWithoutRestart(t *testing.T) {
@@ -202,9 +202,9 @@ func TestPostgresOutageRecoversWithoutRestart(t *testing.T) {
 	base := startInProcess(t, proxied)
 
 	proxy.Cut()
-	resp, _ := postOrder(t, base, "", orderBody("ada@example.com", 1))
-	if resp.StatusCode != http.StatusInternalServerError {
-		t.Errorf("order during the outage: %d, want 500", resp.StatusCode)
+	resp, body := postOrder(t, base, "", orderBody("ada@example.com", 1))
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("order during the outage: %d, Retry-After %q (%s); want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
 	if r, err := http.Get(base + "/readyz"); err != nil || r.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("/readyz during the outage: %v %v, want 503", err, r.Status)

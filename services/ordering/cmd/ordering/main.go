@@ -53,9 +53,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	cfg, vars := config.Standard("ordering", 8081)
 	var publisher, inProcessRelay string
 	var concurrency, placedVersion int
-	var keyRetention time.Duration
+	var keyRetention, poolWait time.Duration
 	vars = append(vars,
 		config.Duration("IDEMPOTENCY_KEY_RETENTION", "24h", "how long POST /orders remembers an Idempotency-Key; a retry after it places a new order", &keyRetention),
+		config.Duration("ORDERING_POOL_WAIT", orders.DefaultPoolWait.String(), "how long an API request waits for a database connection; then 503 with Retry-After, nothing done (load shedding)", &poolWait),
 		config.String("ORDERING_PUBLISHER", "outbox", "outbox, or direct: commit then publish, no outbox (the wrong way, for demonstrations)", &publisher),
 		config.String("ORDERING_RELAY", "1", "1: the API process also runs the outbox relay; 0: the API and the stock-events consumer only, their events left to an `ordering relay` run beside it (make run does with STOREFRONT_DEMOS=1)", &inProcessRelay),
 		config.Int("ORDERING_ORDER_PLACED_VERSION", "1", "the version of ordering.order-placed written for a new order: 1, or 2 once every consumer reads v2 (docs/schema-evolution.md)", &placedVersion),
@@ -154,6 +155,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		log.WarnContext(ctx, "ORDERING_PUBLISHER=direct: events are published after commit without an outbox and CAN BE LOST")
 	}
 	svc := orders.NewService(pool, tel.Tracer("orders"), log, direct, placedVersion)
+	svc.SetPoolWait(poolWait)
 	consumeConn := broker.NewConn(cfg.AMQPURL, "ordering-consume")
 	defer consumeConn.Close()
 	stockEvents, err := consumer.New(consumeConn, tel, consumer.Config{

@@ -2,7 +2,10 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/bookstore-go/bookstore/services/ordering/internal/orders"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
@@ -33,8 +36,7 @@ func placeOrder(svc *orders.Service, tel *telemetry.Telemetry) http.HandlerFunc 
 			httpapi.WriteProblem(w, httpapi.IdempotencyKeyReused(err))
 			return
 		case err != nil:
-			tel.Logger.ErrorContext(r.Context(), "place order failed", "err", err)
-			httpapi.Internal(w)
+			failed(w, r, tel, "place order", err)
 			return
 		}
 
@@ -63,8 +65,7 @@ func getOrder(svc *orders.Service, tel *telemetry.Telemetry) http.HandlerFunc {
 		case errors.Is(err, orders.ErrNotFound):
 			httpapi.NotFound(w, "order "+id.String())
 		case err != nil:
-			tel.Logger.ErrorContext(r.Context(), "get order failed", "err", err)
-			httpapi.Internal(w)
+			failed(w, r, tel, "get order", err)
 		default:
 			httpapi.WriteJSON(w, http.StatusOK, order)
 		}
@@ -85,8 +86,7 @@ func getOrderEvents(svc *orders.Service, tel *telemetry.Telemetry) http.HandlerF
 		case errors.Is(err, orders.ErrNotFound):
 			httpapi.NotFound(w, "order "+id.String())
 		case err != nil:
-			tel.Logger.ErrorContext(r.Context(), "get order events failed", "err", err)
-			httpapi.Internal(w)
+			failed(w, r, tel, "get order events", err)
 		default:
 			httpapi.WriteJSON(w, http.StatusOK, events)
 		}
@@ -130,8 +130,7 @@ func cancelOrder(svc *orders.Service, tel *telemetry.Telemetry) http.HandlerFunc
 			httpapi.WriteProblem(w, httpapi.IdempotencyKeyReused(err))
 			return
 		case err != nil:
-			tel.Logger.ErrorContext(r.Context(), "cancel order failed", "err", err)
-			httpapi.Internal(w)
+			failed(w, r, tel, "cancel order", err)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -141,4 +140,31 @@ func cancelOrder(svc *orders.Service, tel *telemetry.Telemetry) http.HandlerFunc
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(res.Body)
 	}
+}
+
+// failed answers a use case's unexpected error: 503 with Retry-After when the request was
+// refused before it did anything (no database connection within the bound: overloaded;
+// none at all: unavailable), 500 otherwise. A 503 promises that nothing was done, so the
+// client knows its order was not placed and may send it again, with the same key, after
+// Retry-After; a 500 promises only that nothing was committed unless the answer said so.
+func failed(w http.ResponseWriter, r *http.Request, tel *telemetry.Telemetry, what string, err error) {
+	var unavailable *orders.UnavailableError
+	if !errors.As(err, &unavailable) {
+		tel.Logger.ErrorContext(r.Context(), what+" failed", "err", err)
+		httpapi.Internal(w)
+		return
+	}
+	var p *httpapi.Problem
+	after := fmt.Sprintf("nothing was done; retry after %d s, with the same Idempotency-Key", orders.RetryAfter)
+	switch unavailable.Reason {
+	case orders.ReasonPoolExhausted:
+		p = httpapi.NewProblem(http.StatusServiceUnavailable, "overloaded", "Too busy to take the request",
+			fmt.Sprintf("%s: no turn at the database within %v, as many requests as it has connections in progress (%d of %d in use); %s",
+				unavailable.Reason, unavailable.Waited.Round(time.Millisecond), unavailable.InUse, unavailable.Max, after))
+	default:
+		p = httpapi.NewProblem(http.StatusServiceUnavailable, "unavailable", "Service unavailable",
+			fmt.Sprintf("%s: the database could not be reached; %s", unavailable.Reason, after))
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(orders.RetryAfter))
+	httpapi.WriteProblem(w, p)
 }

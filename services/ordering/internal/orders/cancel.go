@@ -61,7 +61,7 @@ func (s *Service) CancelOrder(ctx context.Context, key string, id uuid.UUID) (Ca
 	}
 	var res CancelResult
 	var env event.Envelope
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		cancel := func() ([]byte, error) {
 			var err error
 			res, env, err = s.cancel(ctx, tx, key, requestHash, id)

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/ordering/internal/store"
@@ -38,6 +39,10 @@ type Service struct {
 	log    *slog.Logger
 	direct Publisher // nil: events go through the outbox (the default, and the right way)
 	placed int       // the version of OrderPlaced this service writes: 1 or 2
+	// poolWait bounds an API request's wait for its turn at the database (shed.go), one
+	// of slots, as many as the pool has connections; 0: no bound.
+	poolWait time.Duration
+	slots    *semaphore.Weighted
 }
 
 // NewService returns the ordering use cases. direct must be nil unless the service runs
@@ -45,7 +50,9 @@ type Service struct {
 // OrderPlaced it writes (ORDERING_ORDER_PLACED_VERSION): 2 writes
 // ordering.order-placed.v2, anything else v1.
 func NewService(pool *pgxpool.Pool, tracer trace.Tracer, log *slog.Logger, direct Publisher, placedVersion int) *Service {
-	return &Service{pool: pool, tracer: tracer, log: log, direct: direct, placed: placedVersion}
+	s := &Service{pool: pool, tracer: tracer, log: log, direct: direct, placed: placedVersion}
+	s.SetPoolWait(DefaultPoolWait)
+	return s
 }
 
 // OrderPlacedVersions are the versions of OrderPlaced ordering can write.
@@ -82,7 +89,7 @@ func (s *Service) PlaceOrder(ctx context.Context, key string, req PlaceOrderRequ
 	}
 	var placed Placed
 	var env event.Envelope
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		place := func() ([]byte, error) {
 			var err error
 			placed, env, err = s.place(ctx, tx, key, requestHash, req)
@@ -200,8 +207,12 @@ func orderPlaced(id uuid.UUID, version int64, typ string, data any) outbox.Event
 }
 
 // GetOrder returns one order.
-func (s *Service) GetOrder(ctx context.Context, id uuid.UUID) (Order, error) {
-	return getOrder(ctx, store.New(s.pool), id)
+func (s *Service) GetOrder(ctx context.Context, id uuid.UUID) (order Order, err error) {
+	err = s.read(ctx, func(conn *pgxpool.Conn) error {
+		order, err = getOrder(ctx, store.New(conn), id)
+		return err
+	})
+	return order, err
 }
 
 // getOrder reads one order, its lines and its history with q.

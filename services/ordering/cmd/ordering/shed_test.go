@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bookstore-go/bookstore/services/platform/testenv"
+)
+
+// Load shedding: when no connection of ordering's database pool comes free within
+// ORDERING_POOL_WAIT, a request is answered at once with 503, Retry-After and a problem
+// naming the reason, and nothing is done; a request that gets a connection is served as
+// usual, and a request that had one and waited on a lock is still served when the lock
+// goes. The pool is two connections; the test holds them by locking the orders table
+// against writes, so each POST that gets a connection waits inside its transaction.
+func TestBusyPoolShedsPromptlyWithRetryAfter(t *testing.T) {
+	t.Parallel()
+	const poolWait = 300 * time.Millisecond
+	e := newEnv(t)
+	// Without the relay in this process, and without stock events to consume, the API's
+	// requests are the pool's only users.
+	base := startInProcess(t, e, "DATABASE_MAX_CONNS", "2", "ORDERING_POOL_WAIT", poolWait.String(), "ORDERING_RELAY", "0")
+	client := &http.Client{Timeout: 10 * time.Second} // a broken shedding fails the test instead of hanging it
+
+	post := func(key string) (status int, header http.Header, body string, took time.Duration) {
+		req, _ := http.NewRequest(http.MethodPost, base+"/orders", strings.NewReader(orderBody(key+"@example.com", 1)))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		start := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, nil, err.Error(), time.Since(start)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, string(b), time.Since(start)
+	}
+	status, _, body, _ := post("shed-first")
+	if status != http.StatusCreated {
+		t.Fatalf("first order: %d %s", status, body)
+	}
+	var first struct {
+		ID string `json:"id"`
+	}
+	decodeJSON(t, []byte(body), &first)
+
+	// A SHARE lock on orders lets reads through and makes every INSERT wait.
+	db := testenv.Pool(t, e.databaseURL)
+	ctx := context.Background()
+	lock, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(ctx)
+	if _, err := lock.Exec(ctx, "LOCK TABLE orders IN SHARE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	waiting := func() int {
+		return testenv.Count(t, db, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%orders%'`)
+	}
+	type answer struct {
+		status int
+		body   string
+	}
+	held := make(chan answer, 2)
+	hold := func(key string) {
+		go func() {
+			status, _, body, _ := post(key)
+			held <- answer{status, body}
+		}()
+	}
+
+	// One connection held: a request that gets the other one is served.
+	hold("shed-held-1")
+	testenv.Eventually(t, 10*time.Second, "one POST waits on the lock", func() bool { return waiting() == 1 })
+	resp, err := client.Get(base + "/orders/" + first.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET with one connection free: %d, want 200", resp.StatusCode)
+	}
+
+	// Both held: the next request is refused after the bound, not queued.
+	hold("shed-held-2")
+	testenv.Eventually(t, 10*time.Second, "two POSTs wait on the lock", func() bool { return waiting() == 2 })
+	status, header, body, took := post("shed-refused")
+	if status != http.StatusServiceUnavailable {
+		t.Fatalf("POST with every connection busy: %d after %v (%s), want 503 after about %v", status, took, body, poolWait)
+	}
+	if took < poolWait || took > poolWait+2*time.Second {
+		t.Errorf("503 after %v, want after the pool wait of %v and promptly", took, poolWait)
+	}
+	if got := header.Get("Retry-After"); got != "1" {
+		t.Errorf("Retry-After %q, want 1", got)
+	}
+	if ct := header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Errorf("Content-Type %q, want application/problem+json", ct)
+	}
+	for _, want := range []string{`problems.md#overloaded`, `"status":503`, "pool-exhausted", "2 of 2 in use", "nothing was done"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("problem %s does not contain %q", body, want)
+		}
+	}
+	// A read is refused the same way while the pool is full.
+	if resp, err = client.Get(base + "/orders/" + first.ID); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("GET with every connection busy: %d, Retry-After %q; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+
+	// The lock goes: the two held requests were accepted and are served; the refused one
+	// did nothing, and its retry with the same key places its order once.
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if a := <-held; a.status != http.StatusCreated {
+			t.Errorf("held POST: %d %s, want 201", a.status, a.body)
+		}
+	}
+	if n := testenv.Count(t, db, "SELECT count(*) FROM idempotency_keys WHERE key = 'shed-refused'"); n != 0 {
+		t.Fatalf("the refused request left %d idempotency keys, want 0", n)
+	}
+	if status, _, body, _ := post("shed-refused"); status != http.StatusCreated {
+		t.Fatalf("retry of the refused request: %d %s, want 201", status, body)
+	}
+	for _, key := range []string{"shed-first", "shed-held-1", "shed-held-2", "shed-refused"} {
+		if n := testenv.Count(t, db, "SELECT count(*) FROM orders WHERE customer_email = $1", key+"@example.com"); n != 1 {
+			t.Errorf("%s: %d orders, want 1", key, n)
+		}
+	}
+}
+
+// A database that cannot be reached is refused the same way, at once: 503 unavailable
+// with Retry-After, not a 500 that leaves the client guessing whether its order exists.
+func TestUnreachableDatabaseIs503WithRetryAfter(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	u, err := url.Parse(e.databaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testenv.NewProxy(t, u.Host)
+	u.Host = proxy.Addr
+	base := startInProcess(t, e, "DATABASE_URL", u.String(), "ORDERING_RELAY", "0")
+	proxy.Cut()
+	resp, body := postOrder(t, base, "unreachable", orderBody("gone@example.com", 1))
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" ||
+		!strings.Contains(string(body), "problems.md#unavailable") || !strings.Contains(string(body), "database-unreachable") {
+		t.Fatalf("POST with the database unreachable: %d, Retry-After %q, %s; want 503 unavailable naming database-unreachable, with Retry-After: 1",
+			resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	proxy.Restore()
+	testenv.Eventually(t, 10*time.Second, "the retry places the order once the database is back", func() bool {
+		resp, _ := postOrder(t, base, "unreachable", orderBody("gone@example.com", 1))
+		return resp.StatusCode == http.StatusCreated
+	})
+}

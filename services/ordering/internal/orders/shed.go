@@ -1,0 +1,158 @@
+package orders
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/semaphore"
+)
+
+// Load shedding. An API request takes one of as many slots as the database pool has
+// connections, waiting at most PoolWait for one; when none comes free in that time, the
+// request is refused with an UnavailableError before any statement is sent, and the API
+// answers 503 with Retry-After. So is a request whose connection cannot be had at all
+// (the database is unreachable, or a connection does not come within ConnectWait).
+// Nothing was done, so the client knows the order was not placed and may send the same
+// request again later, with the same Idempotency-Key.
+//
+// Without the bound, every request above what the pool can serve waits in the pool's
+// queue until the client gives up: the answer then says nothing (the client cannot know
+// whether the order was placed), and the retries land on a queue that is still full. With
+// it, an accepted request waits at most PoolWait for its turn, so its latency stays
+// bounded however many are refused beside it.
+//
+// The slots count requests, not connections being made: a pool that is still growing,
+// or that makes new connections after an outage, is slow to hand one out without being
+// overloaded, and the requests that wait for those are bounded by ConnectWait instead.
+//
+// Only the API's use cases are bounded; the stock-events consumer and the relay wait for
+// a connection as long as they need: their work is already accepted and must be done.
+
+// DefaultPoolWait is how long an API request waits for a database connection by default
+// (ORDERING_POOL_WAIT).
+const DefaultPoolWait = 500 * time.Millisecond
+
+// ConnectWait bounds how long a request that has its slot waits for the pool to hand it
+// a connection: one being made, or one the relay or the consumer is about to give back.
+const ConnectWait = 2 * time.Second
+
+// RetryAfter is the Retry-After, in seconds, of a request refused for want of a connection.
+const RetryAfter = 1
+
+// Reasons of an UnavailableError.
+const (
+	// ReasonPoolExhausted: as many requests as the pool has connections stayed in
+	// progress for PoolWait, or every connection stayed busy for ConnectWait.
+	ReasonPoolExhausted = "pool-exhausted"
+	// ReasonDatabaseUnreachable: no connection could be made, or the one handed out broke
+	// before the transaction began.
+	ReasonDatabaseUnreachable = "database-unreachable"
+)
+
+// UnavailableError is a request refused before it did anything: no connection within the
+// bound, or none at all. The API answers 503 with Retry-After.
+type UnavailableError struct {
+	Reason string        // ReasonPoolExhausted or ReasonDatabaseUnreachable
+	Waited time.Duration // how long the request waited for a connection
+	InUse  int32         // connections of the pool in use when it gave up
+	Max    int32         // the pool's size
+	Err    error
+}
+
+func (e *UnavailableError) Error() string {
+	switch e.Reason {
+	case ReasonPoolExhausted:
+		return fmt.Sprintf("%s: no database connection within %v (%d of %d in use)", e.Reason, e.Waited.Round(time.Millisecond), e.InUse, e.Max)
+	default:
+		return fmt.Sprintf("%s: %v", e.Reason, e.Err)
+	}
+}
+
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// SetPoolWait sets how long an API request waits for its turn at the database before it
+// is refused (0: as long as the request lasts, the behaviour without shedding).
+func (s *Service) SetPoolWait(d time.Duration) {
+	s.poolWait = d
+	s.slots = semaphore.NewWeighted(int64(s.pool.Config().MaxConns))
+}
+
+// acquire takes a slot and a connection of the pool for an API request, waiting at most
+// s.poolWait for the slot and ConnectWait for the connection. release gives both back.
+func (s *Service) acquire(ctx context.Context) (conn *pgxpool.Conn, release func(), err error) {
+	if s.poolWait <= 0 {
+		conn, err := s.pool.Acquire(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		return conn, conn.Release, nil
+	}
+	start := time.Now()
+	sctx, cancel := context.WithTimeout(ctx, s.poolWait)
+	err = s.slots.Acquire(sctx, 1)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, ctx.Err() // the client went away: nobody to answer
+		}
+		stat := s.pool.Stat()
+		return nil, nil, &UnavailableError{Reason: ReasonPoolExhausted, Waited: time.Since(start), InUse: stat.AcquiredConns(), Max: stat.MaxConns(), Err: err}
+	}
+	cctx, cancel := context.WithTimeout(ctx, ConnectWait)
+	defer cancel()
+	conn, err = s.pool.Acquire(cctx)
+	if err != nil {
+		s.slots.Release(1)
+		if ctx.Err() != nil {
+			return nil, nil, err
+		}
+		stat := s.pool.Stat()
+		reason := ReasonDatabaseUnreachable
+		if errors.Is(err, context.DeadlineExceeded) && stat.AcquiredConns() >= stat.MaxConns() {
+			reason = ReasonPoolExhausted
+		}
+		return nil, nil, &UnavailableError{Reason: reason, Waited: time.Since(start), InUse: stat.AcquiredConns(), Max: stat.MaxConns(), Err: err}
+	}
+	return conn, func() { conn.Release(); s.slots.Release(1) }, nil
+}
+
+// inTx runs fn in a transaction on a connection taken with acquire, and commits when fn
+// returns nil. A failure to begin (the connection broke while idle) is an
+// UnavailableError too: nothing was sent but BEGIN, so nothing happened.
+func (s *Service) inTx(ctx context.Context, fn func(tx pgx.Tx) error) (err error) {
+	conn, release, err := s.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		return &UnavailableError{Reason: ReasonDatabaseUnreachable, Err: err}
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback(ctx)
+		}
+	}()
+	if err = fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// read runs fn with a connection taken with acquire, for the API's reads.
+func (s *Service) read(ctx context.Context, fn func(conn *pgxpool.Conn) error) error {
+	conn, release, err := s.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return fn(conn)
+}
