@@ -56,6 +56,7 @@ const (
 	outboxDead         = "outbox rows parked dead"
 	stuckRecord        = "record left unfinished"
 	queueNotEmpty      = "messages left in a work queue"
+	queueMissing       = "work queue missing"
 	unexpectedDead     = "dead letter that was not injected"
 	missingPoison      = "injected poison not dead-lettered"
 	poisonTwice        = "poison dead-lettered more than once"
@@ -75,6 +76,7 @@ func check(s snapshot) []verdict {
 		checkEmails(s),
 		checkNothingStuck(s),
 		checkDeadLetters(s),
+		checkFaults(s),
 	}
 }
 
@@ -353,6 +355,9 @@ func checkNothingStuck(s snapshot) verdict {
 	}
 	for _, q := range s.Queues {
 		b.v.Checked++
+		if q.Missing {
+			b.fail(queueMissing, q.Name, "the queue does not exist: its consumer gets nothing")
+		}
 		if q.Messages > 0 {
 			b.fail(queueNotEmpty, q.Name, "%d messages", q.Messages)
 		}
@@ -409,6 +414,33 @@ func checkDeadLetters(s snapshot) verdict {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, byKind[k]))
 	}
 	b.note("injected %d poison messages (%s), found %d dead letters", len(s.InjectedPoison), strings.Join(kinds, ", "), len(s.DeadLetters))
+	return b.done()
+}
+
+// Invariant 10 (the checker's own, after the contracts' nine): each fault that has a
+// check of its own passed it. A relay twin published nothing while the live relay under
+// its RELAY_ID held the id's lock (its copies would be absorbed by the consumers' inboxes,
+// so no other invariant sees them); every outbox row written before a broker alarm ended
+// was published within alarmDrainLimit; a deleted queue was declared again.
+func checkFaults(s snapshot) verdict {
+	b := newVerdict(10, "each heavy fault's own check: twins publish nothing, alarms drain, queues come back")
+	unchecked := map[string]int{}
+	for _, f := range s.FaultChecks {
+		if f.Check == nil {
+			continue
+		}
+		if !f.Check.Checked {
+			unchecked[f.Kind]++
+			continue
+		}
+		b.v.Checked++
+		if f.Check.Violation != "" {
+			b.fail(f.Check.Violation, fmt.Sprintf("%s %d (%s)", f.Kind, f.ID, f.Target), "%s", f.Check.Detail)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(unchecked)) {
+		b.note("%d %s faults not checked (their notes say why)", unchecked[k], k)
+	}
 	return b.done()
 }
 

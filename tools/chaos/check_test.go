@@ -56,13 +56,20 @@ func cleanSnapshot() snapshot {
 	poison := poisonMessage{Queue: "inventory.order-placed", Kind: "not-json", MessageID: "poison-1", Body: []byte("{not json"), At: t0}
 	s.InjectedPoison = []poisonMessage{poison}
 	s.DeadLetters = []deadLetter{{Queue: poison.Queue, MessageID: poison.MessageID, Body: poison.Body}}
+	s.FaultChecks = []fault{
+		{ID: 7, Kind: faultRelayTwin, Target: "ordering", Fired: true, Check: &faultCheck{Checked: true}},
+		{ID: 8, Kind: faultBrokerAlarm, Target: "inventory", Fired: true, Check: &faultCheck{Checked: true, Drain: 1500 * time.Millisecond}},
+		{ID: 9, Kind: faultQueueDeleted, Target: "notification.stock-events", Fired: true, Check: &faultCheck{Checked: true}},
+		// A twin that overlapped a Postgres outage is not checked: no violation, a note.
+		{ID: 10, Kind: faultRelayTwin, Target: "inventory-1", Fired: true, Check: &faultCheck{Detail: "not checked"}},
+	}
 	return s
 }
 
 func TestACleanSnapshotPassesEveryInvariant(t *testing.T) {
 	vs := check(cleanSnapshot())
-	if len(vs) != 6 {
-		t.Fatalf("got %d verdicts, want one per invariant (6)", len(vs))
+	if len(vs) != 7 {
+		t.Fatalf("got %d verdicts, want one per invariant (6) and the faults' own checks", len(vs))
 	}
 	for _, v := range vs {
 		if !v.Passed || v.Checked == 0 {
@@ -236,6 +243,23 @@ func TestInvariant5CatchesRecordsLeftProcessing(t *testing.T) {
 	s.Notifications[0].Status = "processing"
 	s.Unfinished = []unfinished{{Service: "inventory", Record: "inbox 018f2b1e", Status: "processing"}}
 	assertOnly(t, s, 5, map[string]int{stuckRecord: 2})
+}
+
+func TestInvariant5CatchesAWorkQueueThatIsMissing(t *testing.T) {
+	s := cleanSnapshot()
+	s.Queues[2] = queue{Name: s.Queues[2].Name, Missing: true}
+	assertOnly(t, s, 5, map[string]int{queueMissing: 1})
+}
+
+// Invariant 10: the heavy faults' own checks. A twin that published, an alarm whose
+// backlog did not drain and a queue never declared again each fail it; a fault that was
+// not checked does not.
+func TestInvariant10CatchesATwinThatPublishedAnAlarmNotDrainedAndAQueueNotBack(t *testing.T) {
+	s := cleanSnapshot()
+	s.FaultChecks[0].Check = &faultCheck{Checked: true, Violation: twinPublished, Detail: "published 12"}
+	s.FaultChecks[1].Check = &faultCheck{Checked: true, Violation: alarmNotDrained, Detail: "3 rows"}
+	s.FaultChecks[2].Check = &faultCheck{Checked: true, Violation: queueNotRestored, Detail: "missing"}
+	assertOnly(t, s, 10, map[string]int{twinPublished: 1, alarmNotDrained: 1, queueNotRestored: 1})
 }
 
 func TestInvariant5CatchesMessagesLeftInAWorkQueue(t *testing.T) {

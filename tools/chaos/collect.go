@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"sync"
@@ -84,6 +85,9 @@ func readBacklog(ctx context.Context, sys *system) (backlog, error) {
 	}
 	for _, q := range queues {
 		b.Queued += q.Messages
+		if q.Missing {
+			b.Queued++ // a missing queue is work that cannot finish: never quiet
+		}
 	}
 	if err := sys.dbs["ordering"].QueryRow(ctx, `SELECT count(*) FROM orders WHERE status = 'pending'`).Scan(&b.Pending); err != nil {
 		return b, fmt.Errorf("count pending orders: %w", err)
@@ -115,7 +119,13 @@ func queueDepths(ctx context.Context, sys *system) ([]queue, error) {
 		var info struct {
 			Messages int `json:"messages"`
 		}
-		if err := (broker.Management{URL: sys.cfg.ManagementURL}).Do(ctx, "GET", "/api/queues/"+url.PathEscape(sys.vhost)+"/"+url.PathEscape(q.Name), "", &info); err != nil {
+		err := (broker.Management{URL: sys.cfg.ManagementURL}).Do(ctx, "GET", "/api/queues/"+url.PathEscape(sys.vhost)+"/"+url.PathEscape(q.Name), "", &info)
+		if errors.Is(err, broker.ErrNotFound) {
+			// Deleted by a queue fault and never declared again: its consumer gets nothing.
+			out = append(out, queue{Name: q.Name, Missing: true})
+			continue
+		}
+		if err != nil {
 			return nil, fmt.Errorf("queue %s: %w", q.Name, err)
 		}
 		out = append(out, queue{Name: q.Name, Messages: info.Messages})
@@ -142,7 +152,7 @@ func collect(ctx context.Context, sys *system, msgs *messages, history []clientO
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
-	notification := sys.process("notification")
+	notification := sys.processesOf("notification")[0]
 	for _, o := range s.Orders {
 		g.Go(func() error {
 			recs, err := getAll[notificationRecord](gctx, "http://"+notification.httpAddr+"/notifications?order_id="+o.ID.String())

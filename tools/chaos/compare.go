@@ -19,6 +19,9 @@ type design struct {
 	publisher         string
 	inventoryStrategy string
 	cancellations     string // "" is sequence
+	relayQueueCheck   string // "" is bindings
+	relayTwin         string // "" is refuse
+	consumerOnRefusal string // "" is pause
 	right             bool   // the design the contracts prescribe; every other one must be caught
 }
 
@@ -29,6 +32,11 @@ var designs = []design{
 	{name: "check-then-process", publisher: "outbox", inventoryStrategy: "check-then-process"},
 	{name: "direct publish", publisher: "direct", inventoryStrategy: "inbox"},
 	{name: "cancellations ignore sequence", publisher: "outbox", inventoryStrategy: "inbox", cancellations: "ignore-sequence"},
+	// Issue 22: a relay that trusts mandatory alone, a silent relay twin, a consumer that
+	// requeues on its database's refusal. Each is caught by a heavy fault.
+	{name: "relay trusts mandatory", publisher: "outbox", inventoryStrategy: "inbox", relayQueueCheck: "mandatory"},
+	{name: "relay twin shares", publisher: "outbox", inventoryStrategy: "inbox", relayTwin: "share"},
+	{name: "consumer requeues refusals", publisher: "outbox", inventoryStrategy: "inbox", consumerOnRefusal: "requeue"},
 }
 
 // runCompare runs every design with the same seed and fault schedule and prints the
@@ -36,10 +44,17 @@ var designs = []design{
 // either means the harness can no longer tell them apart.
 func runCompare(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	var results []*result
-	for _, d := range designs {
+	chosen := chosenDesigns(cfg.Designs)
+	if len(chosen) == 0 {
+		return fmt.Errorf("-designs %q names none of the designs", cfg.Designs)
+	}
+	for _, d := range chosen {
 		c := cfg
 		c.Design, c.Publisher, c.InventoryStrategy = d.name, d.publisher, d.inventoryStrategy
 		c.Cancellations = cmp.Or(d.cancellations, "sequence")
+		c.RelayQueueCheck = cmp.Or(d.relayQueueCheck, "bindings")
+		c.RelayTwin = cmp.Or(d.relayTwin, "refuse")
+		c.ConsumerOnRefusal = cmp.Or(d.consumerOnRefusal, "pause")
 		res, err := runChaos(ctx, c, stderr)
 		if err != nil {
 			return fmt.Errorf("%s: %w", d.name, err)
@@ -53,12 +68,30 @@ func runCompare(ctx context.Context, cfg config, stdout, stderr io.Writer) error
 	if len(results) > 0 {
 		_ = os.WriteFile(filepath.Join(filepath.Dir(results[0].ReportDir), "scoreboard.txt"), []byte(board.String()), 0o644)
 	}
-	for i, d := range designs {
+	for i, d := range chosen {
 		if d.right != results[i].Passed {
 			return errViolations
 		}
 	}
 	return nil
+}
+
+// chosenDesigns returns the designs whose names contain one of the comma-separated parts
+// of names, all of them for "".
+func chosenDesigns(names string) []design {
+	if strings.TrimSpace(names) == "" {
+		return designs
+	}
+	var out []design
+	for _, d := range designs {
+		for _, part := range strings.Split(names, ",") {
+			if part = strings.TrimSpace(part); part != "" && strings.Contains(d.name, part) {
+				out = append(out, d)
+				break
+			}
+		}
+	}
+	return out
 }
 
 func printScoreboard(w io.Writer, results []*result) {

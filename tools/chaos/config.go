@@ -17,6 +17,9 @@ type config struct {
 	Orders            int           // client operations to send
 	Rate              float64       // operations per second, scheduled by the clock (open model)
 	MaxInFlight       int           // cap on concurrent operations; beyond it sends wait
+	ShedRetries       int           // 503s with Retry-After an operation takes (waiting as asked) before it ends rejected
+	Doubled           bool          // two processes of every service but the provider (the load profile)
+	Profile           string        // "" or "load": the defaults of make chaos-load (loadprofile.go)
 	Seed              uint64        // the fault schedule and the order bodies derive from it
 	FaultsPerKind     int           // faults of each kind spread over the load
 	Outages           int           // broker outages, and as many Postgres outages, one at a time over the load
@@ -27,6 +30,10 @@ type config struct {
 	Cancellations     string        // INVENTORY_CANCELLATIONS: sequence | ignore-sequence
 	CancelShare       float64       // share of placed orders the load cancels, half of them at once
 	Publisher         string        // outbox | direct
+	RelayQueueCheck   string        // RELAY_QUEUE_CHECK of ordering and inventory: bindings | mandatory
+	RelayTwin         string        // RELAY_TWIN of ordering and inventory: refuse | share
+	ConsumerOnRefusal string        // CONSUMER_ON_REFUSAL of every consumer: pause | requeue
+	HeavyFaults       int           // faults of each heavy kind (broker_alarm, queue_deleted, late_consumer, relay_twin, privilege_revoked); -1: FaultsPerKind/20, at least 1
 	BrokerRestart     bool          // also restart RabbitMQ itself (rabbitmqctl stop_app/start_app)
 	BinDir            string        // where the four service binaries are
 	ReportRoot        string        // reports are written to ReportRoot/<timestamp>[-design]
@@ -37,6 +44,7 @@ type config struct {
 	QuietTimeout      time.Duration // how long to wait for the system to go quiet
 	Progress          bool          // print a live progress line
 	Design            string        // the design's name in reports (set by compare)
+	Designs           string        // compare: which designs to run, comma-separated parts of their names; empty: all
 }
 
 // defaultConfig is `make chaos`: 5,000 orders at 20 per second, 100 faults of every kind,
@@ -45,6 +53,7 @@ var defaultConfig = config{
 	Orders:            5000,
 	Rate:              20,
 	MaxInFlight:       1000,
+	ShedRetries:       2,
 	Seed:              1,
 	FaultsPerKind:     100,
 	Outages:           5,
@@ -55,6 +64,10 @@ var defaultConfig = config{
 	Cancellations:     "sequence",
 	CancelShare:       0.2,
 	Publisher:         "outbox",
+	RelayQueueCheck:   "bindings",
+	RelayTwin:         "refuse",
+	ConsumerOnRefusal: "pause",
+	HeavyFaults:       -1,
 	BinDir:            "bin",
 	ReportRoot:        "reports",
 	Prefix:            "chaos",
@@ -70,15 +83,43 @@ func (c config) loadDuration() time.Duration {
 	return time.Duration(float64(c.Orders) / c.Rate * float64(time.Second))
 }
 
-// designName names the design under test: the publisher and the inventory strategy.
+// designName names the design under test: the publisher and the inventory strategy, and
+// every other choice that is not the default.
 func (c config) designName() string {
 	if c.Design != "" {
 		return c.Design
 	}
-	if c.Cancellations != "sequence" {
-		return fmt.Sprintf("publisher=%s inventory=%s cancellations=%s", c.Publisher, c.InventoryStrategy, c.Cancellations)
+	name := fmt.Sprintf("publisher=%s inventory=%s", c.Publisher, c.InventoryStrategy)
+	for _, x := range []struct{ key, value, def string }{
+		{"cancellations", c.Cancellations, "sequence"},
+		{"relay-queue-check", c.RelayQueueCheck, "bindings"},
+		{"relay-twin", c.RelayTwin, "refuse"},
+		{"consumer-on-refusal", c.ConsumerOnRefusal, "pause"},
+	} {
+		if x.value != x.def {
+			name += fmt.Sprintf(" %s=%s", x.key, x.value)
+		}
 	}
-	return fmt.Sprintf("publisher=%s inventory=%s", c.Publisher, c.InventoryStrategy)
+	return name
+}
+
+// designEnv is the environment every process of the run gets for the design's choices
+// of issue 22 (each service reads those it knows).
+func (c config) designEnv() []string {
+	return []string{"RELAY_QUEUE_CHECK=" + c.RelayQueueCheck, "RELAY_TWIN=" + c.RelayTwin, "CONSUMER_ON_REFUSAL=" + c.ConsumerOnRefusal}
+}
+
+// heavyFaults is how many faults of each heavy kind the run injects: each stops
+// processes, deletes a queue or revokes a privilege for seconds, so there are fewer of
+// them than of the short faults, but at least one of each kind whenever there are faults.
+func (c config) heavyFaults() int {
+	switch {
+	case c.HeavyFaults >= 0:
+		return c.HeavyFaults
+	case c.FaultsPerKind == 0:
+		return 0
+	}
+	return max(1, (c.FaultsPerKind+19)/20)
 }
 
 func parseFlags(args []string, stderr io.Writer, compare bool) (config, error) {
@@ -95,6 +136,9 @@ func parseFlags(args []string, stderr io.Writer, compare bool) (config, error) {
 	fs.IntVar(&cfg.Orders, "orders", cfg.Orders, "orders to place")
 	fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "orders per second, sent by the clock whatever the answers (open model)")
 	fs.IntVar(&cfg.MaxInFlight, "max-in-flight", cfg.MaxInFlight, "most orders in flight at once; later sends wait")
+	fs.IntVar(&cfg.ShedRetries, "shed-retries", cfg.ShedRetries, "503s with Retry-After (ordering shed the request) an order takes, each retried after the wait it asks for, before it ends rejected")
+	fs.BoolVar(&cfg.Doubled, "double", cfg.Doubled, "two processes of every service but the email provider: two ordering APIs with a relay each, two inventories, two notifications")
+	fs.StringVar(&cfg.Profile, "profile", cfg.Profile, "load: the defaults of make chaos-load (every service doubled, the load near the system's capacity, every fault kind); flags given beside it win")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the fault schedule and the order bodies: same seed, same schedule")
 	fs.IntVar(&cfg.FaultsPerKind, "faults", cfg.FaultsPerKind, "faults of each kind, spread over the load")
 	fs.IntVar(&cfg.Outages, "outages", cfg.Outages, "broker outages, and as many Postgres outages (every service's link down at once), one at a time, at least -outage apart")
@@ -105,6 +149,10 @@ func parseFlags(args []string, stderr io.Writer, compare bool) (config, error) {
 	fs.StringVar(&cfg.Cancellations, "cancellations", cfg.Cancellations, "sequence | ignore-sequence (INVENTORY_CANCELLATIONS)")
 	fs.Float64Var(&cfg.CancelShare, "cancel-share", cfg.CancelShare, "share of placed orders to cancel (0-1), half right after the 201, half up to two seconds later")
 	fs.StringVar(&cfg.Publisher, "publisher", cfg.Publisher, "outbox | direct")
+	fs.StringVar(&cfg.RelayQueueCheck, "relay-queue-check", cfg.RelayQueueCheck, "bindings | mandatory (RELAY_QUEUE_CHECK): mandatory publishes an event while a queue bound to its type is missing")
+	fs.StringVar(&cfg.RelayTwin, "relay-twin", cfg.RelayTwin, "refuse | share (RELAY_TWIN): share lets a second process under a live relay's RELAY_ID relay too")
+	fs.StringVar(&cfg.ConsumerOnRefusal, "consumer-on-refusal", cfg.ConsumerOnRefusal, "pause | requeue (CONSUMER_ON_REFUSAL): requeue spends a delivery on the database refusing a privilege")
+	fs.IntVar(&cfg.HeavyFaults, "heavy-faults", cfg.HeavyFaults, "faults of each heavy kind (broker_alarm, queue_deleted, late_consumer, relay_twin, privilege_revoked); -1: a twentieth of -faults, at least 1")
 	fs.BoolVar(&cfg.BrokerRestart, "broker-restart", cfg.BrokerRestart, "also restart RabbitMQ itself (rabbitmqctl stop_app/start_app; affects everything on this machine)")
 	fs.StringVar(&cfg.BinDir, "bin", cfg.BinDir, "directory with the ordering, inventory, notification and emailprovider binaries (make build)")
 	fs.StringVar(&cfg.ReportRoot, "reports", cfg.ReportRoot, "directory for the reports")
@@ -114,7 +162,13 @@ func parseFlags(args []string, stderr io.Writer, compare bool) (config, error) {
 	fs.StringVar(&cfg.ManagementURL, "rabbitmq-management", cfg.ManagementURL, "RabbitMQ management API URL with credentials")
 	fs.DurationVar(&cfg.QuietTimeout, "quiet-timeout", cfg.QuietTimeout, "how long to wait for outboxes, queues and records to settle")
 	fs.BoolVar(&cfg.Progress, "progress", cfg.Progress, "print a live progress line")
+	if compare {
+		fs.StringVar(&cfg.Designs, "designs", cfg.Designs, "the designs to compare, comma-separated parts of their names (e.g. default,mandatory); empty: all")
+	}
 	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if err := cfg.applyProfile(fs); err != nil {
 		return cfg, err
 	}
 	if fs.NArg() > 0 {
@@ -130,6 +184,9 @@ func (c config) validate() error {
 	}
 	if c.Rate <= 0 {
 		errs = append(errs, errors.New("-rate must be positive"))
+	}
+	if c.ShedRetries < 0 {
+		errs = append(errs, errors.New("-shed-retries must not be negative"))
 	}
 	if c.MaxInFlight < 1 {
 		errs = append(errs, errors.New("-max-in-flight must be at least 1"))
@@ -178,6 +235,18 @@ func (c config) validate() error {
 	case "outbox", "direct":
 	default:
 		errs = append(errs, fmt.Errorf("-publisher %q: want outbox or direct", c.Publisher))
+	}
+	for _, x := range []struct{ flag, value, a, b string }{
+		{"relay-queue-check", c.RelayQueueCheck, "bindings", "mandatory"},
+		{"relay-twin", c.RelayTwin, "refuse", "share"},
+		{"consumer-on-refusal", c.ConsumerOnRefusal, "pause", "requeue"},
+	} {
+		if x.value != x.a && x.value != x.b {
+			errs = append(errs, fmt.Errorf("-%s %q: want %s or %s", x.flag, x.value, x.a, x.b))
+		}
+	}
+	if c.HeavyFaults < -1 {
+		errs = append(errs, errors.New("-heavy-faults must be -1 (automatic) or more"))
 	}
 	return errors.Join(errs...)
 }

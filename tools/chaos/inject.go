@@ -26,6 +26,9 @@ type injector struct {
 	fired    map[string]chan string // failpoint crashes, by process
 	started  atomic.Int64
 	wg       sync.WaitGroup
+	held     int          // queue faults that hold the provider healthy (guarded by mu)
+	guard    *guard       // keeps faults off what a relay twin's check needs
+	topo     sync.RWMutex // held by a queue fault; poison and duplicates wait while a queue is missing
 }
 
 type providerFaults struct {
@@ -36,7 +39,7 @@ type providerFaults struct {
 
 // newInjector prepares schedule for sys.
 func newInjector(sys *system, inject *messages, schedule []fault) *injector {
-	in := &injector{sys: sys, inject: inject, faults: schedule, fpMu: map[string]*sync.Mutex{}, fired: map[string]chan string{}}
+	in := &injector{sys: sys, inject: inject, faults: schedule, fpMu: map[string]*sync.Mutex{}, fired: map[string]chan string{}, guard: newGuard()}
 	for _, p := range sys.procs {
 		in.fpMu[p.name] = &sync.Mutex{}
 		in.fired[p.name] = make(chan string, 1)
@@ -101,12 +104,27 @@ func (in *injector) begin(f *fault) {
 // apply carries out one fault. ctx ends with the load: a fault that has not begun by
 // then is skipped, one that has begun runs to its end (a link is always brought back up).
 func (in *injector) apply(ctx context.Context, f *fault) {
+	switch f.Kind {
+	case faultKill, faultFailpoint, faultResetPeer, faultTimeout, faultLatency, faultLinkDown:
+		// A process or a link that a relay twin's check needs to itself is left alone
+		// until the twin is gone.
+		in.guard.enter(f.Target)
+		defer in.guard.leave(f.Target)
+	}
 	in.begin(f)
 	switch f.Kind {
 	case faultKill:
 		in.kill(ctx, f)
 	case faultFailpoint:
 		in.failpoint(ctx, f)
+	case faultBrokerAlarm:
+		in.brokerAlarm(ctx, f)
+	case faultQueueDeleted, faultLateConsumer:
+		in.queueFault(ctx, f)
+	case faultRelayTwin:
+		in.relayTwin(ctx, f)
+	case faultPrivilegeRevoked:
+		in.privilegeRevoked(ctx, f)
 	case faultResetPeer:
 		in.toxic(f, "reset_peer", toxiclient.Attributes{"timeout": 0})
 	case faultTimeout:
@@ -128,7 +146,9 @@ func (in *injector) apply(ctx context.Context, f *fault) {
 	case faultProviderFail, faultProviderAmbiguous:
 		in.providerFault(ctx, f)
 	case faultDuplicate:
+		in.topo.RLock() // not while a queue is missing: its copy would be lost
 		n, err := in.inject.duplicate(ctx, f.Target, 3, 2)
+		in.topo.RUnlock()
 		in.record(f, n > 0, cmp.Or(errText(err), fmt.Sprintf("%d copies published", n)))
 	case faultPoison:
 		// An id-reused poison needs an event its consumer has finished; early in the run
@@ -136,7 +156,10 @@ func (in *injector) apply(ctx context.Context, f *fault) {
 		var p poisonMessage
 		var err error
 		for range 10 {
-			if p, err = in.inject.poison(ctx, f.Target, f.Detail); err == nil || !sleepCtx(ctx, time.Second) {
+			in.topo.RLock() // not while a queue is missing: the poison would be dropped, not dead-lettered
+			p, err = in.inject.poison(ctx, f.Target, f.Detail)
+			in.topo.RUnlock()
+			if err == nil || !sleepCtx(ctx, time.Second) {
 				break
 			}
 		}
@@ -267,8 +290,18 @@ func (in *injector) providerFault(ctx context.Context, f *fault) {
 			in.provider.AmbiguousRate = v
 		}
 		state := in.provider
+		if in.held > 0 {
+			state = providerFaults{} // a queue fault waits for notification's queue to empty
+		}
 		in.mu.Unlock()
 		return in.putProviderFaults(ctx, state)
+	}
+	in.mu.Lock()
+	held := in.held > 0
+	in.mu.Unlock()
+	if held {
+		in.record(f, false, "skipped: a queue fault held the provider healthy while notification's queue emptied")
+		return
 	}
 	if err := set(true); err != nil {
 		in.record(f, false, err.Error())

@@ -35,6 +35,9 @@ type process struct {
 	stopping    bool
 	stats       processStats
 	onFailpoint func(p *process, spec string) // a failpoint crash fired
+	holds       int                           // faults that keep it from starting again (frozen or held down)
+	frozen      int                           // faults that keep it stopped with SIGSTOP
+	released    chan struct{}                 // closed when holds drops to 0
 }
 
 // processStats counts what happened to a process during the run.
@@ -61,6 +64,17 @@ func (p *process) supervise(ctx context.Context, started chan<- error) {
 	first := true
 	for {
 		p.mu.Lock()
+		for p.holds > 0 && !p.stopping {
+			// Frozen or held down by a fault: no new process until it lets go.
+			released := p.released
+			p.mu.Unlock()
+			select {
+			case <-released:
+			case <-ctx.Done():
+				return
+			}
+			p.mu.Lock()
+		}
 		if p.stopping {
 			p.mu.Unlock()
 			return
@@ -178,6 +192,88 @@ func (p *process) restart(failpoints string, grace time.Duration) {
 	}
 }
 
+// freeze stops the process with SIGSTOP where it stands, as a long pause would (its
+// connections stay open, its transactions and claims stay held), and keeps it from being
+// started again if a kill ends it meanwhile, until thaw. It reports whether a live process
+// was frozen.
+func (p *process) freeze() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.hold()
+	p.frozen++
+	if p.cmd == nil || p.exited() || p.stopping {
+		return false
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGSTOP)
+	return true
+}
+
+// thaw undoes a freeze: SIGCONT, and the supervisor may start it again.
+func (p *process) thaw() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.frozen--
+	if p.frozen == 0 && p.cmd != nil && !p.exited() {
+		_ = p.cmd.Process.Signal(syscall.SIGCONT)
+	}
+	p.unhold()
+}
+
+// holdDown stops the process gracefully (SIGTERM, SIGKILL after grace) and keeps it down
+// until release: a service that is not running yet.
+func (p *process) holdDown(grace time.Duration) {
+	p.mu.Lock()
+	p.hold()
+	if p.cmd == nil || p.exited() || p.expectExit || p.stopping {
+		p.mu.Unlock()
+		return
+	}
+	p.expectExit = true
+	p.stats.Restarts++
+	cmd, done := p.cmd, p.done
+	if p.frozen > 0 {
+		_ = cmd.Process.Signal(syscall.SIGCONT) // a stopped process cannot act on SIGTERM
+	}
+	p.mu.Unlock()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(grace):
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-done
+	}
+}
+
+// release lets a process held down start again.
+func (p *process) release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.unhold()
+}
+
+// hold and unhold count the faults that keep the process from starting; the caller
+// holds p.mu.
+func (p *process) hold() {
+	if p.holds == 0 {
+		p.released = make(chan struct{})
+	}
+	p.holds++
+}
+
+func (p *process) unhold() {
+	p.holds--
+	if p.holds == 0 {
+		close(p.released)
+	}
+}
+
+// isUp reports whether the process runs now and is not on its way down.
+func (p *process) isUp() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd != nil && !p.exited() && !p.expectExit && !p.stopping && p.holds == 0
+}
+
 // armedFailpoints returns the failpoints the process runs with now.
 func (p *process) armedFailpoints() string {
 	p.mu.Lock()
@@ -196,6 +292,7 @@ func (p *process) stop(grace time.Duration) {
 		return
 	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Process.Signal(syscall.SIGCONT) // a frozen process acts on SIGTERM only once continued
 	select {
 	case <-done:
 	case <-time.After(grace):

@@ -31,6 +31,13 @@ const (
 	faultDuplicate         = "duplicate"          // an already-published event is published again, same id
 	faultPoison            = "poison"             // a message that can never succeed, into a work queue
 	faultBrokerRestart     = "broker_restart"     // RabbitMQ's app stopped and started (--broker-restart)
+
+	// The heavy faults (heavy.go): fewer of each, drawn from a stream of their own.
+	faultBrokerAlarm      = "broker_alarm"      // publishing connections blocked (connection.blocked), some dropped while blocked, then unblocked
+	faultQueueDeleted     = "queue_deleted"     // a work queue deleted (once empty) under traffic; its consumer declares it again
+	faultLateConsumer     = "late_consumer"     // a queue's consumers stopped and their queue deleted; they start seconds later and declare it
+	faultRelayTwin        = "relay_twin"        // a second relay process under a live relay's RELAY_ID
+	faultPrivilegeRevoked = "privilege_revoked" // a table privilege revoked from a service's role, then granted again
 )
 
 // faultKinds lists the kinds every run injects, in report order: FaultsPerKind of each,
@@ -39,7 +46,14 @@ var faultKinds = []string{
 	faultKill, faultFailpoint, faultResetPeer, faultTimeout, faultLatency, faultLinkDown,
 	faultBrokerOutage, faultPostgresOutage,
 	faultProviderFail, faultProviderAmbiguous, faultDuplicate, faultPoison,
+	faultBrokerAlarm, faultQueueDeleted, faultLateConsumer, faultRelayTwin, faultPrivilegeRevoked,
 }
+
+// heavyKinds are the kinds config.heavyFaults counts; each stops processes, changes the
+// broker's topology or the database's privileges for seconds.
+var heavyKinds = []string{faultBrokerAlarm, faultQueueDeleted, faultLateConsumer, faultRelayTwin, faultPrivilegeRevoked}
+
+func isHeavy(kind string) bool { return slices.Contains(heavyKinds, kind) }
 
 // isOutage reports whether kind takes a whole dependency away from every service.
 func isOutage(kind string) bool { return kind == faultBrokerOutage || kind == faultPostgresOutage }
@@ -53,19 +67,16 @@ var poisonKinds = []string{event.ReasonNotJSON, event.ReasonInvalidEnvelope, eve
 
 // failpointProcesses maps each failpoint of the contracts to the processes that pass it.
 func failpointProcesses(cfg config) map[string][]string {
-	relays := []string{"inventory-1", "inventory-2"}
-	if cfg.Publisher == "outbox" {
-		relays = append(relays, "ordering", "ordering-relay")
-	}
+	inventory, ordering := cfg.processNames("inventory"), cfg.orderingAPIs()
 	return map[string][]string{
-		contracts.OrderingBeforeCommit:  {"ordering"},
-		contracts.RelayAfterPublish:     relays,
-		contracts.InventoryBeforeCommit: {"inventory-1", "inventory-2"},
-		contracts.InventoryAfterCommit:  {"inventory-1", "inventory-2"},
-		contracts.NotificationAfterSend: {"notification"},
-		contracts.OrderingAfterCommit:   {"ordering"},
+		contracts.OrderingBeforeCommit:  ordering,
+		contracts.RelayAfterPublish:     cfg.relayProcesses(),
+		contracts.InventoryBeforeCommit: inventory,
+		contracts.InventoryAfterCommit:  inventory,
+		contracts.NotificationAfterSend: cfg.processNames("notification"),
+		contracts.OrderingAfterCommit:   ordering,
 		// Fires only on a cancellation (the load cancels --cancel-share of its orders).
-		contracts.InventoryBeforeReleaseCommit: {"inventory-1", "inventory-2"},
+		contracts.InventoryBeforeReleaseCommit: inventory,
 	}
 }
 
@@ -86,6 +97,8 @@ type fault struct {
 	End   time.Time `json:"end,omitzero"`
 	Fired bool      `json:"fired"` // the fault really happened (a failpoint crashed, a kill hit a live process)
 	Note  string    `json:"note,omitempty"`
+	// Check is the fault's own check, for the kinds that have one (heavy.go).
+	Check *faultCheck `json:"check,omitempty"`
 }
 
 // schedule draws the run's faults from the seed: FaultsPerKind of each kind at uniform
@@ -109,8 +122,9 @@ func schedule(cfg config, processes, links []string) []fault {
 	}
 
 	out := scheduleOutages(cfg, links)
+	out = append(out, scheduleHeavy(cfg, processes, out)...)
 	for _, kind := range kinds {
-		if isOutage(kind) {
+		if isOutage(kind) || isHeavy(kind) {
 			continue
 		}
 		n := cfg.FaultsPerKind
@@ -153,6 +167,84 @@ func schedule(cfg config, processes, links []string) []fault {
 	slices.SortStableFunc(out, func(a, b fault) int { return cmp.Compare(a.At, b.At) })
 	for i := range out {
 		out[i].ID = i
+	}
+	return out
+}
+
+// scheduleHeavy draws config.heavyFaults faults of each heavy kind, from a stream of
+// their own (adding them moved none of a seed's other faults), each clear of every
+// outage by a margin: a queue cannot drain while its consumers cannot reach the broker or
+// their database, and a relay twin is checked against a live relay that keeps its lock.
+// Each kind cycles through its targets, so a few faults cover them all.
+func scheduleHeavy(cfg config, processes []string, outages []fault) []fault {
+	n := cfg.heavyFaults()
+	if n == 0 {
+		return nil
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6865617679)) // "heavy"
+	span := cfg.loadDuration()
+	lead := faultLead(span)
+	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
+	const margin = 3 * time.Second
+	clearOfOutages := func(at, d time.Duration) bool {
+		for _, o := range outages {
+			if at < o.At+o.Duration+margin && o.At < at+d+margin {
+				return false
+			}
+		}
+		return true
+	}
+	var relays []string
+	for _, p := range failpointProcesses(cfg)[contracts.RelayAfterPublish] {
+		if slices.Contains(processes, p) {
+			relays = append(relays, p)
+		}
+	}
+	slices.Sort(relays)
+	queues := []string{contracts.QueueNotificationStockEvents, contracts.QueueInventoryOrderPlaced, contracts.QueueOrderingStockEvents}
+	consumerBudget := time.Duration(0)
+	if b, ok := cfg.budgetOf(faultPostgresOutage); ok {
+		consumerBudget = b.Max
+	}
+	var out []fault
+	for _, kind := range heavyKinds {
+		for i := range n {
+			f := fault{Kind: kind}
+			// How long the fault keeps the system busy, for keeping it clear of outages: a
+			// queue fault freezes publishers until the queue is empty (7-20 s, mostly 7-10).
+			busy := 12 * time.Second
+			switch kind {
+			case faultBrokerAlarm:
+				f.Target, f.Duration = []string{"ordering", "inventory"}[i%2], between(3*time.Second, 6*time.Second)
+				f.Detail = "every publishing connection blocked; " + f.Target + "'s dropped while blocked"
+				busy = f.Duration
+			case faultQueueDeleted:
+				f.Target = queues[i%len(queues)]
+			case faultLateConsumer:
+				f.Target, f.Duration = queues[i%len(queues)], between(3*time.Second, 6*time.Second)
+				busy += f.Duration
+			case faultRelayTwin:
+				if len(relays) == 0 {
+					continue
+				}
+				f.Target, f.Duration = relays[i%len(relays)], between(4*time.Second, 8*time.Second)
+				busy = f.Duration + 10*time.Second
+			case faultPrivilegeRevoked:
+				p := privileges[i%len(privileges)]
+				// Longer than the consumers' budget: a consumer that spent deliveries on
+				// it would dead-letter the messages it held.
+				f.Target, f.Detail = p.Service, p.String()
+				f.Duration = between(consumerBudget+500*time.Millisecond, consumerBudget+3500*time.Millisecond)
+				busy = f.Duration
+			}
+			for try := 0; ; try++ {
+				f.At = lead + time.Duration(rng.Int64N(int64(max(span-2*lead, time.Millisecond))))
+				if clearOfOutages(f.At, busy) || try == 1000 {
+					break
+				}
+			}
+			out = append(out, f)
+		}
 	}
 	return out
 }

@@ -13,6 +13,9 @@ import (
 var (
 	testProcesses = []string{"emailprovider", "inventory-1", "inventory-2", "notification", "ordering", "ordering-relay"}
 	testLinks     = []string{"ordering-postgres", "ordering-rabbitmq", "inventory-1-postgres", "notification-emailprovider", "client-ordering"}
+	smokeLinks    = []string{"client-ordering", "emailprovider-postgres", "inventory-1-postgres", "inventory-1-rabbitmq",
+		"inventory-2-postgres", "inventory-2-rabbitmq", "notification-emailprovider", "notification-postgres",
+		"notification-rabbitmq", "ordering-postgres", "ordering-rabbitmq", "ordering-relay-postgres", "ordering-relay-rabbitmq"}
 )
 
 func TestScheduleIsDrawnFromTheSeed(t *testing.T) {
@@ -55,8 +58,11 @@ func TestScheduleCoversEveryKindNameAndPoison(t *testing.T) {
 	}
 	for _, k := range faultKinds {
 		want := cfg.FaultsPerKind
-		if isOutage(k) {
+		switch {
+		case isOutage(k):
 			want = cfg.Outages
+		case isHeavy(k):
+			want = cfg.heavyFaults()
 		}
 		if byKind[k] != want {
 			t.Errorf("%s: %d faults, want %d", k, byKind[k], want)
@@ -122,25 +128,64 @@ func TestOutagesTakeEveryLinkLongerThanTheirBudgetOneAtATime(t *testing.T) {
 	}
 }
 
-// Outages are drawn from a stream of their own: with or without them, a seed's other
-// faults are the same.
-func TestOutagesLeaveTheSeedsOtherFaultsWhereTheyWere(t *testing.T) {
-	cfg := defaultConfig
-	cfg.Orders, cfg.FaultsPerKind, cfg.Outages = 600, 12, 0
-	without := schedule(cfg, testProcesses, testLinks)
-	cfg.Outages, cfg.OutageLength = 1, 5*time.Second
-	var others []fault
-	for _, f := range schedule(cfg, testProcesses, testLinks) {
-		if !isOutage(f.Kind) {
-			f.ID = 0
-			others = append(others, f)
+// Outages and heavy faults are drawn from streams of their own: with or without them, a
+// seed's short faults are the same. (The heavy faults keep clear of the outages, so
+// outages do move them.)
+func TestOutagesAndHeavyFaultsLeaveTheSeedsOtherFaultsWhereTheyWere(t *testing.T) {
+	short := func(fs []fault) []fault {
+		var out []fault
+		for _, f := range fs {
+			if !isOutage(f.Kind) && !isHeavy(f.Kind) {
+				f.ID = 0
+				out = append(out, f)
+			}
 		}
+		return out
 	}
+	cfg := defaultConfig
+	cfg.Orders, cfg.FaultsPerKind, cfg.Outages, cfg.HeavyFaults = 600, 12, 0, 0
+	without := schedule(cfg, testProcesses, testLinks)
 	for i := range without {
 		without[i].ID = 0
 	}
-	if !reflect.DeepEqual(without, others) {
-		t.Error("adding outages moved the other faults")
+	cfg.Outages, cfg.OutageLength, cfg.HeavyFaults = 1, 5*time.Second, 3
+	if !reflect.DeepEqual(without, short(schedule(cfg, testProcesses, testLinks))) {
+		t.Error("adding outages and heavy faults moved the other faults")
+	}
+}
+
+// Heavy faults keep clear of outages (a queue cannot drain while its consumers cannot
+// reach the broker; a relay twin needs its live relay to keep its lock) and cycle
+// through their targets.
+func TestHeavyFaultsKeepClearOfOutagesAndCycleTheirTargets(t *testing.T) {
+	cfg := defaultConfig
+	cfg.HeavyFaults = 4
+	fs := schedule(cfg, testProcesses, smokeLinks)
+	targets := map[string]map[string]bool{}
+	for _, f := range fs {
+		if !isHeavy(f.Kind) {
+			continue
+		}
+		if targets[f.Kind] == nil {
+			targets[f.Kind] = map[string]bool{}
+		}
+		targets[f.Kind][f.Target] = true
+		for _, o := range fs {
+			if isOutage(o.Kind) && f.At < o.At+o.Duration && o.At < f.At+f.Duration {
+				t.Errorf("%s at %v (%v) overlaps %s at %v (%v)", f.Kind, f.At, f.Duration, o.Kind, o.At, o.Duration)
+			}
+		}
+		if f.Kind == faultPrivilegeRevoked {
+			if b, _ := cfg.budgetOf(faultPostgresOutage); f.Duration <= b.Max {
+				t.Errorf("privilege revoked for %v, not longer than the consumers' budget %v", f.Duration, b.Max)
+			}
+		}
+	}
+	want := map[string]int{faultBrokerAlarm: 2, faultQueueDeleted: 3, faultLateConsumer: 3, faultRelayTwin: 4, faultPrivilegeRevoked: 2}
+	for kind, n := range want {
+		if len(targets[kind]) != n {
+			t.Errorf("%s targets %v, want %d different ones", kind, targets[kind], n)
+		}
 	}
 }
 

@@ -23,6 +23,8 @@ type snapshot struct {
 	Queues         []queue              `json:"queues"`
 	DeadLetters    []deadLetter         `json:"dead_letters"`
 	InjectedPoison []poisonMessage      `json:"injected_poison"`
+	// FaultChecks are the faults that have their own check (heavy.go), with its result.
+	FaultChecks []fault `json:"fault_checks,omitempty"`
 }
 
 // outcome is what a client learned about one operation, Jepsen-style: ok (the API said
@@ -57,6 +59,11 @@ type clientOp struct {
 	End      time.Time     `json:"end"`
 	Latency  time.Duration `json:"latency_ns"`
 	Error    string        `json:"error,omitempty"`
+	// Shed counts the 503s with Retry-After: ordering refused the request before doing
+	// anything. An operation that ends failed with Shed > 0 was rejected: told to come
+	// back later, its order certainly not placed (the checker holds it to that).
+	Shed  int   `json:"shed,omitempty"`
+	Tries []try `json:"tries,omitempty"` // every POST /orders attempt
 
 	// Cancel: the load cancels this order once placed, after CancelAfter (0: at once).
 	Cancel        bool          `json:"cancel,omitempty"`
@@ -101,6 +108,8 @@ type sentEmail struct {
 	To             string `json:"to"`
 	Subject        string `json:"subject"`
 	Deliveries     int    `json:"deliveries"`
+	// CreatedAt is when the provider accepted it: the emailed rate of the report.
+	CreatedAt time.Time `json:"created_at,omitzero"`
 }
 
 // outbox counts the rows of one service's outbox that are not published.
@@ -122,6 +131,7 @@ type unfinished struct {
 type queue struct {
 	Name     string `json:"name"`
 	Messages int    `json:"messages"`
+	Missing  bool   `json:"missing,omitempty"` // the queue does not exist (deleted, and nobody declared it again)
 }
 
 // deadLetter is one message the harness took out of a dead-letter queue.

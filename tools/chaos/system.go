@@ -38,6 +38,8 @@ type system struct {
 	procs     []*process
 	dbs       map[string]*pgxpool.Pool // by service, connected as the superuser
 	onFPCrash func(p *process, spec string)
+	alarmMu   sync.Mutex
+	alarms    map[string]*alarmProxy // by process: between its RabbitMQ link and the broker (alarm.go)
 }
 
 // databaseName is the run's database (and role) of a service, e.g. chaos_ordering.
@@ -162,11 +164,6 @@ func startSystem(ctx context.Context, cfg config, dir string, onFPCrash func(*pr
 		return nil, err
 	}
 
-	type spec struct {
-		name, service string
-		args          []string
-		extra         []string
-	}
 	// INVENTORY_ADMIN=1: the harness sets the stock of the catalogue with PUT /books/{id}
 	// before the load, on loopback, as an administrator would.
 	inventoryEnv := []string{"INVENTORY_STRATEGY=" + cfg.InventoryStrategy, "INVENTORY_CANCELLATIONS=" + cfg.Cancellations, "INVENTORY_ADMIN=1"}
@@ -187,14 +184,9 @@ func startSystem(ctx context.Context, cfg config, dir string, onFPCrash func(*pr
 		// of 8 attempts is then used up by transient faults alone and the email is parked
 		// for an operator: a legitimate escalation, but not the failure this run is about.
 		"NOTIFICATION_MAX_ATTEMPTS=30"}
-	specs := []spec{
-		{name: "emailprovider", service: "emailprovider", extra: []string{"EMAILPROVIDER_ADMIN=1"}},
-		{name: "inventory-1", service: "inventory", extra: inventoryEnv},
-		{name: "inventory-2", service: "inventory", extra: inventoryEnv},
-		{name: "notification", service: "notification", extra: notificationEnv},
-		{name: "ordering", service: "ordering", extra: append(orderingEnv, "RELAY_ID=ordering")},
-		{name: "ordering-relay", service: "ordering", args: []string{"relay"}, extra: append(orderingEnv, "RELAY_ID=ordering-relay")},
-	}
+	// The processes and their RELAY_IDs: the default layout, or every service doubled
+	// (--double, make chaos-load; loadprofile.go).
+	specs := cfg.layout(inventoryEnv, notificationEnv, orderingEnv)
 	for _, sp := range specs {
 		p, err := s.newProcess(ctx, sp.name, sp.service, sp.args, sp.extra, pgAdmin, amqpBase)
 		if err != nil {
@@ -252,7 +244,13 @@ func (s *system) newProcess(ctx context.Context, name, service string, args, ext
 		"LOG_LEVEL=info",
 	}
 	if service != "emailprovider" {
-		amqpLink, err := s.net.addLink(name+"-rabbitmq", amqpBase.Host)
+		// The link's far end is the process's alarm proxy, which can tell its connections
+		// what a broker alarm would (broker_alarm).
+		alarm, err := s.addAlarmProxy(name, amqpBase.Host)
+		if err != nil {
+			return nil, err
+		}
+		amqpLink, err := s.net.addLink(name+"-rabbitmq", alarm.addr())
 		if err != nil {
 			return nil, err
 		}
@@ -263,6 +261,7 @@ func (s *system) newProcess(ctx context.Context, name, service string, args, ext
 			return nil, err
 		}
 		env = append(env, "AMQP_URL="+amqpURL)
+		env = append(env, s.cfg.designEnv()...)
 	}
 	if service == "notification" {
 		provider := s.process("emailprovider")
@@ -316,6 +315,7 @@ func (s *system) stop() {
 	if s.net != nil {
 		s.net.close()
 	}
+	s.closeAlarmProxies()
 }
 
 // processStats returns every process's counters.

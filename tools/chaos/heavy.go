@@ -1,0 +1,740 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/bookstore-go/bookstore/services/contracts"
+	"github.com/bookstore-go/bookstore/services/platform/broker"
+)
+
+// The heavy faults (issue 22): each takes a part of the system's surroundings away for
+// seconds in a way no link fault does (a broker alarm, a queue that is gone, a consumer
+// that is not running yet, a second relay under a live one's id, a privilege revoked),
+// and each has a design that used to lose or strand data under it. They stop processes
+// and change the broker's topology, so they come fewer than the short faults
+// (config.heavyFaults) and the queue faults take turns.
+
+// faultCheck is what a fault's own check found: a fault kind whose harm the six
+// invariants cannot see (a relay twin that published, which the consumers' inboxes
+// then absorb) or that deserves its own figure (how long an alarm's backlog took to
+// drain). check.go turns the failed ones into invariant 10's violations.
+type faultCheck struct {
+	Checked   bool          `json:"checked"`             // false: the fault did not get far enough to be checked, or something else explains its outcome (Note says what)
+	Violation string        `json:"violation,omitempty"` // the kind of violation, when it failed
+	Detail    string        `json:"detail,omitempty"`
+	Drain     time.Duration `json:"drain_ns,omitempty"` // broker_alarm: from the alarm's end until every row written before it was published
+}
+
+// Fault-check violation kinds (invariant 10).
+const (
+	twinPublished    = "relay twin published events under a live relay's id"
+	alarmNotDrained  = "outbox not drained after a broker alarm"
+	queueNotRestored = "deleted queue not declared again by its consumer"
+)
+
+// alarmDrainLimit is how long after a broker alarm every row written before its end must
+// be published. A relay that never redials (the old blocked publisher) never gets there;
+// a healthy one takes a poll interval or two, plus whatever other faults cost it.
+const alarmDrainLimit = 90 * time.Second
+
+// guard keeps faults off the processes and links a fault must have to itself: a relay
+// twin is checked against a live relay that keeps its id's lock, so while the twin runs
+// nobody may kill, restart, freeze or cut off that relay. Faults that strike a target
+// enter it (waiting while it is protected); a protecting fault waits until the faults in
+// progress on its targets are over.
+type guard struct {
+	mu        sync.Mutex
+	changed   *sync.Cond
+	busy      map[string]int
+	protected map[string]int
+}
+
+func newGuard() *guard {
+	g := &guard{busy: map[string]int{}, protected: map[string]int{}}
+	g.changed = sync.NewCond(&g.mu)
+	return g
+}
+
+// enter waits until target is not protected and marks it busy until leave.
+func (g *guard) enter(target string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for g.protected[target] > 0 {
+		g.changed.Wait()
+	}
+	g.busy[target]++
+}
+
+func (g *guard) leave(target string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.busy[target]--
+	g.changed.Broadcast()
+}
+
+// protect keeps new faults off targets and waits until those in progress are over, at
+// most timeout; it reports whether they were, and protects nothing when not.
+func (g *guard) protect(timeout time.Duration, targets ...string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, t := range targets {
+		g.protected[t]++
+	}
+	deadline := time.Now().Add(timeout)
+	timer := time.AfterFunc(timeout, func() { g.mu.Lock(); g.changed.Broadcast(); g.mu.Unlock() })
+	defer timer.Stop()
+	for slices.ContainsFunc(targets, func(t string) bool { return g.busy[t] > 0 }) {
+		if time.Now().After(deadline) {
+			for _, t := range targets {
+				g.protected[t]--
+			}
+			g.changed.Broadcast()
+			return false
+		}
+		g.changed.Wait()
+	}
+	return true
+}
+
+func (g *guard) unprotect(targets ...string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, t := range targets {
+		g.protected[t]--
+	}
+	g.changed.Broadcast()
+}
+
+// setCheck records a fault's own check.
+func (in *injector) setCheck(f *fault, c faultCheck) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	f.Check = &c
+}
+
+// brokerAlarm blocks every publishing connection of every process (connection.blocked,
+// as a memory or disk alarm does), drops the target service's blocked publishing
+// connections a third of the way in, keeps blocking the connections they open again, and
+// after f.Duration unblocks them all. Then it measures how long every outbox row written
+// before the alarm's end takes to be published: a publisher that kept the reason of a
+// connection closed while blocked never redials, and its rows wait for good.
+func (in *injector) brokerAlarm(ctx context.Context, f *fault) {
+	reason := "low on memory (chaos broker_alarm " + strconv.Itoa(f.ID) + ")"
+	blocked := 0
+	for _, a := range in.sys.alarmProxies() {
+		blocked += a.block(publishConnMatch, reason)
+	}
+	in.begin(f)
+	time.Sleep(f.Duration / 3)
+	dropped := 0
+	for _, p := range in.sys.processesOf(f.Target) {
+		if a := in.sys.alarmProxy(p.name); a != nil {
+			dropped += a.dropBlocked()
+		}
+	}
+	time.Sleep(f.Duration - f.Duration/3)
+	unblocked := 0
+	for _, a := range in.sys.alarmProxies() {
+		unblocked += a.unblock()
+	}
+	end := time.Now()
+	note := fmt.Sprintf("%d publishing connections blocked, %d of %s's dropped while blocked, %d unblocked at the end", blocked, dropped, f.Target, unblocked)
+	in.record(f, dropped > 0, note)
+	in.mu.Lock()
+	f.End = end // record stamps now; the alarm ended when the connections were unblocked
+	in.mu.Unlock()
+
+	// Every row written before the alarm ended must be published, whatever else happens.
+	ctx = context.WithoutCancel(ctx)
+	for {
+		pending, err := pendingBefore(ctx, in.sys, end)
+		if err == nil && pending == 0 {
+			in.setCheck(f, faultCheck{Checked: true, Drain: time.Since(end)})
+			return
+		}
+		if time.Since(end) > alarmDrainLimit {
+			in.setCheck(f, faultCheck{Checked: true, Violation: alarmNotDrained,
+				Detail: fmt.Sprintf("%d rows written before the alarm ended at %s still unpublished %v later (last error: %v)", pending, end.Format("15:04:05.000"), alarmDrainLimit, err)})
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// publishConnMatch is in the connection_name of every publishing connection of the
+// services (broker.NewConn(url, "<service>[-<mode>]-publish")), and of no consuming one.
+const publishConnMatch = "-publish"
+
+// pendingBefore counts the rows of both outboxes written before t and not yet published.
+func pendingBefore(ctx context.Context, sys *system, t time.Time) (int, error) {
+	total := 0
+	for _, svc := range []string{"ordering", "inventory"} {
+		var n int
+		if err := sys.dbs[svc].QueryRow(ctx, `SELECT count(*) FROM outbox WHERE state = 'pending' AND created_at <= $1`, t).Scan(&n); err != nil {
+			return 0, fmt.Errorf("%s outbox: %w", svc, err)
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// queueRoles returns the processes that publish events bound to queue and those that
+// consume it. A queue is named after its consumer's service; its bindings name the
+// producers' (the event types' first part).
+func queueRoles(sys *system, queue string) (publishers, consumers []*process) {
+	consumer := strings.SplitN(queue, ".", 2)[0]
+	producers := map[string]bool{}
+	for _, q := range contracts.Topology.Queues {
+		if q.Name == queue {
+			for _, b := range q.Bindings {
+				producers[strings.SplitN(b, ".", 2)[0]] = true
+			}
+		}
+	}
+	for _, p := range sys.procs {
+		if producers[p.service] {
+			publishers = append(publishers, p)
+		}
+		// `ordering relay` publishes and consumes nothing.
+		if p.service == consumer && !slices.Contains(p.args, "relay") {
+			consumers = append(consumers, p)
+		}
+	}
+	return publishers, consumers
+}
+
+// queueInfo is what the management API says of a queue; its counts lag by up to the
+// broker's statistics interval (5 s by default).
+type queueInfo struct {
+	Messages int `json:"messages"`
+	Ready    int `json:"messages_ready"`
+	Unacked  int `json:"messages_unacknowledged"`
+}
+
+func (s *system) management() broker.Management { return broker.Management{URL: s.cfg.ManagementURL} }
+
+func (s *system) queuePath(queue string) string {
+	return "/api/queues/" + url.PathEscape(s.vhost) + "/" + url.PathEscape(queue)
+}
+
+// queueState reads a queue from the management API; exists is false for a 404.
+func (s *system) queueState(ctx context.Context, queue string) (info queueInfo, exists bool, err error) {
+	err = s.management().Do(ctx, http.MethodGet, s.queuePath(queue), "", &info)
+	if errors.Is(err, broker.ErrNotFound) {
+		return info, false, nil
+	}
+	return info, err == nil, err
+}
+
+// readyCount asks the broker itself (a passive declare, not the lagging statistics) how
+// many messages wait in queue, ready.
+func (m *messages) readyCount(queue string) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ch, err := m.channel()
+	if err != nil {
+		return 0, err
+	}
+	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err != nil {
+		m.ch = nil // a failed passive declare closes the channel
+		return 0, err
+	}
+	return q.Messages, nil
+}
+
+// quiesceQueue waits until queue is empty for good: its publishers are frozen, nothing
+// is ready (asked of the broker) and the statistics show nothing ready or unacknowledged
+// on readings at least a statistics interval apart, the first taken after the freeze had
+// settled. A message a consumer still holds would be lost with the queue (a requeue after
+// a failure, a deferral, a pause), so "ready is zero" alone is not enough. It gives up
+// after timeout.
+func (in *injector) quiesceQueue(ctx context.Context, queue string, frozenAt time.Time, timeout time.Duration) error {
+	const statsInterval = 6 * time.Second // the broker's collect_statistics_interval (5 s) and a margin
+	deadline := time.Now().Add(timeout)
+	var emptySince time.Time
+	for {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not empty within %v", queue, timeout)
+		}
+		if !sleepCtx(ctx, 500*time.Millisecond) {
+			return ctx.Err()
+		}
+		if time.Since(frozenAt) < time.Second {
+			continue // publishes sent just before the freeze may still be on the wire
+		}
+		info, exists, err := in.sys.queueState(ctx, queue)
+		if err != nil || !exists {
+			return fmt.Errorf("%s: exists %v, %v", queue, exists, err)
+		}
+		ready, err := in.inject.readyCount(queue)
+		if err != nil {
+			return fmt.Errorf("%s: passive declare: %w", queue, err)
+		}
+		switch {
+		case ready > 0 || info.Messages > 0 || info.Unacked > 0:
+			emptySince = time.Time{}
+		case emptySince.IsZero():
+			emptySince = time.Now()
+		case time.Since(emptySince) >= statsInterval:
+			return nil
+		}
+	}
+}
+
+// queueQuiesceLimit bounds how long a queue fault keeps the publishers frozen waiting
+// for the queue to empty: a notification message in its retry backoff is held up to 30 s.
+const queueQuiesceLimit = 45 * time.Second
+
+// holdProvider switches the provider's faults off while on (a provider fault then skips),
+// and back to what the provider faults in force say when the last hold ends.
+func (in *injector) holdProvider(ctx context.Context, on bool) {
+	in.mu.Lock()
+	if on {
+		in.held++
+	} else {
+		in.held--
+	}
+	state := in.provider
+	if in.held > 0 {
+		state = providerFaults{}
+	}
+	in.mu.Unlock()
+	_ = in.putProviderFaults(ctx, state)
+}
+
+// deleteQueue deletes queue through the management API, messages and all (it is empty).
+func (s *system) deleteQueue(ctx context.Context, queue string) error {
+	return s.management().Do(ctx, http.MethodDelete, s.queuePath(queue), "", nil)
+}
+
+// waitQueue waits until queue exists again, at most timeout; it returns how long that took.
+func (s *system) waitQueue(ctx context.Context, queue string, timeout time.Duration) (time.Duration, bool) {
+	start := time.Now()
+	for time.Since(start) < timeout {
+		if _, exists, err := s.queueState(ctx, queue); err == nil && exists {
+			return time.Since(start), true
+		}
+		if !sleepCtx(ctx, 100*time.Millisecond) {
+			break
+		}
+	}
+	return time.Since(start), false
+}
+
+// queueFault deletes f.Target's queue without losing a message in it: the processes that
+// publish to it are frozen (SIGSTOP) until it is empty for good, then it is deleted, and
+// the publishers continue. For queue_deleted the consumers run throughout: RabbitMQ
+// cancels their consumer, and they declare the queue again after a short backoff. For
+// late_consumer the consumers are stopped before the delete and kept down for
+// f.Duration: a consumer that starts after publishing has begun, its queue missing until
+// it declares it. Meanwhile a relay must hold the events bound to the missing queue; one
+// that trusts mandatory alone publishes them to the other queue they are bound to (or
+// spends their attempts on returns), and they never reach this one.
+func (in *injector) queueFault(ctx context.Context, f *fault) {
+	in.topo.Lock() // no poison or duplicate while a queue is missing, and one queue fault at a time
+	defer in.topo.Unlock()
+	// Once begun, it runs to its end even if the load ends meanwhile: heal waits for it.
+	ctx = context.WithoutCancel(ctx)
+	in.begin(f)
+	if f.Target == contracts.QueueNotificationStockEvents {
+		// Notification holds its messages while the provider fails or stalls (retries
+		// paced up to 30 s): the queue empties only with the provider healthy.
+		in.holdProvider(ctx, true)
+		defer in.holdProvider(ctx, false)
+	}
+	publishers, consumers := queueRoles(in.sys, f.Target)
+	for _, p := range append(slices.Clone(publishers), consumers...) {
+		in.guard.enter(p.name)
+		defer in.guard.leave(p.name)
+	}
+	frozenAt := time.Now()
+	var names []string
+	for _, p := range publishers {
+		p.freeze()
+		names = append(names, p.name)
+	}
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			for _, p := range publishers {
+				p.thaw()
+			}
+			thawed = true
+		}
+	}
+	defer thaw()
+	if err := in.quiesceQueue(ctx, f.Target, frozenAt, queueQuiesceLimit); err != nil {
+		in.record(f, false, "not deleted: "+err.Error())
+		return
+	}
+	late := f.Kind == faultLateConsumer
+	heldDown := false
+	release := func() {
+		if heldDown {
+			for _, p := range consumers {
+				p.release()
+			}
+			heldDown = false
+		}
+	}
+	defer release()
+	if late {
+		for _, p := range consumers {
+			p.holdDown(5 * time.Second)
+		}
+		heldDown = true
+		// A consumer stopping hands back what it had prefetched: the queue must still be
+		// empty, now exactly, with nobody left to take a message out.
+		if ready, err := in.inject.readyCount(f.Target); err != nil || ready > 0 {
+			in.record(f, false, fmt.Sprintf("not deleted: %d messages back in the queue after its consumers stopped (%v)", ready, err))
+			return
+		}
+	}
+	frozenFor := time.Since(frozenAt)
+	if err := in.sys.deleteQueue(ctx, f.Target); err != nil {
+		in.record(f, false, "delete: "+err.Error())
+		return
+	}
+	deleted := time.Now()
+	thaw()
+	var downFor time.Duration
+	if late {
+		time.Sleep(f.Duration)
+		release()
+		downFor = time.Since(deleted)
+	}
+	took, ok := in.sys.waitQueue(context.WithoutCancel(ctx), f.Target, time.Minute)
+	missing := time.Since(deleted)
+	note := fmt.Sprintf("publishers %s frozen %.1fs until the queue was empty; deleted", strings.Join(names, ", "), frozenFor.Seconds())
+	if late {
+		var cs []string
+		for _, p := range consumers {
+			cs = append(cs, p.name)
+		}
+		note += fmt.Sprintf("; consumers %s down %.1fs", strings.Join(cs, ", "), downFor.Seconds())
+	}
+	if !ok {
+		in.record(f, true, note+"; not declared again within a minute")
+		in.setCheck(f, faultCheck{Checked: true, Violation: queueNotRestored,
+			Detail: fmt.Sprintf("%s deleted at %s, still missing %v later", f.Target, deleted.Format("15:04:05.000"), missing.Round(time.Second))})
+		return
+	}
+	in.record(f, true, fmt.Sprintf("%s; missing %.1fs (declared again %.1fs after its consumers could)", note, missing.Seconds(), took.Seconds()))
+	in.setCheck(f, faultCheck{Checked: true})
+}
+
+// relayTwin starts a second relay process under the live relay f.Target's RELAY_ID for
+// f.Duration: `ordering relay` for an ordering process, a whole second inventory for an
+// inventory one, both with the target's environment (its links, its design). While the
+// live relay holds the id's lock the twin must refuse to relay (its /readyz 503, its
+// published counter 0); the old twin relayed silently beside it, and the live relay
+// took back its claims as its own. Nobody may kill, freeze or cut off the live relay (or
+// its database link) meanwhile, so that it keeps the lock: a twin that took over from a
+// dead relay would be right to publish.
+func (in *injector) relayTwin(ctx context.Context, f *fault) {
+	p := in.sys.process(f.Target)
+	relayID := envValue(p.env, "RELAY_ID")
+	if relayID == "" {
+		in.record(f, false, f.Target+" runs without a RELAY_ID")
+		return
+	}
+	targets := []string{p.name, p.name + "-postgres"}
+	if !in.guard.protect(30*time.Second, targets...) {
+		in.record(f, false, "skipped: other faults held "+p.name+" for 30 s")
+		return
+	}
+	defer in.guard.unprotect(targets...)
+	if err := p.waitReady(ctx, 30*time.Second); err != nil {
+		in.record(f, false, "skipped: the live relay was not ready: "+firstLine(err.Error()))
+		return
+	}
+	in.begin(f)
+	twin, err := startTwin(in.sys, p)
+	if err != nil {
+		in.record(f, false, err.Error())
+		return
+	}
+	defer twin.stop()
+	if err := twin.waitAlive(ctx, 20*time.Second); err != nil {
+		in.record(f, false, err.Error())
+		return
+	}
+	time.Sleep(f.Duration)
+	published, merr := twin.published(context.WithoutCancel(ctx))
+	ready := twin.readyStatus(context.WithoutCancel(ctx))
+	lived := time.Since(twin.started)
+	if merr != nil {
+		in.record(f, false, fmt.Sprintf("twin %s of RELAY_ID %s: metrics: %v", twin.name, relayID, merr))
+		return
+	}
+	note := fmt.Sprintf("twin under RELAY_ID %s lived %.1fs, /readyz %s, published %d", relayID, lived.Seconds(), ready, published)
+	in.record(f, true, note)
+	c := faultCheck{Checked: true}
+	if o := in.overlappingOutage(f, faultPostgresOutage); o != nil {
+		// Every link to Postgres was down: the live relay lost its lock, and the twin may
+		// have taken it over legitimately.
+		c = faultCheck{Detail: fmt.Sprintf("not checked: postgres_outage %d overlapped it", o.ID)}
+	} else if published > 0 {
+		c.Violation, c.Detail = twinPublished, fmt.Sprintf("a second %s under RELAY_ID %s published %d events in %.1fs while %s was live (/readyz %s)", p.service, relayID, published, lived.Seconds(), p.name, ready)
+	}
+	in.setCheck(f, c)
+}
+
+// overlappingOutage returns an outage of kind that overlapped f, if any.
+func (in *injector) overlappingOutage(f *fault, kind string) *fault {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for i := range in.faults {
+		o := &in.faults[i]
+		if o.Kind == kind && !o.Start.IsZero() && o.Start.Before(time.Now()) && (o.End.IsZero() || o.End.After(f.Start)) {
+			return o
+		}
+	}
+	return nil
+}
+
+// twinProcess is a relay twin: one process, not supervised, stopped at the end of its fault.
+type twinProcess struct {
+	name     string
+	httpAddr string
+	cmd      *exec.Cmd
+	done     chan struct{}
+	started  time.Time
+	log      *os.File
+}
+
+// startTwin starts a twin of p: its binary and environment on another HTTP address,
+// `ordering relay` for ordering's API process, and without failpoints.
+func startTwin(sys *system, p *process) (*twinProcess, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	args := p.args
+	if p.service == "ordering" {
+		args = []string{"relay"}
+	}
+	name := p.name + "-twin"
+	log, err := os.OpenFile(filepath.Join(sys.dir, "logs", name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	var env []string
+	for _, kv := range p.env {
+		if !strings.HasPrefix(kv, "HTTP_ADDR=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "HTTP_ADDR="+addr, "BOOKSTORE_FAILPOINTS=")
+	cmd := exec.Command(p.bin, args...)
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	fmt.Fprintf(log, "=== chaos %s: twin of %s started: %s %s\n", time.Now().Format(time.RFC3339Nano), p.name, p.service, strings.Join(args, " "))
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	t := &twinProcess{name: name, httpAddr: addr, cmd: cmd, done: make(chan struct{}), started: time.Now(), log: log}
+	go func() {
+		err := cmd.Wait()
+		fmt.Fprintf(log, "=== chaos %s: twin exited: %v\n", time.Now().Format(time.RFC3339Nano), err)
+		close(t.done)
+	}()
+	return t, nil
+}
+
+// waitAlive waits until the twin answers /healthz (its /readyz may rightly say 503).
+func (t *twinProcess) waitAlive(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		select {
+		case <-t.done:
+			return fmt.Errorf("%s exited at start (see logs/%s.log)", t.name, t.name)
+		default:
+		}
+		if status(ctx, "http://"+t.httpAddr+"/healthz") == http.StatusOK {
+			return nil
+		}
+		if !sleepCtx(ctx, 100*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+	return fmt.Errorf("%s not alive after %v", t.name, timeout)
+}
+
+// published reads the twin's bookstore_outbox_published_total.
+func (t *twinProcess) published(ctx context.Context) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+t.httpAddr+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("/metrics: %s", resp.Status)
+	}
+	return sumMetric(bufio.NewScanner(resp.Body), "bookstore_outbox_published_total")
+}
+
+// sumMetric adds up every sample of a metric in Prometheus text format. A counter that
+// was never incremented has no sample: 0.
+func sumMetric(sc *bufio.Scanner, name string) (int, error) {
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	total := 0.0
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name) {
+			continue
+		}
+		rest := line[len(name):]
+		if rest == "" || (rest[0] != ' ' && rest[0] != '{') {
+			continue // another metric whose name starts with this one
+		}
+		fields := strings.Fields(rest[strings.LastIndex(rest, "}")+1:])
+		if len(fields) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(fields[0], 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %q: %w", name, line, err)
+		}
+		total += v
+	}
+	return int(total), sc.Err()
+}
+
+func (t *twinProcess) readyStatus(ctx context.Context) string {
+	if s := status(ctx, "http://"+t.httpAddr+"/readyz"); s != 0 {
+		return strconv.Itoa(s)
+	}
+	return "no answer"
+}
+
+// stop stops the twin: SIGTERM, SIGKILL after 5 s.
+func (t *twinProcess) stop() {
+	_ = t.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-t.done:
+	case <-time.After(5 * time.Second):
+		_ = t.cmd.Process.Signal(syscall.SIGKILL)
+		<-t.done
+	}
+	t.log.Close()
+}
+
+// status is the HTTP status of a GET, 0 when there is no answer.
+func status(ctx context.Context, u string) int {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func envValue(env []string, name string) string {
+	for _, kv := range slices.Backward(env) {
+		if v, ok := strings.CutPrefix(kv, name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func firstLine(s string) string { return strings.SplitN(s, "\n", 2)[0] }
+
+// privilege is one privilege privilege_revoked takes away: from a service's role, on a
+// table of its database.
+type privilege struct {
+	Service, Privilege, Table string
+	What                      string // what needs it
+}
+
+// privileges are the ones privilege_revoked cycles through: the inboxes of the two
+// consumers whose delivery limit the run can shrink (notification's deliveries also pay
+// for the provider's failures), and the outboxes of both relays.
+var privileges = []privilege{
+	{"inventory", "INSERT", "inbox", "inventory's consumer"},
+	{"ordering", "INSERT", "inbox", "ordering's stock-events consumer"},
+	{"ordering", "UPDATE", "outbox", "ordering's relays"},
+	{"inventory", "UPDATE", "outbox", "inventory's relays"},
+}
+
+func (p privilege) String() string { return p.Privilege + " ON " + p.Table }
+
+// privilegeRevoked revokes a privilege from a service's role for f.Duration, longer than
+// the consumers' retry budget, and grants it again. A consumer must pause (the error is
+// its database's refusal, not the message's fault) and a relay back off; one that
+// requeued the message spent its deliveries and dead-lettered it (invariant 6).
+func (in *injector) privilegeRevoked(ctx context.Context, f *fault) {
+	var priv privilege
+	for _, p := range privileges {
+		if p.Service == f.Target && p.String() == f.Detail {
+			priv = p
+		}
+	}
+	if priv.Service == "" {
+		in.record(f, false, "unknown privilege "+f.Detail)
+		return
+	}
+	db := in.sys.dbs[priv.Service]
+	role := pgx.Identifier{in.sys.cfg.databaseName(priv.Service)}.Sanitize()
+	table := pgx.Identifier{priv.Table}.Sanitize()
+	exec := func(ctx context.Context, sql string) error {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_, err := db.Exec(ctx, sql)
+		return err
+	}
+	if err := exec(ctx, fmt.Sprintf("REVOKE %s ON %s FROM %s", priv.Privilege, table, role)); err != nil {
+		in.record(f, false, "revoke: "+err.Error())
+		return
+	}
+	in.begin(f)
+	time.Sleep(f.Duration)
+	// The grant must come back whatever happens: retried until it does.
+	var err error
+	for range 30 {
+		if err = exec(context.WithoutCancel(ctx), fmt.Sprintf("GRANT %s ON %s TO %s", priv.Privilege, table, role)); err == nil {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	in.record(f, true, cmpOr(errText(err), fmt.Sprintf("%s revoked from %s for %.1fs (%s)", f.Detail, role, f.Duration.Seconds(), priv.What)))
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
