@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sync"
 	"time"
 
@@ -164,6 +165,11 @@ func startSystem(ctx context.Context, cfg config, dir string, onFPCrash func(*pr
 		return nil, err
 	}
 
+	type spec struct {
+		name, service string
+		args          []string
+		extra         []string
+	}
 	// INVENTORY_ADMIN=1: the harness sets the stock of the catalogue with PUT /books/{id}
 	// before the load, on loopback, as an administrator would.
 	inventoryEnv := []string{"INVENTORY_STRATEGY=" + cfg.InventoryStrategy, "INVENTORY_CANCELLATIONS=" + cfg.Cancellations, "INVENTORY_ADMIN=1"}
@@ -184,9 +190,14 @@ func startSystem(ctx context.Context, cfg config, dir string, onFPCrash func(*pr
 		// of 8 attempts is then used up by transient faults alone and the email is parked
 		// for an operator: a legitimate escalation, but not the failure this run is about.
 		"NOTIFICATION_MAX_ATTEMPTS=30"}
-	// The processes and their RELAY_IDs: the default layout, or every service doubled
-	// (--double, make chaos-load; loadprofile.go).
-	specs := cfg.layout(inventoryEnv, notificationEnv, orderingEnv)
+	specs := []spec{
+		{name: "emailprovider", service: "emailprovider", extra: []string{"EMAILPROVIDER_ADMIN=1"}},
+		{name: "inventory-1", service: "inventory", extra: append(slices.Clip(inventoryEnv), "RELAY_ID=inventory-1")},
+		{name: "inventory-2", service: "inventory", extra: append(slices.Clip(inventoryEnv), "RELAY_ID=inventory-2")},
+		{name: "notification", service: "notification", extra: notificationEnv},
+		{name: "ordering", service: "ordering", extra: append(slices.Clip(orderingEnv), "RELAY_ID=ordering")},
+		{name: "ordering-relay", service: "ordering", args: []string{"relay"}, extra: append(slices.Clip(orderingEnv), "RELAY_ID=ordering-relay")},
+	}
 	for _, sp := range specs {
 		p, err := s.newProcess(ctx, sp.name, sp.service, sp.args, sp.extra, pgAdmin, amqpBase)
 		if err != nil {
