@@ -33,11 +33,11 @@ var Topology = broker.Topology{
 
 // What each service declares on start, and all its broker user may configure (deploy's
 // tests check the definitions file's permissions against these): both exchanges, and the
-// queue it consumes with its dead-letter queue and bindings. Publishers declare
-// PublisherTopology, the exchanges alone, so a queue exists only once its consumer, or
-// the definitions import of docker compose, has declared it; until then a mandatory
-// publish of an event bound to it comes back unroutable and the outbox publishes the row
-// again later (docs/contracts.md).
+// queue it consumes with its dead-letter queue and bindings. A publisher declares
+// PublisherTopology, the exchanges alone: a queue exists once the deployment (compose's
+// definitions, the production overlay's topology objects) or its consumer has declared
+// it, and until every queue bound to an event's type exists, the relay holds the event
+// (broker.ErrMissingQueue, docs/outbox.md).
 var (
 	PublisherTopology    = Topology.Subset()
 	OrderingTopology     = Topology.Subset(QueueOrderingStockEvents)

@@ -20,6 +20,11 @@ var ErrUnroutable = errors.New("broker returned the message: no queue is bound f
 // ErrNacked is reported for a message the broker refused to take responsibility for.
 var ErrNacked = errors.New("broker nacked the message")
 
+// ErrMissingQueue is reported for a message held back because a queue bound to its type
+// does not exist. It wraps ErrUnavailable: the topology is incomplete, which is no fault
+// of the message, and the message is published once the queue is there.
+var ErrMissingQueue = fmt.Errorf("%w: a queue bound to the event's type does not exist", ErrUnavailable)
+
 // Message is one message to publish to the topology's exchange.
 type Message struct {
 	RoutingKey string
@@ -28,22 +33,63 @@ type Message struct {
 
 // Publisher publishes with publisher confirms on one channel, reopened after any error.
 // It is safe for concurrent use; batches are published one at a time.
+//
+// It publishes an event only while every queue its topology binds to the event's type
+// exists. The broker cannot say so itself: a mandatory message that reaches one of its
+// two queues is routed there and acked, and only a message that reaches no queue at all
+// comes back. An event marked published while one of its queues was missing (a first
+// deployment, a consumer that starts late, a queue deleted and not yet declared again)
+// would never reach that queue's consumer.
 type Publisher struct {
 	conn           *Conn
 	topology       Topology
+	bound          map[string][]string // routing key: the queues that must exist to publish it
+	checkQueues    bool
 	confirmTimeout time.Duration
 
 	mu      sync.Mutex
 	ch      *amqp.Channel
 	returns chan amqp.Return
+	check   *amqp.Channel        // for passive declares, which close it when the queue is missing
+	seen    map[string]sighting // queue: since when the checks have found it
 }
 
-// NewPublisher returns a Publisher to t's exchange that waits at most confirmTimeout for
-// a batch's acks. It declares t on every channel it opens: a service's publisher declares
-// the exchanges alone (Topology.Subset), and the queues are their consumers' to declare.
-// Give it a Conn of its own: see Conn.
+// sighting is what the checks found of one queue: missing, or since when present.
+type sighting struct {
+	missing bool
+	since   time.Time
+}
+
+// QueueSettle is how long a queue that appears while the publisher watches must have
+// been there before its events are published to it. A passive declare sees queues, not
+// bindings: a queue a consumer has just declared may not be bound yet, and an event
+// routed in that instant would miss it. A consumer binds within milliseconds of
+// declaring; a deployment declares the whole topology, bindings included, before any
+// service publishes (docs/outbox.md).
+const QueueSettle = 250 * time.Millisecond
+
+// NewPublisher returns a Publisher to the exchange of t, the system's whole topology,
+// that waits at most confirmTimeout for a batch's acks. It declares t's exchanges on
+// every channel it opens and no queue: a queue is its deployment's and its consumer's to
+// declare, and the publisher only checks that it is there (a passive declare, which needs
+// no permission on the queue). Give it a Conn of its own: see Conn.
 func NewPublisher(conn *Conn, t Topology, confirmTimeout time.Duration) *Publisher {
-	return &Publisher{conn: conn, topology: t, confirmTimeout: confirmTimeout}
+	bound := map[string][]string{}
+	for _, q := range t.Queues {
+		for _, key := range q.Bindings {
+			bound[key] = append(bound[key], q.Name)
+		}
+	}
+	return &Publisher{conn: conn, topology: t, bound: bound, checkQueues: true, confirmTimeout: confirmTimeout, seen: map[string]sighting{}}
+}
+
+// TrustMandatory turns the queue check off: an event is published whenever the broker
+// routes it to at least one queue. It is the wrong design that `make chaos-compare` runs
+// to show what the check prevents (RELAY_QUEUE_CHECK=mandatory), never a default.
+func (p *Publisher) TrustMandatory() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.checkQueues = false
 }
 
 // Exchange is the exchange the publisher publishes to.
@@ -72,7 +118,10 @@ func (p *Publisher) Ready(ctx context.Context) error {
 //   - ErrNacked or ErrUnroutable: the broker refused this message on a healthy channel, a
 //     failure that belongs to the message;
 //   - ErrUnavailable: the channel, the connection or the broker failed (closed, blocked,
-//     no confirm in time), a failure that belongs to no message.
+//     no confirm in time), a failure that belongs to no message;
+//   - ErrMissingQueue (an ErrUnavailable too): a queue bound to its type does not exist.
+//     It is checked before the batch is sent, and again after the acks, for a queue
+//     deleted while the batch was on its way.
 //
 // Whatever the error, the message may or may not be in the broker, and the caller must
 // publish it again later: at least once, never zero.
@@ -97,8 +146,16 @@ func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message) []error {
 	ctx, cancel := context.WithTimeout(ctx, p.confirmTimeout)
 	defer cancel()
 
+	missing, err := p.missingQueues(ctx, msgs, errs)
+	if err != nil {
+		return fail(err)
+	}
 	confirms := make([]*amqp.DeferredConfirmation, len(msgs))
 	for i, m := range msgs {
+		if err := missing[m.RoutingKey]; err != nil {
+			errs[i] = err
+			continue
+		}
 		m.Publishing.DeliveryMode = amqp.Persistent
 		confirms[i], errs[i] = ch.PublishWithDeferredConfirmWithContext(ctx, p.topology.Exchange, m.RoutingKey, true, false, m.Publishing)
 		if errs[i] != nil {
@@ -107,6 +164,9 @@ func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message) []error {
 	}
 	broken := false
 	for i, dc := range confirms {
+		if missing[msgs[i].RoutingKey] != nil {
+			continue
+		}
 		if errs[i] != nil || dc == nil {
 			if errs[i] == nil {
 				errs[i] = fmt.Errorf("%w: publish: channel not in confirm mode", ErrUnavailable)
@@ -149,7 +209,94 @@ drain:
 		// them from being read as acks of the next batch.
 		p.reset()
 	}
+	// A queue deleted after the first check and before the broker routed the batch took
+	// nothing of it: those events are published again once it is back.
+	gone, err := p.missingQueues(ctx, msgs, errs)
+	for i, m := range msgs {
+		if errs[i] == nil && err != nil {
+			errs[i] = err
+		} else if errs[i] == nil && gone[m.RoutingKey] != nil {
+			errs[i] = gone[m.RoutingKey]
+		}
+	}
 	return errs
+}
+
+// missingQueues checks that every queue bound to the routing keys of the messages still
+// to publish (errs[i] nil) exists, and returns an ErrMissingQueue for each key that has
+// one missing. Its own error is a failure of the channel or the broker.
+func (p *Publisher) missingQueues(ctx context.Context, msgs []Message, errs []error) (map[string]error, error) {
+	if !p.checkQueues {
+		return nil, nil
+	}
+	missing := map[string]error{}
+	exists := map[string]bool{}
+	for i, m := range msgs {
+		if _, seen := missing[m.RoutingKey]; seen || errs[i] != nil {
+			continue
+		}
+		missing[m.RoutingKey] = nil
+		for _, q := range p.bound[m.RoutingKey] {
+			ok, checked := exists[q]
+			if !checked {
+				var err error
+				if ok, err = p.queueExists(ctx, q); err != nil {
+					return nil, err
+				}
+				exists[q] = ok
+			}
+			if !ok {
+				missing[m.RoutingKey] = fmt.Errorf("%w: queue %s, bound to %s", ErrMissingQueue, q, m.RoutingKey)
+				break
+			}
+			if age := time.Since(p.seen[q].since); age < QueueSettle {
+				missing[m.RoutingKey] = fmt.Errorf("%w: queue %s, bound to %s, appeared %v ago and may not be bound yet",
+					ErrMissingQueue, q, m.RoutingKey, age.Round(time.Millisecond))
+				break
+			}
+		}
+	}
+	return missing, nil
+}
+
+// queueExists asks the broker whether queue exists with a passive declare, bounded by
+// ctx: a stalled link must not hold the publisher past its confirm timeout.
+func (p *Publisher) queueExists(ctx context.Context, queue string) (bool, error) {
+	if p.check == nil || p.check.IsClosed() {
+		ch, err := p.conn.Channel(ctx)
+		if err != nil {
+			return false, err
+		}
+		p.check = ch
+	}
+	ch := p.check
+	done := make(chan error, 1)
+	go func() {
+		_, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		var amqpErr *amqp.Error
+		switch {
+		case err == nil:
+			if p.seen[queue].missing {
+				p.seen[queue] = sighting{since: time.Now()} // it has just appeared
+			}
+			return true, nil
+		case errors.As(err, &amqpErr) && amqpErr.Code == amqp.NotFound:
+			p.check = nil // the broker closed the channel with its answer
+			p.seen[queue] = sighting{missing: true}
+			return false, nil
+		default:
+			p.check = nil
+			return false, fmt.Errorf("%w: check queue %s: %w", ErrUnavailable, queue, err)
+		}
+	case <-ctx.Done():
+		closeAsync(ch)
+		p.check = nil
+		return false, fmt.Errorf("%w: check queue %s: %w", ErrUnavailable, queue, ctx.Err())
+	}
 }
 
 func (p *Publisher) channel(ctx context.Context) (*amqp.Channel, error) {
@@ -167,9 +314,9 @@ func (p *Publisher) channel(ctx context.Context) (*amqp.Channel, error) {
 	}
 	// Declared on every new channel: after a broker restart that lost the topology, the
 	// first publish would otherwise fail on a missing exchange. A queue missing too is
-	// redeclared by its consumer when it reconnects; until then its events come back
-	// unroutable, and the caller publishes them again later.
-	if err := p.topology.Declare(ch); err != nil {
+	// redeclared by its consumer when it reconnects; until then its events wait
+	// (ErrMissingQueue), and the caller publishes them later.
+	if err := p.topology.Subset().Declare(ch); err != nil {
 		closeAsync(ch)
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
@@ -183,10 +330,12 @@ func (p *Publisher) channel(ctx context.Context) (*amqp.Channel, error) {
 }
 
 func (p *Publisher) reset() {
-	if p.ch != nil {
-		closeAsync(p.ch)
+	for _, ch := range []*amqp.Channel{p.ch, p.check} {
+		if ch != nil {
+			closeAsync(ch)
+		}
 	}
-	p.ch = nil
+	p.ch, p.check = nil, nil
 }
 
 // closeAsync closes ch without waiting. Channel.Close waits for the broker's close-ok,

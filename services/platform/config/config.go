@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -30,6 +32,17 @@ type Var struct {
 // String binds a text variable.
 func String(name, def, help string, dest *string) Var {
 	return Var{name, def, help, func(s string) error { *dest = s; return nil }}
+}
+
+// OneOf binds a text variable that must be one of choices.
+func OneOf(name, def, help string, choices []string, dest *string) Var {
+	return Var{name, def, help, func(s string) error {
+		if !slices.Contains(choices, s) {
+			return fmt.Errorf("want one of %s", strings.Join(choices, ", "))
+		}
+		*dest = s
+		return nil
+	}}
 }
 
 // Int binds a positive integer variable.

@@ -47,6 +47,10 @@ type Config struct {
 	// mark (see RunOnce): the system names its failpoints, the relay only has the
 	// window. Empty: none.
 	AfterPublishFailpoint string
+	// ShareID is the wrong design `make chaos-compare` runs (RELAY_TWIN=share): a
+	// process that did not get its id's lock relays all the same, and the one that
+	// holds it takes back every claim made under the id, a live twin's in flight too.
+	ShareID bool
 }
 
 // DefaultConfig is the relay's configuration unless told otherwise.
@@ -80,6 +84,13 @@ func (c Config) withDefaults() Config {
 // Relay publishes committed outbox rows to the broker. Several relays may run against one
 // database: they claim disjoint batches, and a dead relay's claims expire.
 //
+// Each relay process holds its id's advisory lock while it runs, and only then relays: a
+// process that holds the lock knows that every other claim under its id was made by a
+// process now dead, and takes those back at once instead of waiting out their lease. A
+// second process started under a live relay's id by mistake refuses to relay, and its
+// Ready says so, until the lock is free: were it to relay, the holder would take back
+// the rows it has in flight and publish them a second time.
+//
 // It tells two kinds of failure apart. A nack or a return on a healthy channel belongs to
 // one row: it spends one of the row's MaxAttempts, and a row out of attempts is parked
 // as dead so that it stops holding back its aggregate's later events. A failure of the
@@ -91,8 +102,10 @@ type Relay struct {
 	q      *store.Queries
 	pub    *broker.Publisher
 	cfg    Config
-	token  uuid.UUID   // this process's claims; see ClaimOutbox
-	solo   atomic.Bool // this process holds the relay id's lock: no live twin shares cfg.ID
+	token  uuid.UUID             // this process's claims; see ClaimOutbox
+	solo   atomic.Bool           // this process holds the relay id's lock: no live twin shares cfg.ID
+	twin   atomic.Bool           // another live process holds the relay id's lock
+	down   atomic.Pointer[error] // why the last batch could not run; nil once one ran
 	log    *slog.Logger
 	tracer trace.Tracer
 	m      relayMetrics
@@ -132,9 +145,33 @@ func NewRelay(pool *pgxpool.Pool, pub *broker.Publisher, tel *telemetry.Telemetr
 	return r, nil
 }
 
+// ErrTwin is Ready's answer in a process that refuses to relay because another live
+// process runs under the same relay id.
+var ErrTwin = errors.New("another live process relays under this relay id; this one publishes nothing until it stops")
+
+// errNoLock is Ready's answer while the relay does not hold its id's lock: before it
+// has taken it, or while the connection that holds it is being made again.
+var errNoLock = errors.New("the relay does not hold its relay id's lock (yet)")
+
+// Ready reports whether the relay is publishing, for /readyz: it is not while it waits
+// for its id's lock, refuses as a twin, or could not run its last batch (the broker or
+// the database unreachable or refusing, a queue an event needs missing).
+func (r *Relay) Ready(context.Context) error {
+	if r.twin.Load() && !r.cfg.ShareID {
+		return fmt.Errorf("relay %s: %w", r.cfg.ID, ErrTwin)
+	}
+	if err := r.down.Load(); err != nil {
+		return *err
+	}
+	if !r.solo.Load() && !r.cfg.ShareID {
+		return errNoLock
+	}
+	return nil
+}
+
 // Run publishes until ctx ends. It never returns early on a broker or database outage:
 // it logs, backs off (up to OutageMax) and tries again, so the relay heals when they come
-// back.
+// back. It relays only while it holds its id's lock (see Relay).
 func (r *Relay) Run(ctx context.Context) error {
 	wake := make(chan struct{}, 1)
 	done := make(chan struct{})
@@ -150,7 +187,10 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer cleanup.Stop()
 	failures := 0
 	for {
-		n, err := r.RunOnce(ctx)
+		n, err := 0, error(nil)
+		if r.solo.Load() || r.cfg.ShareID {
+			n, err = r.RunOnce(ctx)
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -195,8 +235,13 @@ func (r *Relay) listen(ctx context.Context, wake chan<- struct{}) {
 			failures = 0 // a connection that lasted was healthy: this is a new outage
 		}
 		failures++
-		r.log.DebugContext(ctx, "outbox listener reconnecting", "err", err)
-		if !backoff.Sleep(ctx, backoff.Delay(r.cfg.BackoffBase, r.cfg.OutageMax, failures)) {
+		delay := backoff.Delay(r.cfg.BackoffBase, r.cfg.OutageMax, failures)
+		if errors.Is(err, ErrTwin) {
+			delay = r.cfg.PollInterval // the lock is free the moment the twin's process ends
+		} else {
+			r.log.DebugContext(ctx, "outbox listener reconnecting", "err", err)
+		}
+		if !backoff.Sleep(ctx, delay) {
 			return
 		}
 	}
@@ -204,7 +249,8 @@ func (r *Relay) listen(ctx context.Context, wake chan<- struct{}) {
 
 // listenOnce also holds the relay id's lock for as long as its connection lives: the one
 // process that holds it knows no live twin runs under the same RELAY_ID, and may take
-// back at once the claims an earlier process under that id left when it died.
+// back at once the claims an earlier process under that id left when it died. Without
+// the lock it returns ErrTwin, and listen asks again after a pause.
 func (r *Relay) listenOnce(ctx context.Context, wake chan<- struct{}) error {
 	conn, err := pgx.ConnectConfig(ctx, r.pool.Config().ConnConfig.Copy())
 	if err != nil {
@@ -216,10 +262,14 @@ func (r *Relay) listenOnce(ctx context.Context, wake chan<- struct{}) error {
 	if err != nil {
 		return err
 	}
-	if !solo {
-		r.log.WarnContext(ctx, "another live process runs under this RELAY_ID; the claims of a dead one wait out their lease")
+	if !solo && !r.twin.Load() {
+		r.log.ErrorContext(ctx, "another live process relays under this RELAY_ID: this one publishes nothing until it stops (give every relay process an id of its own)")
 	}
+	r.twin.Store(!solo)
 	r.solo.Store(solo)
+	if !solo && !r.cfg.ShareID {
+		return ErrTwin
+	}
 	if _, err := conn.Exec(ctx, "LISTEN outbox"); err != nil {
 		return err
 	}
@@ -241,8 +291,18 @@ func notify(wake chan<- struct{}) {
 
 // RunOnce claims one batch, publishes it and records the outcome of every row. It returns
 // how many rows it claimed, and an error when the broker or the database failed, in which
-// case no row's attempts were spent.
+// case no row's attempts were spent. Ready reports that error until a batch runs.
 func (r *Relay) RunOnce(ctx context.Context) (int, error) {
+	n, err := r.runOnce(ctx)
+	if err != nil && !errors.Is(err, failpoint.ErrInjected) {
+		r.down.Store(&err)
+	} else {
+		r.down.Store(nil)
+	}
+	return n, err
+}
+
+func (r *Relay) runOnce(ctx context.Context) (int, error) {
 	// Rows are not claimed while the broker is known to be down: claiming them would only
 	// hold them away from a relay that can publish.
 	if err := r.pub.Ready(ctx); err != nil {

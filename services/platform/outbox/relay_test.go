@@ -34,7 +34,10 @@ func setup(t testing.TB) (*pgxpool.Pool, string, *telemetry.Telemetry) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pool, testenv.VHost(t), tel
+	// The test is the deployment: the topology exists before any relay publishes.
+	amqpURL := testenv.VHost(t)
+	testenv.Channel(t, amqpURL)
+	return pool, amqpURL, tel
 }
 
 // writeEvents writes aggregates×perAggregate outbox rows, sequences 1..perAggregate for

@@ -3,6 +3,7 @@ package outbox
 import (
 	"time"
 
+	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/config"
 )
 
@@ -14,6 +15,8 @@ type Settings struct {
 	ConfirmTimeout time.Duration
 	BatchSize      int
 	MaxAttempts    int
+	QueueCheck     string // bindings, or mandatory: the wrong way
+	Twin           string // refuse, or share: the wrong way
 }
 
 // Variables returns the relay's variables for config.Parse, bound to the Settings.
@@ -26,10 +29,24 @@ func Variables() (*Settings, []config.Var) {
 		config.Duration("RELAY_CONFIRM_TIMEOUT", "10s", "how long a batch waits for the broker's confirms before the broker counts as unavailable", &s.ConfirmTimeout),
 		config.Int("RELAY_BATCH_SIZE", "256", "outbox rows claimed and published at once", &s.BatchSize),
 		config.Int("RELAY_MAX_ATTEMPTS", "25", "publishes the broker refused (nack, unroutable) before a row is parked as dead; outages spend none", &s.MaxAttempts),
+		config.OneOf("RELAY_QUEUE_CHECK", "bindings", "bindings: publish an event only while every queue bound to its type exists; mandatory: whenever the broker routes it to any queue (the wrong way, for make chaos-compare)",
+			[]string{"bindings", "mandatory"}, &s.QueueCheck),
+		config.OneOf("RELAY_TWIN", "refuse", "refuse: a process started under a live relay's RELAY_ID relays nothing while that one lives; share: it relays too, and rows it has in flight are published twice (the wrong way, for make chaos-compare)",
+			[]string{"refuse", "share"}, &s.Twin),
 	}
 }
 
 // Config is the relay's Config for the service appID.
 func (s *Settings) Config(appID string) Config {
-	return Config{ID: s.ID, AppID: appID, BatchSize: s.BatchSize, Lease: s.Lease, MaxAttempts: s.MaxAttempts}
+	return Config{ID: s.ID, AppID: appID, BatchSize: s.BatchSize, Lease: s.Lease, MaxAttempts: s.MaxAttempts, ShareID: s.Twin == "share"}
+}
+
+// Publisher is the relay's publisher on conn to t, the system's whole topology: the
+// queues bound to an event's type are what it checks before publishing the event.
+func (s *Settings) Publisher(conn *broker.Conn, t broker.Topology) *broker.Publisher {
+	pub := broker.NewPublisher(conn, t, s.ConfirmTimeout)
+	if s.QueueCheck == "mandatory" {
+		pub.TrustMandatory()
+	}
+	return pub
 }

@@ -103,7 +103,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// publisher (a memory or disk alarm) must not stop the consumer's acks.
 	pubConn := broker.NewConn(cfg.AMQPURL, "inventory-publish")
 	defer pubConn.Close()
-	pub := broker.NewPublisher(pubConn, contracts.PublisherTopology, relayCfg.ConfirmTimeout)
+	pub := relayCfg.Publisher(pubConn, contracts.Topology)
 	defer pub.Close()
 	consumeConn := broker.NewConn(cfg.AMQPURL, "inventory-consume")
 	defer consumeConn.Close()
@@ -144,6 +144,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		{Name: "postgres", Ping: pool.Ping},
 		{Name: "rabbitmq", Ping: pubConn.Ping},
 		{Name: "consumer", Ping: orders.Ready},
+		{Name: "relay", Ping: relay.Ready},
 	}
 
 	g, ctx := errgroup.WithContext(ctx)

@@ -118,7 +118,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// publisher (a memory or disk alarm) must not stop the consumer's acks.
 	pubConn := broker.NewConn(cfg.AMQPURL, "ordering-"+mode+"-publish")
 	defer pubConn.Close()
-	pub := broker.NewPublisher(pubConn, contracts.PublisherTopology, relayCfg.ConfirmTimeout)
+	pub := relayCfg.Publisher(pubConn, contracts.Topology)
 	defer pub.Close()
 
 	ready := []httpapi.Check{
@@ -137,6 +137,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// API still writes every row, and they wait pending until that relay publishes them.
 	if publisher == "outbox" && inProcessRelay == "1" {
 		g.Go(func() error { return relay.Run(ctx) })
+		ready = append(ready, httpapi.Check{Name: "relay", Ping: relay.Ready})
 	}
 
 	if mode == "relay" {

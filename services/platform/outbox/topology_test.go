@@ -1,0 +1,143 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bookstore-go/bookstore/services/platform/broker"
+	"github.com/bookstore-go/bookstore/services/platform/failpoint"
+	"github.com/bookstore-go/bookstore/services/platform/outbox"
+	"github.com/bookstore-go/bookstore/services/platform/testenv"
+)
+
+// twoQueues is a system whose event type is bound to two queues, as Bookstore's stock
+// events are bound to ordering's queue and to notification's.
+var twoQueues = broker.Topology{
+	Exchange:           testenv.ExampleTopology.Exchange,
+	DeadLetterExchange: testenv.ExampleTopology.DeadLetterExchange,
+	Queues: []broker.Queue{
+		{Name: "example.first", Bindings: []string{testenv.ExampleType}},
+		{Name: "example.second", Bindings: []string{testenv.ExampleType}},
+	},
+}
+
+// runRelay runs relay until the test ends.
+func runRelay(t *testing.T, relay *outbox.Relay) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = relay.Run(ctx) }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+}
+
+// One consumer has declared its queue and the other not yet (a first deployment, a
+// consumer that starts late, a queue deleted and not declared again). The broker would
+// route the event to the one queue and ack it, and `mandatory` returns only a message
+// that reaches no queue at all, so the relay checks the topology itself: the events
+// wait, no attempt spent, readiness names the missing queue, and once the queue exists
+// both consumers get every event.
+func TestAnEventWaitsUntilEveryQueueBoundToItsTypeExists(t *testing.T) {
+	pool, amqpURL, tel := setup(t)
+	if err := twoQueues.Subset("example.first").Declare(testenv.Channel(t, amqpURL)); err != nil {
+		t.Fatal(err)
+	}
+	const events = 4
+	writeEvents(t, pool, testenv.ExampleType, "bound", events, 1)
+	conn := broker.NewConn(amqpURL, "relay")
+	t.Cleanup(func() { conn.Close() })
+	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, twoQueues, 10*time.Second), tel,
+		outbox.Config{ID: "relay", MaxAttempts: 1, OutageMax: 50 * time.Millisecond, PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runRelay(t, relay)
+	testenv.Eventually(t, 10*time.Second, "the relay holds the events, or has published them", func() bool {
+		return errors.Is(relay.Ready(context.Background()), broker.ErrMissingQueue) ||
+			testenv.Count(t, pool, "SELECT count(*) FROM outbox WHERE state = 'published'") > 0
+	})
+	if n := testenv.Count(t, pool, "SELECT count(*) FROM outbox WHERE state = 'pending' AND attempts = 0"); n != events {
+		t.Fatalf("%d of %d rows pending with no attempt spent while a queue was missing: the others would never reach its consumer", n, events)
+	}
+	if err := relay.Ready(context.Background()); !strings.Contains(fmt.Sprint(err), "example.second") {
+		t.Errorf("Ready = %v, want the missing queue named", err)
+	}
+
+	if err := twoQueues.Subset("example.second").Declare(testenv.Channel(t, amqpURL)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "every row published once both queues exist", func() bool {
+		return testenv.Count(t, pool, "SELECT count(*) FROM outbox WHERE state = 'published' AND attempts = 0") == events
+	})
+	for _, q := range []string{"example.first", "example.second"} {
+		if got := testenv.Drain(t, amqpURL, q, 300*time.Millisecond); len(got) != events {
+			t.Errorf("%s received %d events, want %d", q, len(got), events)
+		}
+	}
+	if err := relay.Ready(context.Background()); err != nil {
+		t.Errorf("Ready after the queue came = %v", err)
+	}
+}
+
+// twinAfterPublish is the failpoint of the twin in the test below alone.
+const twinAfterPublish = "twin/after-publish"
+
+// A second process is started under a live relay's RELAY_ID by mistake. The live one
+// holds the id's lock and so takes back every claim made under the id at once; were the
+// twin to relay too, the holder would take back the rows the twin has in flight
+// (published, not yet marked) and publish them a second time. The twin refuses instead,
+// and says so in its readiness, and every event is published once.
+func TestASecondProcessUnderALiveRelaysIDRelaysNothing(t *testing.T) {
+	pool, amqpURL, tel := setup(t)
+	if err := testenv.Topology.Declare(testenv.Channel(t, amqpURL)); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{twinAfterPublish}
+	if err := failpoint.Configure(twinAfterPublish+"=delay(3s)", names); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = failpoint.Configure("", names) })
+	newRelay := func(url, fp string) *outbox.Relay {
+		conn := broker.NewConn(url, "twin")
+		t.Cleanup(func() { conn.Close() })
+		relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, testenv.Topology, 10*time.Second), tel, outbox.Config{
+			ID: "shared", AfterPublishFailpoint: fp, OutageMax: 20 * time.Millisecond, PollInterval: 20 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return relay
+	}
+	// The live relay cannot reach the broker at first, so the twin would be the one to
+	// claim the rows.
+	proxy, proxied := viaProxy(t, amqpURL)
+	proxy.Cut()
+	holder := newRelay(proxied, "")
+	runRelay(t, holder)
+	testenv.Eventually(t, 10*time.Second, "the live relay holds the relay id's lock", func() bool {
+		return testenv.Count(t, pool, `SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
+			 WHERE l.locktype = 'advisory' AND l.granted AND d.datname = current_database()`) == 1
+	})
+	twin := newRelay(amqpURL, twinAfterPublish)
+	runRelay(t, twin)
+
+	const events = 3
+	writeEvents(t, pool, testenv.ExampleType, "twin", events, 1)
+	testenv.Eventually(t, 10*time.Second, "the twin has claimed the rows, or refuses to", func() bool {
+		return testenv.Count(t, pool, "SELECT count(*) FROM outbox WHERE claimed_by IS NOT NULL") == events ||
+			errors.Is(twin.Ready(context.Background()), outbox.ErrTwin)
+	})
+	proxy.Restore()
+	testenv.Eventually(t, 15*time.Second, "every row published", func() bool {
+		return testenv.Count(t, pool, "SELECT count(*) FROM outbox WHERE state = 'published'") == events
+	})
+	if got := testenv.Drain(t, amqpURL, testenv.ExampleQueue, 300*time.Millisecond); len(got) != events {
+		t.Errorf("%d events published as %d messages: the twin's rows in flight were published again", events, len(got))
+	}
+	if err := twin.Ready(context.Background()); !errors.Is(err, outbox.ErrTwin) {
+		t.Errorf("the twin's Ready = %v, want ErrTwin", err)
+	}
+}
