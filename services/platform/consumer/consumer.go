@@ -90,6 +90,11 @@ type Config struct {
 	// dependency's (its database is unreachable, its pool exhausted), not the message's.
 	// Typically the pool's Ping. Nil: every failure is the message's.
 	Healthy func(context.Context) error
+	// RequeueRefused is the wrong design `make chaos-compare` runs
+	// (CONSUMER_ON_REFUSAL=requeue): a failure the database gives any message's work
+	// (pgdb.Refused) is taken for the message's own and requeued, spending a delivery
+	// each time.
+	RequeueRefused bool
 	// InPlaceRetries is how often a transient failure (pgdb.Transient: a deadlock, a
 	// serialization failure, a dropped connection) is retried before the message is
 	// requeued (default 3).
@@ -108,6 +113,8 @@ type Consumer struct {
 	attrSet metric.MeasurementOption
 
 	state   atomic.Pointer[string] // why it is not consuming; nil while it is
+	holding atomic.Int32           // deliveries held while the database refuses their work
+	refusal atomic.Pointer[string] // the database's last refusal
 	failedM sync.Mutex
 	failed  map[string]int // failures per message id: the requeue backoff's own counter
 }
@@ -144,10 +151,14 @@ func New(conn *broker.Conn, tel *telemetry.Telemetry, cfg Config, handle Handler
 }
 
 // Ready reports whether the consumer is consuming its queue now, for /readyz: a consumer
-// that lost its channel, was cancelled by the server or waits out an outage says why.
+// that lost its channel, was cancelled by the server, waits out an outage or holds
+// deliveries the database refuses says why.
 func (c *Consumer) Ready(context.Context) error {
 	if why := c.state.Load(); why != nil {
 		return fmt.Errorf("%s is not consuming %s: %s", c.cfg.Name, c.cfg.Queue, *why)
+	}
+	if n := c.holding.Load(); n > 0 {
+		return fmt.Errorf("%s holds %d deliveries of %s: the database refuses their work: %s", c.cfg.Name, n, c.cfg.Queue, *c.refusal.Load())
 	}
 	return nil
 }
@@ -400,12 +411,46 @@ func (c *Consumer) deliverBatch(ctx context.Context, ds []amqp.Delivery) bool {
 	return true
 }
 
+// errRefused wraps a failure the database gives any message's work (pgdb.Refused).
+type errRefused struct{ err error }
+
+func (e errRefused) Error() string { return e.err.Error() }
+func (e errRefused) Unwrap() error { return e.err }
+
 // deliver handles one delivery to its end: ack, reject or requeue; or, when a dependency
 // of the handler is down, none of them: it returns the outage and leaves the message to
-// the channel's close. The handler runs on a context that survives shutdown for a bounded
-// time, so a SIGTERM lets the transaction in progress commit and be acked instead of
-// being cut in half.
+// the channel's close. When the database answers but refuses the work (pgdb.Refused),
+// which a ping cannot see, it holds the delivery and tries it again after a pause, for
+// as long as the refusal lasts: returned to the queue, the message would be delivered
+// again into the same refusal, and each return would spend one of its deliveries.
+// Readiness reports the refusal meanwhile. Only a shutdown ends the wait, with the
+// delivery left to the channel's close.
 func (c *Consumer) deliver(ctx context.Context, d amqp.Delivery) error {
+	for tries := 1; ; tries++ {
+		var refused errRefused
+		err := c.deliverOnce(ctx, d)
+		if !errors.As(err, &refused) {
+			return err
+		}
+		if tries == 1 {
+			c.holding.Add(1)
+			defer c.holding.Add(-1)
+			c.m.outages.Add(ctx, 1, c.attrSet)
+			c.log.WarnContext(ctx, "the database refuses the work of any message; holding the delivery until it does not, the message is not at fault",
+				"message_id", d.MessageId, "err", err)
+		}
+		why := err.Error()
+		c.refusal.Store(&why)
+		if !backoff.Sleep(ctx, backoff.Delay(c.cfg.RetryBase, c.cfg.RetryMax, tries)) {
+			return fmt.Errorf("%w: shutting down while the database refuses the work: %w", errOutage, err)
+		}
+	}
+}
+
+// deliverOnce is one try of deliver. The handler runs on a context that survives
+// shutdown for a bounded time, so a SIGTERM lets the transaction in progress commit and
+// be acked instead of being cut in half.
+func (c *Consumer) deliverOnce(ctx context.Context, d amqp.Delivery) error {
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.HandlerTimeout)
 	defer cancel()
 	hctx, span := c.startSpan(hctx, d)
@@ -427,6 +472,11 @@ func (c *Consumer) deliver(ctx context.Context, d amqp.Delivery) error {
 			log.WarnContext(hctx, "handler failed while a dependency is down; pausing the consumer, the message is not at fault",
 				"err", err, "dependency", down)
 			return fmt.Errorf("%w (handler: %w)", down, err)
+		}
+		if pgdb.Refused(err) && !c.cfg.RequeueRefused {
+			span.SetStatus(codes.Error, "database refuses the work")
+			span.RecordError(err)
+			return errRefused{err}
 		}
 		if try > c.cfg.InPlaceRetries || !pgdb.Transient(err) {
 			break

@@ -3,6 +3,7 @@ package consumer_test
 import (
 	"context"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -147,5 +148,53 @@ func TestShutdownReturnsPrefetchedDeliveriesUnstarted(t *testing.T) {
 	})
 	if got := h.count(t, "SELECT count(*) FROM work"); got != 1 {
 		t.Errorf("processed %d messages, want only the one at work at shutdown", got)
+	}
+}
+
+// The database answers but refuses every message's work: a privilege revoked from the
+// service's role (a misconfigured deployment), as a migration that has not run (an
+// undefined table) or a standby after a failover (a read-only transaction) would. That is
+// an outage of the database, not a fault of the message, although a ping succeeds: the
+// consumer holds the delivery and tries it again after a pause, for longer than the
+// queue's delivery limit would have allowed requeues, spends no delivery, reports it is
+// not consuming, and processes everything once the privilege is granted again.
+func TestAPrivilegeTheDatabaseRefusesPausesTheConsumerAndSpendsNoDelivery(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	c := h.run(t, func(cfg *consumer.Config) { cfg.RetryBase, cfg.RetryMax = time.Millisecond, 5*time.Millisecond })
+	testenv.Eventually(t, 10*time.Second, "consumer consuming", func() bool { return c.Ready(context.Background()) == nil })
+
+	ctx := context.Background()
+	if _, err := h.pool.Exec(ctx, "REVOKE INSERT ON inbox FROM CURRENT_USER"); err != nil {
+		t.Fatal(err)
+	}
+	const n = 3
+	ids := make([]string, n)
+	for i := range n {
+		env, body := envelope(t, "refused-"+string(rune('a'+i)), map[string]int{"n": i})
+		ids[i] = env.ID
+		h.publish(t, env.ID, env.Type, body)
+	}
+	// Each try is one call of the handler: wait until the first message has been tried
+	// well past the delivery limit, or has been dead-lettered.
+	testenv.Eventually(t, 60*time.Second, "the refusal outlasts the delivery limit", func() bool {
+		return h.callsOf(ids[0]) > broker.DeliveryLimit+10 || testenv.QueueDepth(t, h.amqpURL, testenv.ExampleQueue+".dlq") > 0
+	})
+	if d := testenv.QueueDepth(t, h.amqpURL, testenv.ExampleQueue+".dlq"); d != 0 {
+		t.Fatalf("%d valid messages dead-lettered while the database refused the work", d)
+	}
+	if err := c.Ready(ctx); err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Errorf("Ready while the database refuses the work = %v, want the refusal", err)
+	}
+
+	if _, err := h.pool.Exec(ctx, "GRANT INSERT ON inbox TO CURRENT_USER"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "every message processed once the privilege is back", func() bool {
+		return h.count(t, "SELECT count(*) FROM work") == n
+	})
+	testenv.Eventually(t, 10*time.Second, "consumer consuming again", func() bool { return c.Ready(ctx) == nil })
+	if d := testenv.QueueDepth(t, h.amqpURL, testenv.ExampleQueue+".dlq"); d != 0 {
+		t.Errorf("DLQ has %d messages, want 0", d)
 	}
 }

@@ -9,6 +9,7 @@ import (
 // Retry is a consumer's retry pacing, read from the environment.
 type Retry struct {
 	Base, Max time.Duration
+	OnRefusal string // pause, or requeue: the wrong way (Config.RequeueRefused)
 }
 
 // RetryVariables returns the variables of a consumer's retry pacing for config.Parse,
@@ -20,5 +21,7 @@ func RetryVariables(max string) (*Retry, []config.Var) {
 	return r, []config.Var{
 		config.Duration("CONSUMER_RETRY_BASE", "100ms", "first wait before a failed message is requeued, and before a paused consumer asks its database again; doubles per failure, with jitter", &r.Base),
 		config.Duration("CONSUMER_RETRY_MAX", max, "the longest of those waits", &r.Max),
+		config.OneOf("CONSUMER_ON_REFUSAL", "pause", "pause: a delivery whose work the database refuses (a privilege, an undefined table, a read-only standby) is held and tried again, spending no delivery; requeue: it is requeued as the message's own failure (the wrong way, for make chaos-compare)",
+			[]string{"pause", "requeue"}, &r.OnRefusal),
 	}
 }

@@ -93,7 +93,8 @@ func (c Config) withDefaults() Config {
 //
 // It tells two kinds of failure apart. A nack or a return on a healthy channel belongs to
 // one row: it spends one of the row's MaxAttempts, and a row out of attempts is parked
-// as dead so that it stops holding back its aggregate's later events. A failure of the
+// as dead, for an operator to see and retry (parked.go); its aggregate's later events
+// wait behind it, so that none overtakes it. A failure of the
 // broker, the link or the database belongs to no row: the claims are released untouched
 // and the relay itself backs off, so an outage of any length costs time, never an
 // attempt, and the rows drain by themselves when it ends.

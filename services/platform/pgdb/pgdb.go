@@ -185,6 +185,25 @@ func Transient(err error) bool {
 	return errors.As(err, &connectErr) || pgconn.SafeToRetry(err)
 }
 
+// Refused reports whether err is the database refusing any work of this kind, whatever
+// the message: a privilege the role lacks (42501), a table, column or function that does
+// not exist (42P01, 42703, 42883: a migration that has not run), a read-only transaction
+// (25006: a standby after a failover), or a server shutting down or starting
+// (57P01-57P03). A ping succeeds through each of them, so a caller that asks only
+// whether the database answers takes them for the message's fault; they are outages of
+// the database, and the remedy is to wait for it, not to retry the message elsewhere.
+func Refused(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch pgErr.Code {
+	case "42501", "42P01", "42703", "42883", "25006", "57P01", "57P02", "57P03":
+		return true
+	}
+	return false
+}
+
 // DeleteInBatches calls deleteBatch, each call in a transaction of its own, until a call
 // deletes fewer than batch rows, and returns how many it deleted in all. Small batches
 // keep each statement's locks and WAL short beside live traffic. Each transaction first

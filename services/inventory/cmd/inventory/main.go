@@ -119,14 +119,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	ordersCfg := consumer.Config{
-		Name:        stock.ConsumerName,
-		Queue:       contracts.QueueInventoryOrderPlaced,
-		Topology:    contracts.InventoryTopology,
-		Types:       stock.OrderEventTypes,
-		Concurrency: concurrency,
-		RetryBase:   retry.Base,
-		RetryMax:    retry.Max,
-		Healthy:     pool.Ping,
+		Name:           stock.ConsumerName,
+		Queue:          contracts.QueueInventoryOrderPlaced,
+		Topology:       contracts.InventoryTopology,
+		Types:          stock.OrderEventTypes,
+		Concurrency:    concurrency,
+		RetryBase:      retry.Base,
+		RetryMax:       retry.Max,
+		RequeueRefused: retry.OnRefusal == "requeue",
+		Healthy:        pool.Ping,
 	}
 	if strategy == stock.Inbox {
 		// Orders that arrive together are reserved in one transaction. The wrong

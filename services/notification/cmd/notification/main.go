@@ -119,7 +119,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		// A provider outage is ridden out by requeueing with backoff; up to 30 s between
 		// tries (CONSUMER_RETRY_MAX), 30 attempts last about eight minutes before an email
 		// is given up.
-		RetryMax: retry.Max,
+		RetryMax:       retry.Max,
+		RequeueRefused: retry.OnRefusal == "requeue",
 		// Its database down is an outage: the consumer pauses and spends no delivery.
 		Healthy: pool.Ping,
 		Batch:   svc.HandleStockEvents,

@@ -160,15 +160,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	consumeConn := broker.NewConn(cfg.AMQPURL, "ordering-consume")
 	defer consumeConn.Close()
 	stockEvents, err := consumer.New(consumeConn, tel, consumer.Config{
-		Name:        orders.ConsumerName,
-		Queue:       contracts.QueueOrderingStockEvents,
-		Topology:    contracts.OrderingTopology,
-		Types:       orders.StockEventTypes,
-		Concurrency: concurrency,
-		RetryBase:   retry.Base,
-		RetryMax:    retry.Max,
-		Healthy:     pool.Ping,
-		Batch:       svc.ApplyStockOutcomes,
+		Name:           orders.ConsumerName,
+		Queue:          contracts.QueueOrderingStockEvents,
+		Topology:       contracts.OrderingTopology,
+		Types:          orders.StockEventTypes,
+		Concurrency:    concurrency,
+		RetryBase:      retry.Base,
+		RetryMax:       retry.Max,
+		RequeueRefused: retry.OnRefusal == "requeue",
+		Healthy:        pool.Ping,
+		Batch:          svc.ApplyStockOutcomes,
 	}, svc.ApplyStockOutcome)
 	if err != nil {
 		return err
