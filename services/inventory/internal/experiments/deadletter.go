@@ -71,6 +71,13 @@ func (l *Lab) InboxSameIDDifferentContent(ctx context.Context) (DeadLetterResult
 	stopped := make(chan struct{})
 	go func() { defer close(stopped); _ = c.Run(cctx) }()
 	defer func() { stop(); <-stopped }()
+	// The consumer declares the topology; the publisher only publishes into one that
+	// exists (docs/outbox.md).
+	for deadline := time.Now().Add(10 * time.Second); c.Ready(ctx) != nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return r, fmt.Errorf("the consumer did not start consuming: %w", c.Ready(ctx))
+		}
+	}
 
 	pub := broker.NewPublisher(conn, contracts.Topology, 10*time.Second)
 	defer pub.Close()
