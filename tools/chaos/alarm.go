@@ -30,6 +30,7 @@ type alarmProxy struct {
 	mu      sync.Mutex
 	conns   map[*amqpConn]struct{}
 	alarm   string // the reason while an alarm is on; "" otherwise
+	late    int    // connections blocked during this alarm when they published
 	match   []byte // which connections the alarm blocks: their client said this in its handshake
 	closing bool
 }
@@ -150,6 +151,7 @@ func (p *alarmProxy) fromClient(c *amqpConn) {
 			reason, block := p.alarm, p.alarm != "" && c.open && !c.blocked && bytes.Contains(c.hello, p.match)
 			if block {
 				c.blocked = true
+				p.late++
 			}
 			p.mu.Unlock()
 			if block {
@@ -263,10 +265,11 @@ func (p *alarmProxy) dropBlocked() int {
 }
 
 // unblock ends the alarm: every connection still blocked is told connection.unblocked.
-// It returns how many.
-func (p *alarmProxy) unblock() int {
+// It returns how many, and how many were blocked during the alarm when they published.
+func (p *alarmProxy) unblock() (n, late int) {
 	p.mu.Lock()
 	p.alarm, p.match = "", nil
+	late, p.late = p.late, 0
 	var picked []*amqpConn
 	for c := range p.conns {
 		if c.blocked {
@@ -275,13 +278,12 @@ func (p *alarmProxy) unblock() int {
 		}
 	}
 	p.mu.Unlock()
-	n := 0
 	for _, c := range picked {
 		if c.send(methodFrame(10, 61, nil)) == nil {
 			n++
 		}
 	}
-	return n
+	return n, late
 }
 
 // close stops the proxy and every connection through it.

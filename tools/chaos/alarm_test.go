@@ -84,8 +84,8 @@ func TestTheAlarmProxyBlocksPublishersDropsThemAndUnblocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(againNotes, true)
-	if n := p.unblock(); n != 1 {
-		t.Fatalf("unblocked %d connections, want 1", n)
+	if n, late := p.unblock(); n != 1 || late != 1 {
+		t.Fatalf("unblocked %d connections (%d blocked when they published), want 1 (1)", n, late)
 	}
 	expect(againNotes, false)
 	ch, err = again.Channel()

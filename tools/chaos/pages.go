@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"time"
 
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 )
@@ -26,7 +27,7 @@ func getAll[T any](ctx context.Context, u string) ([]T, error) {
 			return nil, fmt.Errorf("GET %s: more than 10,000 pages; is the next link going round in circles?", u)
 		}
 		var page []T
-		header, err := getJSONHeader(ctx, next.String(), &page)
+		header, err := getPage(ctx, next.String(), &page)
 		if err != nil {
 			return nil, err
 		}
@@ -36,4 +37,19 @@ func getAll[T any](ctx context.Context, u string) ([]T, error) {
 		}
 	}
 	return all, nil
+}
+
+// getPage reads one page, asking again a few times over about 20 s when the answer is an
+// error: the checker reads after the faults have healed, but the machine's Postgres is
+// shared, and a service may be refused a connection for a moment ("too many clients")
+// and answer 500. A list the checker cannot read is the run's error, not a verdict.
+func getPage(ctx context.Context, u string, out any) (header map[string][]string, err error) {
+	wait := 250 * time.Millisecond
+	for try := 0; ; try++ {
+		h, err := getJSONHeader(ctx, u, out)
+		if err == nil || try == 7 || !sleepCtx(ctx, wait) {
+			return h, err
+		}
+		wait = min(2*wait, 4*time.Second)
+	}
 }

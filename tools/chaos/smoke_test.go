@@ -95,6 +95,9 @@ func smokeConfig(t *testing.T, bin string) config {
 	cfg.ManagementURL = testenv.ManagementURL
 	cfg.BinDir = bin
 	cfg.ReportRoot = t.TempDir()
+	if dir := os.Getenv("CHAOS_SMOKE_REPORTS"); dir != "" {
+		cfg.ReportRoot = dir // kept after the test, logs and all
+	}
 	cfg.Progress = false
 	cfg.QuietTimeout = 90 * time.Second
 	cfg.Outages = 0 // the default's ten outages of 10-15 s do not fit a smoke run; a test adds its own
