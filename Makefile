@@ -68,6 +68,10 @@ demo: services ## the idempotent-consumer experiments, measured against the real
 chaos: services build ## load with crashes and network faults, then check every invariant
 	go run ./tools/chaos $(CHAOS_FLAGS)
 
+.PHONY: chaos-load
+chaos-load: services build ## every service doubled, the load at half the benchmark's capacity or more, every fault kind (under 10 minutes)
+	go run ./tools/chaos --profile load $(CHAOS_FLAGS)
+
 .PHONY: chaos-compare
 chaos-compare: services build ## the same faults against the right design and the wrong ones
 	go run ./tools/chaos compare $(CHAOS_FLAGS)

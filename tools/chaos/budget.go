@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/bookstore-go/bookstore/services/platform/broker"
@@ -61,14 +62,14 @@ func (c config) budgets() []budget {
 	}
 	return []budget{
 		{
-			Name: "relay", Kind: faultBrokerOutage, Who: "ordering, ordering-relay, inventory-1, inventory-2",
+			Name: "relay", Kind: faultBrokerOutage, Who: strings.Join(append(c.processNames("ordering"), c.processNames("inventory")...), ", "),
 			Spends: fmt.Sprintf("%d attempts (RELAY_MAX_ATTEMPTS=%d)", c.RelayMaxAttempts, c.RelayMaxAttempts),
 			Max:    relay, Shrunk: true,
 			How: fmt.Sprintf("each failed publish spent an attempt; the row was tried again after its backoff (%v doubling) at the next wake-up (at most a %v poll), and parked dead at the last attempt",
 				relayBackoffBase, relayPollInterval),
 		},
 		{
-			Name: "consumer", Kind: faultPostgresOutage, Who: "inventory-1, inventory-2, ordering",
+			Name: "consumer", Kind: faultPostgresOutage, Who: strings.Join(append(c.processNames("inventory"), c.orderingAPIs()...), ", "),
 			Spends: policy,
 			Max:    consumer, Shrunk: true,
 			How: fmt.Sprintf("each failure with the database down was requeued after a backoff (%v doubling to %v), spending a delivery; past the limit the message was dead-lettered",

@@ -152,7 +152,7 @@ func collect(ctx context.Context, sys *system, msgs *messages, history []clientO
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
-	notification := sys.process("notification")
+	notification := sys.processesOf("notification")[0]
 	for _, o := range s.Orders {
 		g.Go(func() error {
 			recs, err := getAll[notificationRecord](gctx, "http://"+notification.httpAddr+"/notifications?order_id="+o.ID.String())

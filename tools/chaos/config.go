@@ -17,6 +17,11 @@ type config struct {
 	Orders            int           // client operations to send
 	Rate              float64       // operations per second, scheduled by the clock (open model)
 	MaxInFlight       int           // cap on concurrent operations; beyond it sends wait
+	ShedRetries       int           // 503s with Retry-After an operation takes (waiting as asked) before it ends rejected
+	Doubled           bool          // two processes of every service but the provider (the load profile)
+	Profile           string        // "" or "load": the defaults of make chaos-load (loadprofile.go)
+	OrderingPoolWait  time.Duration // ORDERING_POOL_WAIT of every ordering process; 0: the service's default
+	PoolSize          int           // DATABASE_MAX_CONNS of every process; 0: the services' default (12)
 	Seed              uint64        // the fault schedule and the order bodies derive from it
 	FaultsPerKind     int           // faults of each kind spread over the load
 	Outages           int           // broker outages, and as many Postgres outages, one at a time over the load
@@ -50,6 +55,7 @@ var defaultConfig = config{
 	Orders:            5000,
 	Rate:              20,
 	MaxInFlight:       1000,
+	ShedRetries:       2,
 	Seed:              1,
 	FaultsPerKind:     100,
 	Outages:           5,
@@ -132,6 +138,11 @@ func parseFlags(args []string, stderr io.Writer, compare bool) (config, error) {
 	fs.IntVar(&cfg.Orders, "orders", cfg.Orders, "orders to place")
 	fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "orders per second, sent by the clock whatever the answers (open model)")
 	fs.IntVar(&cfg.MaxInFlight, "max-in-flight", cfg.MaxInFlight, "most orders in flight at once; later sends wait")
+	fs.IntVar(&cfg.ShedRetries, "shed-retries", cfg.ShedRetries, "503s with Retry-After (ordering shed the request) an order takes, each retried after the wait it asks for, before it ends rejected")
+	fs.BoolVar(&cfg.Doubled, "double", cfg.Doubled, "two processes of every service but the email provider: two ordering APIs with a relay each, two inventories, two notifications")
+	fs.DurationVar(&cfg.OrderingPoolWait, "ordering-pool-wait", cfg.OrderingPoolWait, "ORDERING_POOL_WAIT of every ordering process: how long a request waits for its turn at the database before 503 (0: the service's default; 1h all but turns shedding off)")
+	fs.IntVar(&cfg.PoolSize, "pool-size", cfg.PoolSize, "DATABASE_MAX_CONNS of every process (0: the services' default, 12); mind Postgres's max_connections")
+	fs.StringVar(&cfg.Profile, "profile", cfg.Profile, "load: the defaults of make chaos-load (every service doubled, the load near the system's capacity, every fault kind); flags given beside it win")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the fault schedule and the order bodies: same seed, same schedule")
 	fs.IntVar(&cfg.FaultsPerKind, "faults", cfg.FaultsPerKind, "faults of each kind, spread over the load")
 	fs.IntVar(&cfg.Outages, "outages", cfg.Outages, "broker outages, and as many Postgres outages (every service's link down at once), one at a time, at least -outage apart")
@@ -161,6 +172,9 @@ func parseFlags(args []string, stderr io.Writer, compare bool) (config, error) {
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
+	if err := cfg.applyProfile(fs); err != nil {
+		return cfg, err
+	}
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("unexpected arguments %v", fs.Args())
 	}
@@ -174,6 +188,9 @@ func (c config) validate() error {
 	}
 	if c.Rate <= 0 {
 		errs = append(errs, errors.New("-rate must be positive"))
+	}
+	if c.ShedRetries < 0 {
+		errs = append(errs, errors.New("-shed-retries must not be negative"))
 	}
 	if c.MaxInFlight < 1 {
 		errs = append(errs, errors.New("-max-in-flight must be at least 1"))

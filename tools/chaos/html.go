@@ -45,10 +45,12 @@ pre{background:#f7f7f7;padding:1em;overflow-x:auto;font-size:12px}code{font-size
 	}
 	b.WriteString(`</table>`)
 
-	b.WriteString(`<h2>Throughput, latency and faults</h2><p>Shaded bands, top to bottom: process crash windows (a kill until the restart, a failpoint armed until it fired), network fault windows, broker and Postgres outages, provider fault windows; the darker, the more at once. The dashed line is the end of the load; what follows is the system catching up.</p>`)
+	b.WriteString(`<h2>Throughput, latency and faults</h2><p>Throughput: operations sent (the offer), accepted (answered 201), decided, emailed (the provider accepted the email) and shed (POST attempts answered 503 with Retry-After), per second. Latency: the client's whole operation, retries included, and each accepted POST attempt alone. Shaded bands, top to bottom: process crash windows (a kill until the restart, a failpoint armed until it fired), network fault windows, broker and Postgres outages, provider fault windows; the darker, the more at once. The dashed line is the end of the load; what follows is the system catching up.</p>`)
 	for _, p := range plots {
 		fmt.Fprintf(&b, `<figure>%s<figcaption>%s (<a href="%s">%s</a>)</figcaption></figure>`, p.svg, esc(p.title), p.file, p.file)
 	}
+
+	b.WriteString(postsHTML(r))
 
 	b.WriteString(`<h2>Faults</h2><table><tr><th>kind</th><th>scheduled</th><th>started</th><th>hit</th></tr>`)
 	for _, c := range r.FaultCounts {

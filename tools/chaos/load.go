@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -25,13 +26,14 @@ import (
 // Each operation retries with its own Idempotency-Key as a real client would, and ends
 // ok, failed or unknown.
 type orderLoad struct {
-	baseURL     string
+	baseURLs    []string // every ordering API; an attempt goes to the next one (shed.go's load balancer)
 	client      *http.Client
 	ops         []clientOp      // planned: key, email, lines; filled in as they finish
 	at          []time.Duration // when each op starts, from the load's start
 	maxInFlight int
+	shedRetries int // how many 503s with Retry-After an operation takes before it gives up
 
-	sent, ok, failed, unknown, inFlight, delayed atomic.Int64
+	sent, ok, failed, rejected, unknown, inFlight, delayed atomic.Int64
 }
 
 // Retry policy of one operation: a per-attempt timeout and a bounded number of attempts
@@ -46,14 +48,24 @@ const (
 
 // planLoad draws every operation from the seed: arrival times (exponential gaps, a
 // Poisson process at cfg.Rate) and bodies (1-3 distinct books, 1-3 copies each).
-func planLoad(cfg config, books []uuid.UUID, baseURL string) *orderLoad {
+func planLoad(cfg config, books []uuid.UUID, baseURLs []string) *orderLoad {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6c6f6164)) // "load"
+	// Keep-alive for every customer at once: with Go's default of two idle connections per
+	// host, a load of hundreds a second opens and closes a connection per request, through
+	// the client's proxy too, and measures that instead of ordering.
+	transport := &http.Transport{
+		Proxy:               nil,
+		MaxIdleConns:        cfg.MaxInFlight,
+		MaxIdleConnsPerHost: cfg.MaxInFlight,
+		IdleConnTimeout:     90 * time.Second,
+	}
 	l := &orderLoad{
-		baseURL:     baseURL,
-		client:      &http.Client{Timeout: attemptTimeout},
+		baseURLs:    baseURLs,
+		client:      &http.Client{Timeout: attemptTimeout, Transport: transport},
 		ops:         make([]clientOp, cfg.Orders),
 		at:          make([]time.Duration, cfg.Orders),
 		maxInFlight: cfg.MaxInFlight,
+		shedRetries: cfg.ShedRetries,
 	}
 	var t float64
 	for i := range cfg.Orders {
@@ -118,10 +130,12 @@ func (l *orderLoad) run(ctx context.Context) []clientOp {
 				l.cancel(ctx, op)
 			}
 			l.inFlight.Add(-1)
-			switch op.Outcome {
-			case outcomeOK:
+			switch {
+			case op.Outcome == outcomeOK:
 				l.ok.Add(1)
-			case outcomeFailed:
+			case op.Outcome == outcomeFailed && op.Shed > 0:
+				l.rejected.Add(1)
+			case op.Outcome == outcomeFailed:
 				l.failed.Add(1)
 			default:
 				l.unknown.Add(1)
@@ -138,9 +152,12 @@ type orderBody struct {
 }
 
 // place runs one operation to its end. An answer that proves the order was not placed
-// (400, 422, a refused connection) is a definite failure; a timeout, a reset, a 5xx or a
-// 409 (the same key still in flight) may hide a placed order, so once one of those is
-// seen, running out of attempts makes the outcome unknown, never failed.
+// (400, 422, a refused connection, and a 503 with Retry-After: ordering shed the request
+// before it did anything) is a definite failure; a timeout, a reset, another 5xx or a 409
+// (the same key still in flight) may hide a placed order, so once one of those is seen,
+// running out of attempts makes the outcome unknown, never failed. A 503 with Retry-After
+// is retried after the time it asks for, --shed-retries times; then the operation ends
+// rejected (failed, with Shed > 0): the customer was told to come back later.
 func (l *orderLoad) place(ctx context.Context, op *clientOp) {
 	body, _ := json.Marshal(orderBody{CustomerEmail: op.Email, Lines: op.Lines})
 	op.Start = time.Now()
@@ -151,39 +168,55 @@ func (l *orderLoad) place(ctx context.Context, op *clientOp) {
 	ambiguous := false
 	for attempt := 1; attempt <= maxAttempts; attempt++ {
 		op.Attempts = attempt
-		status, respBody, err := l.post(ctx, op.Key, body)
+		r := l.postTo(ctx, l.baseURL(op.N+attempt-1), "/orders", op.Key, body)
+		op.Tries = append(op.Tries, r.try)
+		var wait time.Duration
 		switch {
-		case err != nil:
-			op.Error = err.Error()
-			if !refused(err) {
+		case r.err != nil:
+			op.Error = r.err.Error()
+			if !refused(r.err) {
 				ambiguous = true
 			}
-		case status == http.StatusCreated || status == http.StatusOK:
+		case r.Status == http.StatusCreated || r.Status == http.StatusOK:
 			var o struct {
 				ID uuid.UUID `json:"id"`
 			}
-			if err := json.Unmarshal(respBody, &o); err != nil || o.ID == uuid.Nil {
-				op.Error = fmt.Sprintf("%d with an unreadable body: %.100s", status, respBody)
+			if err := json.Unmarshal(r.body, &o); err != nil || o.ID == uuid.Nil {
+				op.Error = fmt.Sprintf("%d with an unreadable body: %.100s", r.Status, r.body)
 				ambiguous = true
 				break
 			}
 			op.Outcome, op.OrderID, op.Error = outcomeOK, o.ID, ""
 			return
-		case status == http.StatusBadRequest || status == http.StatusUnprocessableEntity:
-			op.Outcome, op.Error = outcomeFailed, fmt.Sprintf("%d: %.200s", status, respBody)
+		case r.Status == http.StatusBadRequest || r.Status == http.StatusUnprocessableEntity:
+			op.Outcome, op.Error = outcomeFailed, fmt.Sprintf("%d: %.200s", r.Status, r.body)
 			if ambiguous {
 				op.Outcome = outcomeUnknown
 			}
 			return
-		default: // 409, 5xx, anything else
-			op.Error = fmt.Sprintf("%d: %.200s", status, respBody)
+		case r.shed():
+			op.Shed++
+			op.Error = fmt.Sprintf("%d Retry-After %s: %.200s", r.Status, r.afterHdr, r.body)
+			if op.Shed > l.shedRetries {
+				op.Outcome = outcomeFailed
+				if ambiguous {
+					op.Outcome = outcomeUnknown
+				}
+				return
+			}
+			wait = r.after()
+		default: // 409, another 5xx, a 503 without Retry-After, anything else
+			op.Error = fmt.Sprintf("%d: %.200s", r.Status, r.body)
 			ambiguous = true
 		}
 		if ctx.Err() != nil {
 			break
 		}
-		d := min(backoffBase<<(attempt-1), backoffMax)
-		if !sleepCtx(ctx, d/2+rand.N(d/2+1)) {
+		if wait == 0 {
+			d := min(backoffBase<<(attempt-1), backoffMax)
+			wait = d/2 + rand.N(d/2+1)
+		}
+		if !sleepCtx(ctx, wait) {
 			break
 		}
 	}
@@ -196,57 +229,124 @@ func (l *orderLoad) place(ctx context.Context, op *clientOp) {
 // cancel cancels a placed order, right after its 201 or CancelAfter later (the first
 // often overtakes the placement in inventory's queue), with its own Idempotency-Key and
 // the retries of place. 200 is ok, 409 not-cancellable (rejected by then) a definite
-// failure; what never got an answer stays unknown.
+// failure, and so are 503s with Retry-After alone (nothing was done); what never got an
+// answer stays unknown.
 func (l *orderLoad) cancel(ctx context.Context, op *clientOp) {
 	if !sleepCtx(ctx, op.CancelAfter) {
 		return
 	}
 	op.CancelOutcome = outcomeUnknown
+	ambiguous, shed := false, 0
 	for attempt := 1; attempt <= maxAttempts; attempt++ {
-		status, respBody, err := l.postTo(ctx, "/orders/"+op.OrderID.String()+"/cancel", op.Key+"-cancel", []byte(`{}`))
+		r := l.postTo(ctx, l.baseURL(op.N+attempt), "/orders/"+op.OrderID.String()+"/cancel", op.Key+"-cancel", []byte(`{}`))
+		var wait time.Duration
 		switch {
-		case err != nil:
-			op.CancelError = err.Error()
-		case status == http.StatusOK:
+		case r.err != nil:
+			op.CancelError = r.err.Error()
+			if !refused(r.err) {
+				ambiguous = true
+			}
+		case r.Status == http.StatusOK:
 			op.CancelOutcome, op.CancelError = outcomeOK, ""
 			return
-		case status == http.StatusConflict && bytes.Contains(respBody, []byte("not-cancellable")):
-			op.CancelOutcome, op.CancelError = outcomeFailed, fmt.Sprintf("%d: %.200s", status, respBody)
+		case r.Status == http.StatusConflict && bytes.Contains(r.body, []byte("not-cancellable")):
+			op.CancelOutcome, op.CancelError = outcomeFailed, fmt.Sprintf("%d: %.200s", r.Status, r.body)
 			return
+		case r.shed():
+			shed++
+			op.CancelError = fmt.Sprintf("%d Retry-After %s: %.200s", r.Status, r.afterHdr, r.body)
+			if shed > l.shedRetries {
+				if !ambiguous {
+					op.CancelOutcome = outcomeFailed
+				}
+				return
+			}
+			wait = r.after()
 		default:
-			op.CancelError = fmt.Sprintf("%d: %.200s", status, respBody)
+			op.CancelError = fmt.Sprintf("%d: %.200s", r.Status, r.body)
+			ambiguous = true
 		}
 		if ctx.Err() != nil {
 			return
 		}
-		d := min(backoffBase<<(attempt-1), backoffMax)
-		if !sleepCtx(ctx, d/2+rand.N(d/2+1)) {
+		if wait == 0 {
+			d := min(backoffBase<<(attempt-1), backoffMax)
+			wait = d/2 + rand.N(d/2+1)
+		}
+		if !sleepCtx(ctx, wait) {
 			return
 		}
 	}
 }
 
-func (l *orderLoad) post(ctx context.Context, key string, body []byte) (int, []byte, error) {
-	return l.postTo(ctx, "/orders", key, body)
+// baseURL is the ordering API the n-th attempt goes to: the load spreads operations over
+// every API, and a retry goes to the next one, as behind a load balancer.
+func (l *orderLoad) baseURL(n int) string { return l.baseURLs[n%len(l.baseURLs)] }
+
+// try is one HTTP attempt as the client saw it: when it was sent, how long the answer
+// took, its status (0: none, a timeout or a broken connection).
+type try struct {
+	At         time.Time     `json:"at"`
+	Took       time.Duration `json:"took_ns"`
+	Status     int           `json:"status,omitempty"`
+	RetryAfter bool          `json:"retry_after,omitempty"` // the answer carried Retry-After
+	Timeout    bool          `json:"timeout,omitempty"`     // no answer within the attempt's timeout
 }
 
-func (l *orderLoad) postTo(ctx context.Context, path, key string, body []byte) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.baseURL+path, bytes.NewReader(body))
+// answer is one attempt's answer, or its error.
+type answer struct {
+	try
+	body     []byte
+	afterHdr string // the Retry-After header
+	err      error
+}
+
+// shed reports a 503 with Retry-After: ordering refused the request before it did
+// anything (docs/problems.md#overloaded).
+func (a answer) shed() bool { return a.Status == http.StatusServiceUnavailable && a.afterHdr != "" }
+
+// after is how long Retry-After asks to wait, with up to half of it again as jitter, so
+// the customers shed together do not all come back in the same instant.
+func (a answer) after() time.Duration {
+	secs, err := strconv.Atoi(a.afterHdr)
+	if err != nil || secs < 0 {
+		secs = 1
+	}
+	d := time.Duration(max(secs, 0)) * time.Second
+	return d + rand.N(d/2+1)
+}
+
+func (l *orderLoad) postTo(ctx context.Context, base, path, key string, body []byte) (a answer) {
+	a.At = time.Now()
+	defer func() {
+		a.Took = time.Since(a.At)
+		a.RetryAfter = a.afterHdr != ""
+		if a.err != nil {
+			a.Timeout = isTimeout(a.err)
+		}
+	}()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, bytes.NewReader(body))
 	if err != nil {
-		return 0, nil, err
+		a.err = err
+		return a
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
 	resp, err := l.client.Do(req)
 	if err != nil {
-		return 0, nil, err
+		a.err = err
+		return a
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if err != nil {
-		return resp.StatusCode, nil, err
-	}
-	return resp.StatusCode, b, nil
+	a.Status, a.afterHdr = resp.StatusCode, resp.Header.Get("Retry-After")
+	a.body, a.err = io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	return a
+}
+
+// isTimeout reports an attempt that ran out of its time without an answer.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 // refused reports an error that proves the request never reached a server.

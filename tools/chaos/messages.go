@@ -254,7 +254,7 @@ func (m *messages) settled(ctx context.Context, queue, envelope string) bool {
 		err := m.sys.dbs["ordering"].QueryRow(ctx, `SELECT status FROM orders WHERE id::text = $1`, env.Subject).Scan(&status)
 		return err == nil && status != statusPending
 	case contracts.QueueNotificationStockEvents:
-		p := m.sys.process("notification")
+		p := m.sys.processesOf("notification")[0]
 		records, err := getAll[notificationRecord](ctx, "http://"+p.httpAddr+"/notifications?order_id="+url.QueryEscape(env.Subject))
 		if err != nil {
 			return false

@@ -72,10 +72,13 @@ func renderPlots(r *result) []plot {
 			{"sent", "#999999", col(func(p point) float64 { return p.Sent })},
 			{"answered ok", "#1f77b4", col(func(p point) float64 { return p.OK })},
 			{"decided", "#2ca02c", col(func(p point) float64 { return p.Decided })},
+			{"emailed", "#9467bd", col(func(p point) float64 { return p.Emailed })},
+			{"shed (503)", "#d62728", col(func(p point) float64 { return p.Shed })},
 		}, shades)},
 		{file: "latency.svg", title: "Latency", svg: lineChart("Latency (log scale)", "ms", xs, xmax, loadEnd, true, []series1{
 			{"client p50", "#1f77b4", col(func(p point) float64 { return msOrNaN(p.P50) })},
 			{"client p99", "#aec7e8", col(func(p point) float64 { return msOrNaN(p.P99) })},
+			{"accepted POST p99", "#ff7f0e", col(func(p point) float64 { return msOrNaN(p.PostP99) })},
 			{"placed→decided p50", "#2ca02c", col(func(p point) float64 { return msOrNaN(p.E2EP50) })},
 			{"placed→decided p99", "#98df8a", col(func(p point) float64 { return msOrNaN(p.E2EP99) })},
 		}, shades)},

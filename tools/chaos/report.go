@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -52,6 +53,9 @@ type point struct {
 	Sent    float64       `json:"sent_per_s"`
 	OK      float64       `json:"ok_per_s"`
 	Decided float64       `json:"decided_per_s"` // orders confirmed or rejected in the bucket
+	Emailed float64       `json:"emailed_per_s"` // emails the provider accepted in the bucket
+	Shed    float64       `json:"shed_per_s"`    // POST attempts answered 503 with Retry-After in the bucket
+	PostP99 time.Duration `json:"post_p99_ns"`   // accepted POST attempts sent in the bucket
 	P50     time.Duration `json:"p50_ns"`        // client latency of operations started in the bucket
 	P99     time.Duration `json:"p99_ns"`
 	E2EP50  time.Duration `json:"e2e_p50_ns"` // placed to decided, by placing time
@@ -149,13 +153,18 @@ func bucketSize(d time.Duration) time.Duration {
 	return max(time.Second, (d / 120).Round(time.Second))
 }
 
-func series(start, end time.Time, h []clientOp, orders []order) []point {
+func series(start, end time.Time, h []clientOp, orders []order, emails []sentEmail) []point {
 	size := bucketSize(end.Sub(start))
 	n := int(end.Sub(start)/size) + 1
 	// Outcomes keep arriving after the load while the system catches up; show that tail.
 	for _, o := range orders {
 		if o.Status != statusPending {
 			n = max(n, int(o.UpdatedAt.Sub(start)/size)+1)
+		}
+	}
+	for _, e := range emails {
+		if !e.CreatedAt.IsZero() {
+			n = max(n, int(e.CreatedAt.Sub(start)/size)+1)
 		}
 	}
 	n = min(n, 10_000)
@@ -183,6 +192,26 @@ func series(start, end time.Time, h []clientOp, orders []order) []point {
 			}
 		}
 	}
+	post := make([][]time.Duration, n)
+	for _, op := range h {
+		for _, t := range op.Tries {
+			i := bucket(t.At)
+			if i < 0 {
+				continue
+			}
+			switch {
+			case t.Status == http.StatusCreated || t.Status == http.StatusOK:
+				post[i] = append(post[i], t.Took)
+			case t.Status == http.StatusServiceUnavailable && t.RetryAfter:
+				pts[i].Shed += 1 / per
+			}
+		}
+	}
+	for _, e := range emails {
+		if i := bucket(e.CreatedAt); i >= 0 {
+			pts[i].Emailed += 1 / per
+		}
+	}
 	for _, o := range orders {
 		if o.Status == statusPending {
 			continue
@@ -200,6 +229,8 @@ func series(start, end time.Time, h []clientOp, orders []order) []point {
 		slices.Sort(e2e[i])
 		pts[i].P50, pts[i].P99 = percentile(lat[i], 0.5), percentile(lat[i], 0.99)
 		pts[i].E2EP50, pts[i].E2EP99 = percentile(e2e[i], 0.5), percentile(e2e[i], 0.99)
+		slices.Sort(post[i])
+		pts[i].PostP99 = percentile(post[i], 0.99)
 	}
 	return pts
 }
@@ -208,7 +239,7 @@ func series(start, end time.Time, h []clientOp, orders []order) []point {
 func printSummary(w io.Writer, r *result) {
 	fmt.Fprintf(w, "\n%s — %s\n", r.Design, map[bool]string{true: "PASSED", false: "FAILED"}[r.Passed])
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "operations\t%d sent, %d ok, %d unknown, %d failed, %d retried\n", r.Ops.Sent, r.Ops.OK, r.Ops.Unknown, r.Ops.Failed, r.Ops.Retried)
+	fmt.Fprintf(tw, "operations\t%d sent, %d ok, %d unknown, %d failed (%d of them shed: 503 + Retry-After), %d retried\n", r.Ops.Sent, r.Ops.OK, r.Ops.Unknown, r.Ops.Failed, r.Posts.Rejected, r.Ops.Retried)
 	fmt.Fprintf(tw, "orders\t%d: %d confirmed, %d rejected, %d cancelled, %d pending\n", r.Orders.Total, r.Orders.Confirmed, r.Orders.Rejected, r.Orders.Cancelled, r.Orders.Pending)
 	fmt.Fprintf(tw, "throughput\t%.1f orders/s accepted (offered %g/s), load %v\n", r.Ops.PerSecond, r.Config.Rate, r.LoadEnd.Sub(r.LoadStart).Round(time.Second))
 	fmt.Fprintf(tw, "client latency\tp50 %v  p99 %v  max %v\n", ms(r.Ops.P50), ms(r.Ops.P99), ms(r.Ops.Max))
@@ -225,6 +256,7 @@ func printSummary(w io.Writer, r *result) {
 	tw.Flush()
 
 	printOutages(w, r)
+	printPosts(w, r)
 	printHeavyFaults(w, r)
 
 	fmt.Fprintln(w)

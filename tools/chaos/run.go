@@ -37,6 +37,7 @@ type result struct {
 	Violations   int            `json:"violations"`
 	Passed       bool           `json:"passed"`
 	DelayedSends int64          `json:"delayed_sends"` // sends that waited for the in-flight cap
+	Posts        postStats      `json:"posts"`         // every POST /orders attempt: accepted, shed, timed out (loadreport.go)
 }
 
 // runChaos starts the system, loads it under the fault schedule, waits for quiet, checks
@@ -82,11 +83,17 @@ func runChaos(ctx context.Context, cfg config, progress io.Writer) (*result, err
 	if err != nil {
 		return nil, err
 	}
-	clientLink, err := sys.net.addLink("client-ordering", sys.process("ordering").httpAddr)
-	if err != nil {
-		return nil, err
+	// The load reaches each ordering API through a link of its own (client-ordering, or
+	// client-ordering-1 and -2), which the network faults strike like any other.
+	var apis []string
+	for _, name := range cfg.orderingAPIs() {
+		clientLink, err := sys.net.addLink("client-"+name, sys.process(name).httpAddr)
+		if err != nil {
+			return nil, err
+		}
+		apis = append(apis, "http://"+clientLink)
 	}
-	load := planLoad(cfg, books, "http://"+clientLink)
+	load := planLoad(cfg, books, apis)
 	msgs := newMessages(sys, cfg.Seed)
 	defer msgs.close()
 	var procNames []string
@@ -141,7 +148,8 @@ func runChaos(ctx context.Context, cfg config, progress io.Writer) (*result, err
 	res.DelayedSends = load.delayed.Load()
 	res.Ops = summarizeOps(history)
 	res.Orders = summarizeOrders(snap.Orders)
-	res.Series = series(res.LoadStart, res.LoadEnd, history, snap.Orders)
+	res.Series = series(res.LoadStart, res.LoadEnd, history, snap.Orders, snap.Emails)
+	res.Posts = summarizePosts(res.LoadStart, res.LoadEnd, history, res.Faults, snap.Orders, snap.Emails)
 	res.Finished = time.Now()
 	if err := writeReports(res, snap); err != nil {
 		return res, err
@@ -222,8 +230,8 @@ func showProgress(ctx context.Context, w io.Writer, sys *system, load *orderLoad
 			}
 			rows.Close()
 		}
-		line := fmt.Sprintf("[%4.0fs] sent %d/%d  ok %d  unknown %d  failed %d  in flight %d | confirmed %d  rejected %d  pending %d | faults %d/%d",
-			time.Since(start).Seconds(), load.sent.Load(), len(load.ops), load.ok.Load(), load.unknown.Load(), load.failed.Load(), load.inFlight.Load(),
+		line := fmt.Sprintf("[%4.0fs] sent %d/%d  ok %d  shed %d  unknown %d  failed %d  in flight %d | confirmed %d  rejected %d  pending %d | faults %d/%d",
+			time.Since(start).Seconds(), load.sent.Load(), len(load.ops), load.ok.Load(), load.rejected.Load(), load.unknown.Load(), load.failed.Load(), load.inFlight.Load(),
 			counts[statusConfirmed], counts[statusRejected], counts[statusPending], in.startedCount(), total)
 		if tty {
 			fmt.Fprintf(w, "\r\033[K%s", line)

@@ -67,19 +67,16 @@ var poisonKinds = []string{event.ReasonNotJSON, event.ReasonInvalidEnvelope, eve
 
 // failpointProcesses maps each failpoint of the contracts to the processes that pass it.
 func failpointProcesses(cfg config) map[string][]string {
-	relays := []string{"inventory-1", "inventory-2"}
-	if cfg.Publisher == "outbox" {
-		relays = append(relays, "ordering", "ordering-relay")
-	}
+	inventory, ordering := cfg.processNames("inventory"), cfg.orderingAPIs()
 	return map[string][]string{
-		contracts.OrderingBeforeCommit:  {"ordering"},
-		contracts.RelayAfterPublish:     relays,
-		contracts.InventoryBeforeCommit: {"inventory-1", "inventory-2"},
-		contracts.InventoryAfterCommit:  {"inventory-1", "inventory-2"},
-		contracts.NotificationAfterSend: {"notification"},
-		contracts.OrderingAfterCommit:   {"ordering"},
+		contracts.OrderingBeforeCommit:  ordering,
+		contracts.RelayAfterPublish:     cfg.relayProcesses(),
+		contracts.InventoryBeforeCommit: inventory,
+		contracts.InventoryAfterCommit:  inventory,
+		contracts.NotificationAfterSend: cfg.processNames("notification"),
+		contracts.OrderingAfterCommit:   ordering,
 		// Fires only on a cancellation (the load cancels --cancel-share of its orders).
-		contracts.InventoryBeforeReleaseCommit: {"inventory-1", "inventory-2"},
+		contracts.InventoryBeforeReleaseCommit: inventory,
 	}
 }
 

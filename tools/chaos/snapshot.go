@@ -59,6 +59,11 @@ type clientOp struct {
 	End      time.Time     `json:"end"`
 	Latency  time.Duration `json:"latency_ns"`
 	Error    string        `json:"error,omitempty"`
+	// Shed counts the 503s with Retry-After: ordering refused the request before doing
+	// anything. An operation that ends failed with Shed > 0 was rejected: told to come
+	// back later, its order certainly not placed (the checker holds it to that).
+	Shed  int   `json:"shed,omitempty"`
+	Tries []try `json:"tries,omitempty"` // every POST /orders attempt
 
 	// Cancel: the load cancels this order once placed, after CancelAfter (0: at once).
 	Cancel        bool          `json:"cancel,omitempty"`
@@ -103,6 +108,8 @@ type sentEmail struct {
 	To             string `json:"to"`
 	Subject        string `json:"subject"`
 	Deliveries     int    `json:"deliveries"`
+	// CreatedAt is when the provider accepted it: the emailed rate of the report.
+	CreatedAt time.Time `json:"created_at,omitzero"`
 }
 
 // outbox counts the rows of one service's outbox that are not published.

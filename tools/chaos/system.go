@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"sync"
 	"time"
 
@@ -165,11 +164,6 @@ func startSystem(ctx context.Context, cfg config, dir string, onFPCrash func(*pr
 		return nil, err
 	}
 
-	type spec struct {
-		name, service string
-		args          []string
-		extra         []string
-	}
 	// INVENTORY_ADMIN=1: the harness sets the stock of the catalogue with PUT /books/{id}
 	// before the load, on loopback, as an administrator would.
 	inventoryEnv := []string{"INVENTORY_STRATEGY=" + cfg.InventoryStrategy, "INVENTORY_CANCELLATIONS=" + cfg.Cancellations, "INVENTORY_ADMIN=1"}
@@ -184,20 +178,19 @@ func startSystem(ctx context.Context, cfg config, dir string, onFPCrash func(*pr
 	consumerRetry := []string{"CONSUMER_RETRY_BASE=" + consumerRetryBase.String(), "CONSUMER_RETRY_MAX=" + consumerRetryMax.String()}
 	inventoryEnv = append(append(inventoryEnv, relayAttempts), consumerRetry...)
 	orderingEnv := append([]string{"ORDERING_PUBLISHER=" + cfg.Publisher, "RELAY_LEASE=12s", "RELAY_CONFIRM_TIMEOUT=2s", relayAttempts}, consumerRetry...)
+	if cfg.OrderingPoolWait > 0 {
+		// Load shedding's bound (docs/performance.md#load-shedding); 1h all but turns it off.
+		orderingEnv = append(orderingEnv, "ORDERING_POOL_WAIT="+cfg.OrderingPoolWait.String())
+	}
 	notificationEnv := []string{"RECONCILE_AFTER=5s", "SWEEP_INTERVAL=1s",
 		// The provider is faulty about half the time in a default run (a fault window every
 		// second or two, up to 90% failures, plus the link's own faults). The default budget
 		// of 8 attempts is then used up by transient faults alone and the email is parked
 		// for an operator: a legitimate escalation, but not the failure this run is about.
 		"NOTIFICATION_MAX_ATTEMPTS=30"}
-	specs := []spec{
-		{name: "emailprovider", service: "emailprovider", extra: []string{"EMAILPROVIDER_ADMIN=1"}},
-		{name: "inventory-1", service: "inventory", extra: append(slices.Clip(inventoryEnv), "RELAY_ID=inventory-1")},
-		{name: "inventory-2", service: "inventory", extra: append(slices.Clip(inventoryEnv), "RELAY_ID=inventory-2")},
-		{name: "notification", service: "notification", extra: notificationEnv},
-		{name: "ordering", service: "ordering", extra: append(slices.Clip(orderingEnv), "RELAY_ID=ordering")},
-		{name: "ordering-relay", service: "ordering", args: []string{"relay"}, extra: append(slices.Clip(orderingEnv), "RELAY_ID=ordering-relay")},
-	}
+	// The processes and their RELAY_IDs: the default layout, or every service doubled
+	// (--double, make chaos-load; loadprofile.go).
+	specs := cfg.layout(inventoryEnv, notificationEnv, orderingEnv)
 	for _, sp := range specs {
 		p, err := s.newProcess(ctx, sp.name, sp.service, sp.args, sp.extra, pgAdmin, amqpBase)
 		if err != nil {
