@@ -300,9 +300,35 @@ func (in *injector) quiesceQueue(ctx context.Context, queue string, frozenAt tim
 	}
 }
 
-// queueQuiesceLimit bounds how long a queue fault keeps the publishers frozen waiting
-// for the queue to empty: a notification message in its retry backoff is held up to 30 s.
-const queueQuiesceLimit = 45 * time.Second
+// queueQuiesceLimit bounds how long a queue fault waits for its queue to empty (a
+// notification message in its retry backoff is held up to 30 s), and queueFreezeLimit
+// how long it keeps the publishers frozen at a time while it waits.
+const (
+	queueQuiesceLimit = 60 * time.Second
+	queueFreezeLimit  = 12 * time.Second
+)
+
+// waitLooksEmpty waits, nothing frozen, until queue looks empty: nothing ready (asked of
+// the broker) and nothing at all in the lagging statistics.
+func (in *injector) waitLooksEmpty(ctx context.Context, queue string, deadline time.Time) error {
+	for {
+		info, exists, err := in.sys.queueState(ctx, queue)
+		if err == nil && !exists {
+			return fmt.Errorf("%s does not exist", queue)
+		}
+		if err == nil && info.Messages == 0 {
+			if ready, err := in.inject.readyCount(queue); err == nil && ready == 0 {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not empty within %v (last: %+v, %v)", queue, queueQuiesceLimit, info, err)
+		}
+		if !sleepCtx(ctx, 250*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+}
 
 // holdProvider switches the provider's faults off while on (a provider fault then skips),
 // and back to what the provider faults in force say when the last hold ends.
@@ -366,25 +392,46 @@ func (in *injector) queueFault(ctx context.Context, f *fault) {
 		in.guard.enter(p.name)
 		defer in.guard.leave(p.name)
 	}
-	frozenAt := time.Now()
 	var names []string
 	for _, p := range publishers {
-		p.freeze()
 		names = append(names, p.name)
 	}
-	thawed := false
+	// The publishers are frozen only for the last stretch: first the queue is watched,
+	// everything running, until it looks empty; then they are frozen and it must stay
+	// empty for a statistics interval. A freeze that does not see it empty within
+	// queueFreezeLimit is undone and the watch starts again, so no fault stops the
+	// publishers for long (a frozen process's connections and the work behind it wait).
+	frozen := false
 	thaw := func() {
-		if !thawed {
+		if frozen {
 			for _, p := range publishers {
 				p.thaw()
 			}
-			thawed = true
+			frozen = false
 		}
 	}
 	defer thaw()
-	if err := in.quiesceQueue(ctx, f.Target, frozenAt, queueQuiesceLimit); err != nil {
-		in.record(f, false, "not deleted: "+err.Error())
-		return
+	deadline := time.Now().Add(queueQuiesceLimit)
+	var frozenAt time.Time
+	for {
+		if err := in.waitLooksEmpty(ctx, f.Target, deadline); err != nil {
+			in.record(f, false, "not deleted: "+err.Error())
+			return
+		}
+		frozenAt = time.Now()
+		for _, p := range publishers {
+			p.freeze()
+		}
+		frozen = true
+		err := in.quiesceQueue(ctx, f.Target, frozenAt, queueFreezeLimit)
+		if err == nil {
+			break
+		}
+		thaw()
+		if time.Now().After(deadline) {
+			in.record(f, false, "not deleted: "+err.Error())
+			return
+		}
 	}
 	late := f.Kind == faultLateConsumer
 	heldDown := false
@@ -424,7 +471,7 @@ func (in *injector) queueFault(ctx context.Context, f *fault) {
 	}
 	took, ok := in.sys.waitQueue(context.WithoutCancel(ctx), f.Target, time.Minute)
 	missing := time.Since(deleted)
-	note := fmt.Sprintf("publishers %s frozen %.1fs until the queue was empty; deleted", strings.Join(names, ", "), frozenFor.Seconds())
+	note := fmt.Sprintf("publishers %s frozen %.1fs while the queue stayed empty; deleted", strings.Join(names, ", "), frozenFor.Seconds())
 	if late {
 		var cs []string
 		for _, p := range consumers {
