@@ -50,7 +50,7 @@ type Publisher struct {
 	mu      sync.Mutex
 	ch      *amqp.Channel
 	returns chan amqp.Return
-	check   *amqp.Channel        // for passive declares, which close it when the queue is missing
+	check   *amqp.Channel       // for passive declares, which close it when the queue is missing
 	seen    map[string]sighting // queue: since when the checks have found it
 }
 
