@@ -51,7 +51,7 @@ const (
 // alarmDrainLimit is how long after a broker alarm every row written before its end must
 // be published. A relay that never redials (the old blocked publisher) never gets there;
 // a healthy one takes a poll interval or two, plus whatever other faults cost it.
-const alarmDrainLimit = 90 * time.Second
+const alarmDrainLimit = 2 * time.Minute
 
 // guard keeps faults off the processes and links a fault must have to itself: a relay
 // twin is checked against a live relay that keeps its id's lock, so while the twin runs
@@ -141,14 +141,23 @@ func (in *injector) brokerAlarm(ctx context.Context, f *fault) {
 		blocked += a.block(publishConnMatch, reason)
 	}
 	in.begin(f)
+	start := time.Now()
 	time.Sleep(f.Duration / 3)
+	// A third of the way in, the target's blocked publishing connections are dropped; a
+	// target with none blocked yet (restarting, or not publishing) is watched until one
+	// is, until two thirds of the way in.
 	dropped := 0
-	for _, p := range in.sys.processesOf(f.Target) {
-		if a := in.sys.alarmProxy(p.name); a != nil {
-			dropped += a.dropBlocked()
+	for dropped == 0 && time.Since(start) < 2*f.Duration/3 {
+		for _, p := range in.sys.processesOf(f.Target) {
+			if a := in.sys.alarmProxy(p.name); a != nil {
+				dropped += a.dropBlocked()
+			}
+		}
+		if dropped == 0 {
+			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	time.Sleep(f.Duration - f.Duration/3)
+	time.Sleep(max(0, f.Duration-time.Since(start)))
 	unblocked, late := 0, 0
 	for _, a := range in.sys.alarmProxies() {
 		n, l := a.unblock()
