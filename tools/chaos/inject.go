@@ -185,6 +185,12 @@ func (in *injector) kill(ctx context.Context, f *fault) {
 			in.record(f, true, "")
 			return
 		}
+		if p.held() {
+			// Frozen or kept down by a heavy fault: a kill that waited would fire the
+			// moment it starts again, with every other kill that waited, over and over.
+			in.record(f, false, "process held by a heavy fault")
+			return
+		}
 		if !sleepCtx(ctx, 100*time.Millisecond) {
 			break
 		}

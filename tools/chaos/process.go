@@ -267,11 +267,11 @@ func (p *process) unhold() {
 	}
 }
 
-// isUp reports whether the process runs now and is not on its way down.
-func (p *process) isUp() bool {
+// held reports whether a heavy fault keeps the process frozen or down.
+func (p *process) held() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.cmd != nil && !p.exited() && !p.expectExit && !p.stopping && p.holds == 0
+	return p.holds > 0
 }
 
 // armedFailpoints returns the failpoints the process runs with now.
