@@ -385,7 +385,7 @@ func (s *system) waitQueue(ctx context.Context, queue string, timeout time.Durat
 // that trusts mandatory alone publishes them to the other queue they are bound to (or
 // spends their attempts on returns), and they never reach this one.
 func (in *injector) queueFault(ctx context.Context, f *fault) {
-	in.topo.Lock() // no poison or duplicate while a queue is missing, and one queue fault at a time
+	in.topo.Lock() // no poison, duplicate or privilege fault while a queue is missing, and one queue fault at a time
 	defer in.topo.Unlock()
 	// Once begun, it runs to its end even if the load ends meanwhile: heal waits for it.
 	ctx = context.WithoutCancel(ctx)
@@ -776,6 +776,13 @@ func (in *injector) privilegeRevoked(ctx context.Context, f *fault) {
 		in.record(f, false, "unknown privilege "+f.Detail)
 		return
 	}
+	// Not while a queue fault freezes or stops processes: the refusal must meet consumers
+	// and relays at work, with messages flowing (the compare run's first version revoked
+	// inventory's INSERT while a late_consumer kept inventory down, and the consumer that
+	// requeues refusals was never refused anything).
+	in.topo.RLock()
+	defer in.topo.RUnlock()
+	ctx = context.WithoutCancel(ctx)
 	db := in.sys.dbs[priv.Service]
 	role := pgx.Identifier{in.sys.cfg.databaseName(priv.Service)}.Sanitize()
 	table := pgx.Identifier{priv.Table}.Sanitize()
