@@ -231,10 +231,13 @@ func scheduleHeavy(cfg config, processes []string, outages []fault) []fault {
 				busy = f.Duration + 10*time.Second
 			case faultPrivilegeRevoked:
 				p := privileges[i%len(privileges)]
-				// Longer than the consumers' budget: a consumer that spent deliveries on
-				// it would dead-letter the messages it held.
+				// As long as an outage, well past the consumers' budget: a consumer that
+				// spent deliveries on it would dead-letter the messages it held. (The
+				// budget's figure assumes a redelivery at once; on a busy machine the
+				// requeueing consumer took 35 deliveries in 4.8 s, and a window of
+				// budget+0.5-3.5 s dead-lettered nothing.)
 				f.Target, f.Detail = p.Service, p.String()
-				f.Duration = between(consumerBudget+500*time.Millisecond, consumerBudget+3500*time.Millisecond)
+				f.Duration = between(max(cfg.OutageLength, 3*consumerBudget), max(cfg.OutageLength, 3*consumerBudget)*3/2)
 				busy = f.Duration
 			}
 			for try := 0; ; try++ {
