@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -53,10 +54,14 @@ func planLoad(cfg config, books []uuid.UUID, baseURLs []string) *orderLoad {
 	// Keep-alive for every customer at once: with Go's default of two idle connections per
 	// host, a load of hundreds a second opens and closes a connection per request, through
 	// the client's proxy too, and measures that instead of ordering.
+	// At most maxIdle of them: each connection through the client's proxy is three file
+	// descriptors of this process (the client's end, the proxy's two), and a run with
+	// thousands of customers in flight met its limit of 20,000 ("too many open files").
+	const maxIdle = 1000
 	transport := &http.Transport{
 		Proxy:               nil,
-		MaxIdleConns:        cfg.MaxInFlight,
-		MaxIdleConnsPerHost: cfg.MaxInFlight,
+		MaxIdleConns:        min(cfg.MaxInFlight, maxIdle),
+		MaxIdleConnsPerHost: min(cfg.MaxInFlight, maxIdle),
 		IdleConnTimeout:     90 * time.Second,
 	}
 	l := &orderLoad{
@@ -174,7 +179,7 @@ func (l *orderLoad) place(ctx context.Context, op *clientOp) {
 		switch {
 		case r.err != nil:
 			op.Error = r.err.Error()
-			if !refused(r.err) {
+			if !r.refused() {
 				ambiguous = true
 			}
 		case r.Status == http.StatusCreated || r.Status == http.StatusOK:
@@ -243,7 +248,7 @@ func (l *orderLoad) cancel(ctx context.Context, op *clientOp) {
 		switch {
 		case r.err != nil:
 			op.CancelError = r.err.Error()
-			if !refused(r.err) {
+			if !r.refused() {
 				ambiguous = true
 			}
 		case r.Status == http.StatusOK:
@@ -297,9 +302,14 @@ type try struct {
 type answer struct {
 	try
 	body     []byte
-	afterHdr string // the Retry-After header
-	err      error
+	afterHdr string       // the Retry-After header
+	err      error        //
+	wrote    *atomic.Bool // the request was written to a connection, on any of the transport's tries
 }
+
+// refused reports an attempt that certainly never reached a server: its connection was
+// refused, and it had not been written to another one before.
+func (a answer) refused() bool { return a.err != nil && refused(a.err) && !a.wrote.Load() }
 
 // shed reports a 503 with Retry-After: ordering refused the request before it did
 // anything (docs/problems.md#overloaded).
@@ -318,6 +328,7 @@ func (a answer) after() time.Duration {
 
 func (l *orderLoad) postTo(ctx context.Context, base, path, key string, body []byte) (a answer) {
 	a.At = time.Now()
+	a.wrote = new(atomic.Bool)
 	defer func() {
 		a.Took = time.Since(a.At)
 		a.RetryAfter = a.afterHdr != ""
@@ -332,6 +343,15 @@ func (l *orderLoad) postTo(ctx context.Context, base, path, key string, body []b
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
+	// Go's transport takes a request with an Idempotency-Key for idempotent and, when a
+	// kept-alive connection breaks under it, sends it again on a new one by itself; the
+	// error that comes back is then the last connection's. A dial refused there says
+	// nothing about the first, which may have placed the order (the first chaos-load run
+	// told a client "failed" for an order that existed that way), so refused counts only
+	// for an attempt that never wrote its request anywhere.
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { a.wrote.Store(true) },
+	}))
 	resp, err := l.client.Do(req)
 	if err != nil {
 		a.err = err

@@ -109,7 +109,7 @@ var loadProfile = struct {
 	PoolSize      int
 	HeavyFaults   int
 	QuietTimeout  time.Duration
-}{Rate: 60, Seconds: 180, FaultsPerKind: 30, Outages: 2, MaxInFlight: 5000, PoolSize: 5, HeavyFaults: 1, QuietTimeout: 4 * time.Minute}
+}{Rate: 80, Seconds: 180, FaultsPerKind: 30, Outages: 2, MaxInFlight: 2000, PoolSize: 5, HeavyFaults: 1, QuietTimeout: 4 * time.Minute}
 
 // applyProfile sets the profile's defaults for every flag not given on the command line.
 func (c *config) applyProfile(fs *flag.FlagSet) error {

@@ -187,9 +187,13 @@ func (m *messages) alteredProcessedEvent(ctx context.Context, queue string) (id,
 	var candidates []string // envelopes
 	switch queue {
 	case contracts.QueueInventoryOrderPlaced:
+		// Confirmed or rejected: inventory answered it. Not merely "not pending": an order
+		// cancelled while its placement waits in a backlog is not pending either, and the
+		// load run found that placement taken for the poison's original: the altered copy
+		// was reserved, and the real event dead-lettered as different content.
 		candidates, err = collectStrings(ctx, m.sys.dbs["ordering"], `
 			SELECT o.envelope::text FROM outbox o JOIN orders ord ON ord.id::text = o.aggregate_id
-			WHERE o.state = 'published' AND ord.status <> 'pending'
+			WHERE o.state = 'published' AND ord.status IN ('confirmed', 'rejected')
 			ORDER BY random() LIMIT 20`)
 	default:
 		var stock []string
