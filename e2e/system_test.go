@@ -11,6 +11,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -67,19 +68,31 @@ func (s *system) logs(name string) string { return s.procs[name].Log() }
 // call sends a JSON request and decodes a JSON answer into out (if not nil).
 func (s *system) call(method, url string, body any, out any, header ...string) int {
 	s.t.Helper()
-	var r io.Reader
+	var payload []byte
 	if body != nil {
-		b, _ := json.Marshal(body)
-		r = bytes.NewReader(b)
+		payload, _ = json.Marshal(body)
 	}
-	req, _ := http.NewRequest(method, url, r)
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		s.t.Fatalf("%s %s: %v", method, url, err)
+	var resp *http.Response
+	// A 503 with Retry-After is ordering shedding load: nothing was done, and a client
+	// sends the same request again after the wait, as these tests' many clients at once
+	// on a loaded machine must.
+	for try := 1; ; try++ {
+		req, _ := http.NewRequest(method, url, bytes.NewReader(payload))
+		req.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		var err error
+		resp, err = http.DefaultClient.Do(req)
+		if err != nil {
+			s.t.Fatalf("%s %s: %v", method, url, err)
+		}
+		wait, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+		if resp.StatusCode != http.StatusServiceUnavailable || wait <= 0 || try == 20 {
+			break
+		}
+		resp.Body.Close()
+		time.Sleep(time.Duration(wait) * time.Second)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
