@@ -38,6 +38,7 @@ type process struct {
 	holds       int                           // faults that keep it from starting again (frozen or held down)
 	frozen      int                           // faults that keep it stopped with SIGSTOP
 	released    chan struct{}                 // closed when holds drops to 0
+	startedAt   time.Time                     // when the current cmd started
 }
 
 // processStats counts what happened to a process during the run.
@@ -100,6 +101,7 @@ func (p *process) supervise(ctx context.Context, started chan<- error) {
 			continue
 		}
 		p.stats.Starts++
+		p.startedAt = time.Now()
 		p.cmd = cmd
 		p.done = make(chan struct{})
 		done := p.done
@@ -265,6 +267,17 @@ func (p *process) unhold() {
 	if p.holds == 0 {
 		close(p.released)
 	}
+}
+
+// upFor returns how long the current process has been running, 0 when it is down, on its
+// way down or held by a heavy fault.
+func (p *process) upFor() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.exited() || p.expectExit || p.stopping || p.holds > 0 {
+		return 0
+	}
+	return time.Since(p.startedAt)
 }
 
 // held reports whether a heavy fault keeps the process frozen or down.
