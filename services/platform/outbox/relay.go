@@ -148,7 +148,7 @@ func NewRelay(pool *pgxpool.Pool, pub *broker.Publisher, tel *telemetry.Telemetr
 
 // ErrTwin is Ready's answer in a process that refuses to relay because another live
 // process runs under the same relay id.
-var ErrTwin = errors.New("another live process relays under this relay id; this one publishes nothing until it stops")
+var ErrTwin = errors.New("another live process relays under this relay id; this one publishes nothing while that one lives")
 
 // errNoLock is Ready's answer while the relay does not hold its id's lock: before it
 // has taken it, or while the connection that holds it is being made again.
@@ -264,7 +264,7 @@ func (r *Relay) listenOnce(ctx context.Context, wake chan<- struct{}) error {
 		return err
 	}
 	if !solo && !r.twin.Load() {
-		r.log.ErrorContext(ctx, "another live process relays under this RELAY_ID: this one publishes nothing until it stops (give every relay process an id of its own)")
+		r.log.ErrorContext(ctx, "another live process relays under this RELAY_ID: this one publishes nothing while that one lives (give every relay process an id of its own)")
 	}
 	r.twin.Store(!solo)
 	r.solo.Store(solo)
