@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"sync"
+
+	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
 
 // alarmProxy stands between one process's Toxiproxy link and RabbitMQ and reads the
@@ -155,7 +157,7 @@ func (p *alarmProxy) fromClient(c *amqpConn) {
 			}
 			p.mu.Unlock()
 			if block {
-				_ = c.send(blockedFrame(reason))
+				_ = c.send(testenv.AMQPBlocked(reason))
 			}
 		}
 	}
@@ -240,7 +242,7 @@ func (p *alarmProxy) block(match, reason string) int {
 	p.mu.Unlock()
 	n := 0
 	for _, c := range picked {
-		if c.send(blockedFrame(reason)) == nil {
+		if c.send(testenv.AMQPBlocked(reason)) == nil {
 			n++
 		}
 	}
@@ -279,7 +281,7 @@ func (p *alarmProxy) unblock() (n, late int) {
 	}
 	p.mu.Unlock()
 	for _, c := range picked {
-		if c.send(methodFrame(10, 61, nil)) == nil {
+		if c.send(testenv.AMQPUnblocked()) == nil {
 			n++
 		}
 	}
@@ -296,23 +298,6 @@ func (p *alarmProxy) close() {
 		_ = c.client.Close()
 		_ = c.server.Close()
 	}
-}
-
-// blockedFrame is connection.blocked (class 10, method 60) with its reason, a short string.
-func blockedFrame(reason string) []byte {
-	reason = reason[:min(len(reason), 255)]
-	return methodFrame(10, 60, append([]byte{byte(len(reason))}, reason...))
-}
-
-// methodFrame is a method frame on channel 0.
-func methodFrame(class, method uint16, args []byte) []byte {
-	payload := binary.BigEndian.AppendUint16(nil, class)
-	payload = binary.BigEndian.AppendUint16(payload, method)
-	payload = append(payload, args...)
-	f := []byte{1, 0, 0} // a method frame, on channel 0
-	f = binary.BigEndian.AppendUint32(f, uint32(len(payload)))
-	f = append(f, payload...)
-	return append(f, 0xCE)
 }
 
 // addAlarmProxy starts the alarm proxy of process name in front of RabbitMQ at target.

@@ -185,13 +185,7 @@ func (p *process) restart(failpoints string, grace time.Duration) {
 	p.stats.Restarts++
 	cmd, done := p.cmd, p.done
 	p.mu.Unlock()
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(grace):
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		<-done
-	}
+	terminate(cmd, done, grace)
 }
 
 // freeze stops the process with SIGSTOP where it stands, as a long pause would (its
@@ -237,13 +231,7 @@ func (p *process) holdDown(grace time.Duration) {
 		_ = cmd.Process.Signal(syscall.SIGCONT) // a stopped process cannot act on SIGTERM
 	}
 	p.mu.Unlock()
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(grace):
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		<-done
-	}
+	terminate(cmd, done, grace)
 }
 
 // release lets a process held down start again.
@@ -360,5 +348,17 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 		return true
 	case <-ctx.Done():
 		return false
+	}
+}
+
+// terminate stops cmd gracefully: SIGTERM, then SIGKILL if it has not exited (done
+// closed) within grace.
+func terminate(cmd *exec.Cmd, done <-chan struct{}, grace time.Duration) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(grace):
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-done
 	}
 }

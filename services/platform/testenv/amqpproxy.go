@@ -27,12 +27,12 @@ func NewAMQPProxy(t testing.TB, target string) *Proxy {
 // hears it: the broker goes on as before, so a test can then cut the blocked connection
 // while the broker stays reachable.
 func (p *Proxy) BlockAMQP(match, reason string) int {
-	return p.tellAMQP(match, blockedFrame(reason))
+	return p.tellAMQP(match, AMQPBlocked(reason))
 }
 
 // UnblockAMQP sends connection.unblocked to the connections BlockAMQP would pick.
 func (p *Proxy) UnblockAMQP(match string) int {
-	return p.tellAMQP(match, methodFrame(10, 61, nil))
+	return p.tellAMQP(match, AMQPUnblocked())
 }
 
 // CutMatching closes the connections whose client said match, and lets new ones through:
@@ -104,8 +104,13 @@ func (p *Proxy) copyFrames(dst, src net.Conn, l *link) {
 	}
 }
 
-// blockedFrame is connection.blocked (class 10, method 60) with its reason, a short string.
-func blockedFrame(reason string) []byte {
+// AMQPUnblocked is the frame connection.unblocked (class 10, method 61).
+func AMQPUnblocked() []byte { return methodFrame(10, 61, nil) }
+
+// AMQPBlocked is the frame connection.blocked (class 10, method 60) with its reason, a
+// short string: what RabbitMQ tells a publishing connection during a memory or disk
+// alarm.
+func AMQPBlocked(reason string) []byte {
 	reason = reason[:min(len(reason), 255)]
 	return methodFrame(10, 60, append([]byte{byte(len(reason))}, reason...))
 }
