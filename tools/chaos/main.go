@@ -22,6 +22,11 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
+	"github.com/bookstore-go/bookstore/tools/chaos/internal/config"
+	"github.com/bookstore-go/bookstore/tools/chaos/internal/experiment"
+	"github.com/bookstore-go/bookstore/tools/chaos/internal/report"
 )
 
 func main() {
@@ -29,7 +34,7 @@ func main() {
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	switch {
-	case errors.Is(err, errViolations):
+	case errors.Is(err, experiment.ErrViolations):
 		os.Exit(1)
 	case err != nil:
 		fmt.Fprintln(os.Stderr, "chaos:", err)
@@ -37,31 +42,28 @@ func main() {
 	}
 }
 
-// errViolations is returned when a run finished and the checker found a violation.
-var errViolations = errors.New("invariants violated")
-
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 2 && args[0] == "report" {
-		return rerender(args[1])
+		return report.Rerender(args[1])
 	}
 	compare := len(args) > 0 && args[0] == "compare"
 	if compare {
 		args = args[1:]
 	}
-	cfg, err := parseFlags(args, stderr, compare)
+	cfg, err := config.Parse(args, stderr, compare)
 	if err != nil {
 		return err
 	}
 	if compare {
-		return runCompare(ctx, cfg, stdout, stderr)
+		return experiment.Compare(ctx, cfg, stdout, stderr)
 	}
-	res, err := runChaos(ctx, cfg, stderr)
+	res, err := experiment.Run(ctx, cfg, stderr)
 	if err != nil {
 		return err
 	}
-	printSummary(stdout, res)
-	if !passed(res.Verdicts) {
-		return errViolations
+	report.PrintSummary(stdout, res)
+	if !check.Passed(res.Verdicts) {
+		return experiment.ErrViolations
 	}
 	return nil
 }

@@ -1,0 +1,84 @@
+package check
+
+import (
+	"slices"
+	"time"
+)
+
+// FaultCheck is what a fault's own check found: a fault kind whose harm the six
+// invariants cannot see (a relay twin that published, which the consumers' inboxes
+// then absorb) or that deserves its own figure (how long an alarm's backlog took to
+// drain). Invariant 10 (check.go) turns the failed ones into invariant 10's violations.
+type FaultCheck struct {
+	Checked   bool          `json:"checked"`             // false: the fault did not get far enough to be checked, or something else explains its outcome (Note says what)
+	Violation string        `json:"violation,omitempty"` // the kind of violation, when it failed
+	Detail    string        `json:"detail,omitempty"`
+	Drain     time.Duration `json:"drain_ns,omitempty"` // broker_alarm: from the alarm's end until every row written before it was published
+}
+
+// Fault-check violation kinds (invariant 10).
+const (
+	TwinPublished    = "relay twin published events under a live relay's id"
+	AlarmNotDrained  = "outbox not drained after a broker alarm"
+	QueueNotRestored = "deleted queue not declared again by its consumer"
+)
+
+// Fault kinds. Each opens a failure window some part of the design claims to close.
+const (
+	FaultKill              = "kill"               // SIGKILL a process at a random moment; restart it
+	FaultFailpoint         = "failpoint"          // restart a process with a failpoint set to crash; restart it when it dies
+	FaultResetPeer         = "reset_peer"         // Toxiproxy: every connection on a link is reset
+	FaultTimeout           = "timeout"            // Toxiproxy: a link black-holes data, then closes
+	FaultLatency           = "latency"            // Toxiproxy: a link gets slow
+	FaultLinkDown          = "link_down"          // Toxiproxy: a link is disabled, then enabled
+	FaultBrokerOutage      = "broker_outage"      // every service's link to RabbitMQ disabled, for longer than the relays' retry budget
+	FaultPostgresOutage    = "postgres_outage"    // every service's link to Postgres disabled; consumers must pause, not spend deliveries
+	FaultProviderFail      = "provider_fail"      // the email provider answers 503 to a share of sends
+	FaultProviderAmbiguous = "provider_ambiguous" // the provider sends, then stalls past the caller's timeout
+	FaultDuplicate         = "duplicate"          // an already-published event is published again, same id
+	FaultPoison            = "poison"             // a message that can never succeed, into a work queue
+	FaultBrokerRestart     = "broker_restart"     // RabbitMQ's app stopped and started (--broker-restart)
+
+	// The heavy faults (faults/heavy.go): fewer of each, drawn from a stream of their own.
+	FaultBrokerAlarm      = "broker_alarm"      // publishing connections blocked (connection.blocked), some dropped while blocked, then unblocked
+	FaultQueueDeleted     = "queue_deleted"     // a work queue deleted (once empty) under traffic; its consumer declares it again
+	FaultLateConsumer     = "late_consumer"     // a queue's consumers stopped and their queue deleted; they start seconds later and declare it
+	FaultRelayTwin        = "relay_twin"        // a second relay process under a live relay's RELAY_ID
+	FaultPrivilegeRevoked = "privilege_revoked" // a table privilege revoked from a service's role, then granted again
+)
+
+// FaultKinds lists the kinds every run injects, in report order: FaultsPerKind of each,
+// but Outages of each outage kind.
+var FaultKinds = []string{
+	FaultKill, FaultFailpoint, FaultResetPeer, FaultTimeout, FaultLatency, FaultLinkDown,
+	FaultBrokerOutage, FaultPostgresOutage,
+	FaultProviderFail, FaultProviderAmbiguous, FaultDuplicate, FaultPoison,
+	FaultBrokerAlarm, FaultQueueDeleted, FaultLateConsumer, FaultRelayTwin, FaultPrivilegeRevoked,
+}
+
+// HeavyKinds are the kinds config.Config.HeavyFaultsEach counts; each stops processes, changes the
+// broker's topology or the database's privileges for seconds.
+var HeavyKinds = []string{FaultBrokerAlarm, FaultQueueDeleted, FaultLateConsumer, FaultRelayTwin, FaultPrivilegeRevoked}
+
+// IsHeavy reports whether kind is one of HeavyKinds.
+func IsHeavy(kind string) bool { return slices.Contains(HeavyKinds, kind) }
+
+// IsOutage reports whether kind takes a whole dependency away from every service.
+func IsOutage(kind string) bool { return kind == FaultBrokerOutage || kind == FaultPostgresOutage }
+
+// Fault is one scheduled fault and, after the run, what became of it.
+type Fault struct {
+	ID       int           `json:"id"`
+	Kind     string        `json:"kind"`
+	At       time.Duration `json:"at_ns"`       // from the start of the load
+	Duration time.Duration `json:"duration_ns"` // how long the fault lasts (or the process stays down)
+	Target   string        `json:"target"`      // a process, link, queue or outbox
+	Detail   string        `json:"detail,omitempty"`
+
+	Start time.Time `json:"start,omitzero"`
+	End   time.Time `json:"end,omitzero"`
+	Fired bool      `json:"fired"` // the fault really happened (a failpoint crashed, a kill hit a live process)
+	Note  string    `json:"note,omitempty"`
+	// Check is the fault's own check, for the kinds that have one (heavy.go).
+	Check *FaultCheck `json:"check,omitempty"`
+}

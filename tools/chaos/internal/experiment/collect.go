@@ -1,0 +1,225 @@
+package experiment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/bookstore-go/bookstore/services/contracts"
+	"github.com/bookstore-go/bookstore/services/platform/broker"
+	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
+	"github.com/bookstore-go/bookstore/tools/chaos/internal/faults"
+	"github.com/bookstore-go/bookstore/tools/chaos/internal/harness"
+	"github.com/bookstore-go/bookstore/tools/chaos/internal/report"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
+)
+
+// waitQuiet polls until nothing is left to do, or until the only thing left is orders
+// that nothing will ever decide (their events are lost: nothing is queued or unpublished
+// for them) and that has not changed for stable, or until timeout. The management API's
+// queue counts lag by a few seconds, so "drained" must hold on polls that far apart.
+func waitQuiet(ctx context.Context, sys *harness.System, timeout time.Duration) report.Quiet {
+	const stable = 15 * time.Second
+	start := time.Now()
+	var q report.Quiet
+	var drainedSince time.Time
+	lastPending := -1
+	for {
+		b, err := readBacklog(ctx, sys)
+		q.Last, q.Waited = b, time.Since(start)
+		switch {
+		case err != nil:
+			drainedSince = time.Time{}
+		case !b.Drained() || b.Pending != lastPending:
+			drainedSince = time.Time{}
+		case drainedSince.IsZero():
+			drainedSince = time.Now()
+		case b.Pending == 0 && time.Since(drainedSince) >= 6*time.Second:
+			q.Reached, q.Reason = true, "outboxes drained, queues empty, every order decided, every email record finished"
+			return q
+		case time.Since(drainedSince) >= stable:
+			q.Reached, q.Reason = true, fmt.Sprintf("outboxes drained and queues empty for %v; %d orders pending with nothing left that could decide them", stable, b.Pending)
+			return q
+		}
+		lastPending = b.Pending
+		if time.Since(start) > timeout || !harness.Sleep(ctx, time.Second) {
+			q.Reason = fmt.Sprintf("not quiet after %v: %+v (last error: %v)", timeout, b, err)
+			return q
+		}
+	}
+}
+
+func readBacklog(ctx context.Context, sys *harness.System) (report.Backlog, error) {
+	var b report.Backlog
+	for _, svc := range []string{"ordering", "inventory"} {
+		o, err := outboxState(ctx, sys, svc)
+		if err != nil {
+			return b, err
+		}
+		b.Outbox += o.Pending
+	}
+	queues, err := queueDepths(ctx, sys)
+	if err != nil {
+		return b, err
+	}
+	for _, q := range queues {
+		b.Queued += q.Messages
+		if q.Missing {
+			b.Queued++ // a missing queue is work that cannot finish: never quiet
+		}
+	}
+	if err := sys.Dbs["ordering"].QueryRow(ctx, `SELECT count(*) FROM orders WHERE status = 'pending'`).Scan(&b.Pending); err != nil {
+		return b, fmt.Errorf("count pending orders: %w", err)
+	}
+	// notification's own table (sql/notification): the records its sweeper still owes.
+	err = sys.Dbs["notification"].QueryRow(ctx,
+		`SELECT count(*) FROM notifications WHERE status IN ('processing', 'needs-reconciliation')`).Scan(&b.Notifications)
+	if err != nil {
+		return b, fmt.Errorf("count unfinished notifications: %w", err)
+	}
+	return b, nil
+}
+
+// outboxState counts a service's unpublished outbox rows (the platform's outbox table).
+func outboxState(ctx context.Context, sys *harness.System, service string) (check.Outbox, error) {
+	o := check.Outbox{Service: service}
+	err := sys.Dbs[service].QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE state = 'pending'), count(*) FILTER (WHERE state = 'dead') FROM outbox`).Scan(&o.Pending, &o.Dead)
+	if err != nil {
+		return o, fmt.Errorf("%s outbox: %w", service, err)
+	}
+	return o, nil
+}
+
+// queueDepths reads each work queue's messages, ready and unacked, from the management API.
+func queueDepths(ctx context.Context, sys *harness.System) ([]check.Queue, error) {
+	var out []check.Queue
+	for _, q := range contracts.Topology.Queues {
+		var info struct {
+			Messages int `json:"messages"`
+		}
+		err := (broker.Management{URL: sys.Cfg.ManagementURL}).Do(ctx, "GET", "/api/queues/"+url.PathEscape(sys.Vhost)+"/"+url.PathEscape(q.Name), "", &info)
+		if errors.Is(err, broker.ErrNotFound) {
+			// Deleted by a queue fault and never declared again: its consumer gets nothing.
+			out = append(out, check.Queue{Name: q.Name, Missing: true})
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("queue %s: %w", q.Name, err)
+		}
+		out = append(out, check.Queue{Name: q.Name, Messages: info.Messages})
+	}
+	return out, nil
+}
+
+// collect fills a snapshot from the real system: the ordering database (orders, lines,
+// idempotency keys), the APIs of the contracts (books, notification records, the
+// provider's emails), both outboxes, the queues and, last, the dead-letter queues, which
+// it empties.
+func collect(ctx context.Context, sys *harness.System, msgs *faults.Messages, history []check.ClientOp) (check.Snapshot, error) {
+	s := check.Snapshot{History: history, InjectedPoison: msgs.InjectedPoison()}
+	var err error
+	if s.Orders, err = collectOrders(ctx, sys); err != nil {
+		return s, err
+	}
+	inv := sys.ProcessesOf("inventory")[0]
+	if s.Books, err = harness.GetAll[check.Book](ctx, "http://"+inv.HttpAddr+"/books"); err != nil {
+		return s, fmt.Errorf("books: %w", err)
+	}
+
+	// One request per order and per client address: the contracts' read APIs, in parallel.
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	notification := sys.ProcessesOf("notification")[0]
+	for _, o := range s.Orders {
+		g.Go(func() error {
+			recs, err := harness.GetAll[check.NotificationRecord](gctx, "http://"+notification.HttpAddr+"/notifications?order_id="+o.ID.String())
+			if err != nil {
+				return fmt.Errorf("notifications of %s: %w", o.ID, err)
+			}
+			mu.Lock()
+			s.Notifications = append(s.Notifications, recs...)
+			mu.Unlock()
+			return nil
+		})
+	}
+	provider := sys.Process("emailprovider")
+	addresses := map[string]bool{}
+	for _, op := range history {
+		addresses[op.Email] = true
+	}
+	for _, o := range s.Orders {
+		addresses[o.CustomerEmail] = true
+	}
+	for addr := range addresses {
+		g.Go(func() error {
+			emails, err := harness.GetAll[check.SentEmail](gctx, "http://"+provider.HttpAddr+"/v1/emails?to="+url.QueryEscape(addr))
+			if err != nil {
+				return fmt.Errorf("emails to %s: %w", addr, err)
+			}
+			mu.Lock()
+			s.Emails = append(s.Emails, emails...)
+			mu.Unlock()
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return s, err
+	}
+
+	for _, svc := range []string{"ordering", "inventory"} {
+		o, err := outboxState(ctx, sys, svc)
+		if err != nil {
+			return s, err
+		}
+		s.Outboxes = append(s.Outboxes, o)
+	}
+	if s.Queues, err = queueDepths(ctx, sys); err != nil {
+		return s, err
+	}
+	if s.DeadLetters, err = msgs.DrainDeadLetters(ctx); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+func collectOrders(ctx context.Context, sys *harness.System) ([]check.Order, error) {
+	db := sys.Dbs["ordering"]
+	rows, err := db.Query(ctx, `
+		SELECT o.id, coalesce(k.key, ''), o.customer_email, o.status, o.created_at, o.updated_at
+		FROM orders o LEFT JOIN idempotency_keys k ON k.order_id = o.id ORDER BY o.created_at`)
+	if err != nil {
+		return nil, fmt.Errorf("read orders: %w", err)
+	}
+	orders, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (check.Order, error) {
+		var o check.Order
+		return o, r.Scan(&o.ID, &o.Key, &o.CustomerEmail, &o.Status, &o.CreatedAt, &o.UpdatedAt)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read orders: %w", err)
+	}
+	rows, err = db.Query(ctx, `SELECT order_id, book_id, quantity FROM order_lines`)
+	if err != nil {
+		return nil, fmt.Errorf("read order lines: %w", err)
+	}
+	lines := map[uuid.UUID][]check.OrderLine{}
+	var id uuid.UUID
+	var l check.OrderLine
+	_, err = pgx.ForEachRow(rows, []any{&id, &l.BookID, &l.Quantity}, func() error {
+		lines[id] = append(lines[id], l)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read order lines: %w", err)
+	}
+	for i := range orders {
+		orders[i].Lines = lines[orders[i].ID]
+	}
+	return orders, nil
+}

@@ -1,0 +1,122 @@
+package experiment
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/bookstore-go/bookstore/tools/chaos/internal/config"
+	"github.com/bookstore-go/bookstore/tools/chaos/internal/report"
+)
+
+// design is one way to build the system that compare runs under the same faults.
+type design struct {
+	name              string
+	publisher         string
+	inventoryStrategy string
+	cancellations     string // "" is sequence
+	relayQueueCheck   string // "" is bindings
+	relayTwin         string // "" is refuse
+	consumerOnRefusal string // "" is pause
+	right             bool   // the design the contracts prescribe; every other one must be caught
+}
+
+// designs are compare's contenders: the right design and one wrong turn per window.
+var designs = []design{
+	{name: "outbox + inbox (default)", publisher: "outbox", inventoryStrategy: "inbox", right: true},
+	{name: "naive consumer", publisher: "outbox", inventoryStrategy: "naive"},
+	{name: "check-then-process", publisher: "outbox", inventoryStrategy: "check-then-process"},
+	{name: "direct publish", publisher: "direct", inventoryStrategy: "inbox"},
+	{name: "cancellations ignore sequence", publisher: "outbox", inventoryStrategy: "inbox", cancellations: "ignore-sequence"},
+	// Issue 22: a relay that trusts mandatory alone, a silent relay twin, a consumer that
+	// requeues on its database's refusal. Each is caught by a heavy fault.
+	{name: "relay trusts mandatory", publisher: "outbox", inventoryStrategy: "inbox", relayQueueCheck: "mandatory"},
+	{name: "relay twin shares", publisher: "outbox", inventoryStrategy: "inbox", relayTwin: "share"},
+	{name: "consumer requeues refusals", publisher: "outbox", inventoryStrategy: "inbox", consumerOnRefusal: "requeue"},
+}
+
+// Compare runs every design with the same seed and fault schedule and prints the
+// scoreboard. It fails when the right design has a violation or a wrong one has none:
+// either means the harness can no longer tell them apart.
+func Compare(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) error {
+	var results []*report.Result
+	chosen := chosenDesigns(cfg.Designs)
+	if len(chosen) == 0 {
+		return fmt.Errorf("-designs %q names none of the designs", cfg.Designs)
+	}
+	for _, d := range chosen {
+		c := cfg
+		c.Design, c.Publisher, c.InventoryStrategy = d.name, d.publisher, d.inventoryStrategy
+		c.Cancellations = cmp.Or(d.cancellations, "sequence")
+		c.RelayQueueCheck = cmp.Or(d.relayQueueCheck, "bindings")
+		c.RelayTwin = cmp.Or(d.relayTwin, "refuse")
+		c.ConsumerOnRefusal = cmp.Or(d.consumerOnRefusal, "pause")
+		res, err := Run(ctx, c, stderr)
+		if err != nil {
+			return fmt.Errorf("%s: %w", d.name, err)
+		}
+		report.PrintSummary(stderr, res)
+		results = append(results, res)
+	}
+	var board strings.Builder
+	printScoreboard(&board, results)
+	fmt.Fprint(stdout, board.String())
+	if len(results) > 0 {
+		_ = os.WriteFile(filepath.Join(filepath.Dir(results[0].ReportDir), "scoreboard.txt"), []byte(board.String()), 0o644)
+	}
+	for i, d := range chosen {
+		if d.right != results[i].Passed {
+			return ErrViolations
+		}
+	}
+	return nil
+}
+
+// chosenDesigns returns the designs whose names contain one of the comma-separated parts
+// of names, all of them for "".
+func chosenDesigns(names string) []design {
+	if strings.TrimSpace(names) == "" {
+		return designs
+	}
+	var out []design
+	for _, d := range designs {
+		for _, part := range strings.Split(names, ",") {
+			if part = strings.TrimSpace(part); part != "" && strings.Contains(d.name, part) {
+				out = append(out, d)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func printScoreboard(w io.Writer, results []*report.Result) {
+	fmt.Fprintln(w, "\nSCOREBOARD (same seed, same faults)")
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DESIGN\tORDERS\tVIOLATIONS\tWHAT THE CHECKER FOUND\tREPORT")
+	for _, r := range results {
+		found := map[string]int{}
+		for _, v := range r.Verdicts {
+			for k, n := range v.Counts {
+				found[k] += n
+			}
+		}
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(found)) {
+			parts = append(parts, fmt.Sprintf("%d %s", found[k], k))
+		}
+		what := strings.Join(parts, "; ")
+		if what == "" {
+			what = "nothing: every invariant holds"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", r.Design, r.Orders.Total, r.Violations, what, filepath.Join(r.ReportDir, "report.html"))
+	}
+	tw.Flush()
+}

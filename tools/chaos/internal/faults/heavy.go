@@ -1,0 +1,585 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bookstore-go/bookstore/services/contracts"
+	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
+	"github.com/bookstore-go/bookstore/tools/chaos/internal/harness"
+	"github.com/jackc/pgx/v5"
+)
+
+// The heavy faults (issue 22): each takes a part of the system's surroundings away for
+// seconds in a way no link fault does (a broker alarm, a queue that is gone, a consumer
+// that is not running yet, a second relay under a live one's id, a privilege revoked),
+// and each has a design that used to lose or strand data under it. They stop processes
+// and change the broker's topology, so they come fewer than the short faults
+// (config.Config.HeavyFaultsEach) and the queue faults take turns.
+
+// AlarmDrainLimit is how long after a broker alarm every row written before its end must
+// be published. A relay that never redials (the old blocked publisher) never gets there;
+// a healthy one takes a poll interval or two, plus whatever other faults cost it.
+const AlarmDrainLimit = 2 * time.Minute
+
+// guard keeps faults off the processes and links a fault must have to itself: a relay
+// twin is checked against a live relay that keeps its id's lock, so while the twin runs
+// nobody may kill, restart, freeze or cut off that relay. Faults that strike a target
+// enter it (waiting while it is protected); a protecting fault waits until the faults in
+// progress on its targets are over.
+type guard struct {
+	mu        sync.Mutex
+	changed   *sync.Cond
+	busy      map[string]int
+	protected map[string]int
+}
+
+func newGuard() *guard {
+	g := &guard{busy: map[string]int{}, protected: map[string]int{}}
+	g.changed = sync.NewCond(&g.mu)
+	return g
+}
+
+// enter waits until target is not protected and marks it busy until leave.
+func (g *guard) enter(target string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for g.protected[target] > 0 {
+		g.changed.Wait()
+	}
+	g.busy[target]++
+}
+
+func (g *guard) leave(target string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.busy[target]--
+	g.changed.Broadcast()
+}
+
+// protect keeps new faults off targets and waits until those in progress are over, at
+// most timeout; it reports whether they were, and protects nothing when not.
+func (g *guard) protect(timeout time.Duration, targets ...string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, t := range targets {
+		g.protected[t]++
+	}
+	deadline := time.Now().Add(timeout)
+	timer := time.AfterFunc(timeout, func() { g.mu.Lock(); g.changed.Broadcast(); g.mu.Unlock() })
+	defer timer.Stop()
+	for slices.ContainsFunc(targets, func(t string) bool { return g.busy[t] > 0 }) {
+		if time.Now().After(deadline) {
+			for _, t := range targets {
+				g.protected[t]--
+			}
+			g.changed.Broadcast()
+			return false
+		}
+		g.changed.Wait()
+	}
+	return true
+}
+
+func (g *guard) unprotect(targets ...string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, t := range targets {
+		g.protected[t]--
+	}
+	g.changed.Broadcast()
+}
+
+// setCheck records a fault's own check.
+func (in *Injector) setCheck(f *check.Fault, c check.FaultCheck) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	f.Check = &c
+}
+
+// brokerAlarm blocks every publishing connection of every process (connection.blocked,
+// as a memory or disk alarm does), drops the target service's blocked publishing
+// connections a third of the way in, keeps blocking the connections they open again, and
+// after f.Duration unblocks them all. Then it measures how long every outbox row written
+// before the alarm's end takes to be published: a publisher that kept the reason of a
+// connection closed while blocked never redials, and its rows wait for good.
+func (in *Injector) brokerAlarm(ctx context.Context, f *check.Fault) {
+	reason := "low on memory (chaos broker_alarm " + strconv.Itoa(f.ID) + ")"
+	blocked := 0
+	for _, a := range in.sys.AlarmProxies() {
+		blocked += a.Block(harness.PublishConnMatch, reason)
+	}
+	in.begin(f)
+	start := time.Now()
+	time.Sleep(f.Duration / 3)
+	// A third of the way in, the target's blocked publishing connections are dropped; a
+	// target with none blocked yet (restarting, or not publishing) is watched until one
+	// is, until two thirds of the way in.
+	dropped := 0
+	for dropped == 0 && time.Since(start) < 2*f.Duration/3 {
+		for _, p := range in.sys.ProcessesOf(f.Target) {
+			if a := in.sys.AlarmProxy(p.Name); a != nil {
+				dropped += a.DropBlocked()
+			}
+		}
+		if dropped == 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	time.Sleep(max(0, f.Duration-time.Since(start)))
+	unblocked, late := 0, 0
+	for _, a := range in.sys.AlarmProxies() {
+		n, l := a.Unblock()
+		unblocked, late = unblocked+n, late+l
+	}
+	end := time.Now()
+	note := fmt.Sprintf("%d publishing connections blocked at once and %d when they published, %d of %s's dropped while blocked, %d unblocked at the end",
+		blocked, late, dropped, f.Target, unblocked)
+	in.record(f, dropped > 0, note)
+	in.mu.Lock()
+	f.End = end // record stamps now; the alarm ended when the connections were unblocked
+	in.mu.Unlock()
+
+	// Every row written before the alarm ended must be published, whatever else happens.
+	ctx = context.WithoutCancel(ctx)
+	for {
+		pending, err := pendingBefore(ctx, in.sys, end)
+		if err == nil && pending == 0 {
+			in.setCheck(f, check.FaultCheck{Checked: true, Drain: time.Since(end)})
+			return
+		}
+		if time.Since(end) > AlarmDrainLimit {
+			in.setCheck(f, check.FaultCheck{Checked: true, Violation: check.AlarmNotDrained,
+				Detail: fmt.Sprintf("%d rows written before the alarm ended at %s still unpublished %v later (last error: %v)", pending, end.Format("15:04:05.000"), AlarmDrainLimit, err)})
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// pendingBefore counts the rows of both outboxes written before t and not yet published.
+func pendingBefore(ctx context.Context, sys *harness.System, t time.Time) (int, error) {
+	total := 0
+	for _, svc := range []string{"ordering", "inventory"} {
+		var n int
+		if err := sys.Dbs[svc].QueryRow(ctx, `SELECT count(*) FROM outbox WHERE state = 'pending' AND created_at <= $1`, t).Scan(&n); err != nil {
+			return 0, fmt.Errorf("%s outbox: %w", svc, err)
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// queueRoles returns the processes that publish events bound to queue and those that
+// consume it. A queue is named after its consumer's service; its bindings name the
+// producers' (the event types' first part).
+func queueRoles(sys *harness.System, queue string) (publishers, consumers []*harness.Process) {
+	consumer := strings.SplitN(queue, ".", 2)[0]
+	producers := map[string]bool{}
+	for _, q := range contracts.Topology.Queues {
+		if q.Name == queue {
+			for _, b := range q.Bindings {
+				producers[strings.SplitN(b, ".", 2)[0]] = true
+			}
+		}
+	}
+	for _, p := range sys.Procs {
+		if producers[p.Service] {
+			publishers = append(publishers, p)
+		}
+		// `ordering relay` publishes and consumes nothing.
+		if p.Service == consumer && !slices.Contains(p.Args, "relay") {
+			consumers = append(consumers, p)
+		}
+	}
+	return publishers, consumers
+}
+
+// readyCount asks the broker itself (a passive declare, not the lagging statistics) how
+// many messages wait in queue, ready.
+func (m *Messages) readyCount(queue string) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ch, err := m.channel()
+	if err != nil {
+		return 0, err
+	}
+	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err != nil {
+		m.ch = nil // a failed passive declare closes the channel
+		return 0, err
+	}
+	return q.Messages, nil
+}
+
+// quiesceQueue waits until queue is empty for good: its publishers are frozen, nothing
+// is ready (asked of the broker) and the statistics show nothing ready or unacknowledged
+// on readings at least a statistics interval apart, the first taken after the freeze had
+// settled. A message a consumer still holds would be lost with the queue (a requeue after
+// a failure, a deferral, a pause), so "ready is zero" alone is not enough. It gives up
+// after timeout.
+func (in *Injector) quiesceQueue(ctx context.Context, queue string, frozenAt time.Time, timeout time.Duration) error {
+	const statsInterval = 6 * time.Second // the broker's collect_statistics_interval (5 s) and a margin
+	deadline := time.Now().Add(timeout)
+	var emptySince time.Time
+	for {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not empty within %v", queue, timeout)
+		}
+		if !harness.Sleep(ctx, 500*time.Millisecond) {
+			return ctx.Err()
+		}
+		if time.Since(frozenAt) < time.Second {
+			continue // publishes sent just before the freeze may still be on the wire
+		}
+		info, exists, err := in.sys.QueueState(ctx, queue)
+		if err != nil || !exists {
+			return fmt.Errorf("%s: exists %v, %v", queue, exists, err)
+		}
+		ready, err := in.inject.readyCount(queue)
+		if err != nil {
+			return fmt.Errorf("%s: passive declare: %w", queue, err)
+		}
+		switch {
+		case ready > 0 || info.Messages > 0 || info.Unacked > 0:
+			emptySince = time.Time{}
+		case emptySince.IsZero():
+			emptySince = time.Now()
+		case time.Since(emptySince) >= statsInterval:
+			return nil
+		}
+	}
+}
+
+// queueQuiesceLimit bounds how long a queue fault waits for its queue to empty (a
+// notification message in its retry backoff is held up to 30 s), and queueFreezeLimit
+// how long it keeps the publishers frozen at a time while it waits.
+const (
+	queueQuiesceLimit = 60 * time.Second
+	queueFreezeLimit  = 12 * time.Second
+)
+
+// waitLooksEmpty waits, nothing frozen, until queue looks empty: nothing ready (asked of
+// the broker) and nothing at all in the lagging statistics.
+func (in *Injector) waitLooksEmpty(ctx context.Context, queue string, deadline time.Time) error {
+	for {
+		info, exists, err := in.sys.QueueState(ctx, queue)
+		if err == nil && !exists {
+			return fmt.Errorf("%s does not exist", queue)
+		}
+		if err == nil && info.Messages == 0 {
+			if ready, err := in.inject.readyCount(queue); err == nil && ready == 0 {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not empty within %v (last: %+v, %v)", queue, queueQuiesceLimit, info, err)
+		}
+		if !harness.Sleep(ctx, 250*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+}
+
+// holdProvider switches the provider's faults off while on (a provider fault then skips),
+// and back to what the provider faults in force say when the last hold ends.
+func (in *Injector) holdProvider(ctx context.Context, on bool) {
+	in.mu.Lock()
+	if on {
+		in.held++
+	} else {
+		in.held--
+	}
+	state := in.provider
+	if in.held > 0 {
+		state = providerFaults{}
+	}
+	in.mu.Unlock()
+	_ = in.putProviderFaults(ctx, state)
+}
+
+// queueFault deletes f.Target's queue without losing a message in it: the processes that
+// publish to it are frozen (SIGSTOP) until it is empty for good, then it is deleted, and
+// the publishers continue. For queue_deleted the consumers run throughout: RabbitMQ
+// cancels their consumer, and they declare the queue again after a short backoff. For
+// late_consumer the consumers are stopped before the delete and kept down for
+// f.Duration: a consumer that starts after publishing has begun, its queue missing until
+// it declares it. Meanwhile a relay must hold the events bound to the missing queue; one
+// that trusts mandatory alone publishes them to the other queue they are bound to (or
+// spends their attempts on returns), and they never reach this one.
+func (in *Injector) queueFault(ctx context.Context, f *check.Fault) {
+	in.topo.Lock() // no poison, duplicate or privilege fault while a queue is missing, and one queue fault at a time
+	defer in.topo.Unlock()
+	// Once begun, it runs to its end even if the load ends meanwhile: heal waits for it.
+	ctx = context.WithoutCancel(ctx)
+	in.begin(f)
+	if f.Target == contracts.QueueNotificationStockEvents {
+		// Notification holds its messages while the provider fails or stalls (retries
+		// paced up to 30 s): the queue empties only with the provider healthy.
+		in.holdProvider(ctx, true)
+		defer in.holdProvider(ctx, false)
+	}
+	publishers, consumers := queueRoles(in.sys, f.Target)
+	for _, p := range append(slices.Clone(publishers), consumers...) {
+		in.guard.enter(p.Name)
+		defer in.guard.leave(p.Name)
+	}
+	var names []string
+	for _, p := range publishers {
+		names = append(names, p.Name)
+	}
+	// The publishers are frozen only for the last stretch: first the queue is watched,
+	// everything running, until it looks empty; then they are frozen and it must stay
+	// empty for a statistics interval. A freeze that does not see it empty within
+	// queueFreezeLimit is undone and the watch starts again, so no fault stops the
+	// publishers for long (a frozen process's connections and the work behind it wait).
+	frozen := false
+	thaw := func() {
+		if frozen {
+			for _, p := range publishers {
+				p.Thaw()
+			}
+			frozen = false
+		}
+	}
+	defer thaw()
+	deadline := time.Now().Add(queueQuiesceLimit)
+	var frozenAt time.Time
+	for {
+		if err := in.waitLooksEmpty(ctx, f.Target, deadline); err != nil {
+			in.record(f, false, "not deleted: "+err.Error())
+			return
+		}
+		frozenAt = time.Now()
+		for _, p := range publishers {
+			p.Freeze()
+		}
+		frozen = true
+		err := in.quiesceQueue(ctx, f.Target, frozenAt, queueFreezeLimit)
+		if err == nil {
+			break
+		}
+		thaw()
+		if time.Now().After(deadline) {
+			in.record(f, false, "not deleted: "+err.Error())
+			return
+		}
+	}
+	late := f.Kind == check.FaultLateConsumer
+	heldDown := false
+	release := func() {
+		if heldDown {
+			for _, p := range consumers {
+				p.Release()
+			}
+			heldDown = false
+		}
+	}
+	defer release()
+	if late {
+		for _, p := range consumers {
+			p.HoldDown(5 * time.Second)
+		}
+		heldDown = true
+		// A consumer stopping hands back what it had prefetched: the queue must still be
+		// empty, now exactly, with nobody left to take a message out.
+		if ready, err := in.inject.readyCount(f.Target); err != nil || ready > 0 {
+			in.record(f, false, fmt.Sprintf("not deleted: %d messages back in the queue after its consumers stopped (%v)", ready, err))
+			return
+		}
+	}
+	frozenFor := time.Since(frozenAt)
+	if err := in.sys.DeleteQueue(ctx, f.Target); err != nil {
+		in.record(f, false, "delete: "+err.Error())
+		return
+	}
+	deleted := time.Now()
+	thaw()
+	var downFor time.Duration
+	if late {
+		time.Sleep(f.Duration)
+		release()
+		downFor = time.Since(deleted)
+	}
+	took, ok := in.sys.WaitQueue(context.WithoutCancel(ctx), f.Target, time.Minute)
+	missing := time.Since(deleted)
+	note := fmt.Sprintf("publishers %s frozen %.1fs while the queue stayed empty; deleted", strings.Join(names, ", "), frozenFor.Seconds())
+	if late {
+		var cs []string
+		for _, p := range consumers {
+			cs = append(cs, p.Name)
+		}
+		note += fmt.Sprintf("; consumers %s down %.1fs", strings.Join(cs, ", "), downFor.Seconds())
+	}
+	if !ok {
+		in.record(f, true, note+"; not declared again within a minute")
+		in.setCheck(f, check.FaultCheck{Checked: true, Violation: check.QueueNotRestored,
+			Detail: fmt.Sprintf("%s deleted at %s, still missing %v later", f.Target, deleted.Format("15:04:05.000"), missing.Round(time.Second))})
+		return
+	}
+	in.record(f, true, fmt.Sprintf("%s; missing %.1fs (declared again %.1fs after its consumers could)", note, missing.Seconds(), took.Seconds()))
+	in.setCheck(f, check.FaultCheck{Checked: true})
+}
+
+// relayTwin starts a second relay process under the live relay f.Target's RELAY_ID for
+// f.Duration: `ordering relay` for an ordering process, a whole second inventory for an
+// inventory one, both with the target's environment (its links, its design). While the
+// live relay holds the id's lock the twin must refuse to relay (its /readyz 503, its
+// published counter 0); the old twin relayed silently beside it, and the live relay
+// took back its claims as its own. Nobody may kill, freeze or cut off the live relay (or
+// its database link) meanwhile, so that it keeps the lock: a twin that took over from a
+// dead relay would be right to publish.
+func (in *Injector) relayTwin(ctx context.Context, f *check.Fault) {
+	p := in.sys.Process(f.Target)
+	relayID := harness.EnvValue(p.Env, "RELAY_ID")
+	if relayID == "" {
+		in.record(f, false, f.Target+" runs without a RELAY_ID")
+		return
+	}
+	targets := []string{p.Name, p.Name + "-postgres"}
+	if !in.guard.protect(30*time.Second, targets...) {
+		in.record(f, false, "skipped: other faults held "+p.Name+" for 30 s")
+		return
+	}
+	defer in.guard.unprotect(targets...)
+	// The live relay must hold its id's lock when the twin starts: it has run for a few
+	// seconds (the lock is taken on its first database connection) and answers. Not
+	// /readyz: that also fails while a queue bound to its events is missing or the broker
+	// blocks it, and the smoke run's twin once waited 30 s for it in vain.
+	if err := harness.WaitUp(ctx, p, 3*time.Second, 30*time.Second); err != nil {
+		in.record(f, false, "skipped: "+err.Error())
+		return
+	}
+	in.begin(f)
+	// A start can fail for reasons of the machine's (the shared Postgres out of
+	// connections for a moment): a few tries, as a supervisor would.
+	var twin *harness.TwinProcess
+	var err error
+	for try := 0; try < 5; try++ {
+		if twin, err = harness.StartTwin(in.sys, p); err != nil {
+			break
+		}
+		if err = twin.WaitAlive(ctx, 20*time.Second); err == nil {
+			break
+		}
+		twin.Stop()
+		twin = nil
+		time.Sleep(time.Second)
+	}
+	if twin == nil {
+		in.record(f, false, errText(err))
+		return
+	}
+	defer twin.Stop()
+	time.Sleep(f.Duration)
+	published, merr := twin.Published(context.WithoutCancel(ctx))
+	ready := twin.ReadyStatus(context.WithoutCancel(ctx))
+	lived := time.Since(twin.Started)
+	if merr != nil {
+		in.record(f, false, fmt.Sprintf("twin %s of RELAY_ID %s: metrics: %v", twin.Name, relayID, merr))
+		return
+	}
+	note := fmt.Sprintf("twin under RELAY_ID %s lived %.1fs, /readyz %s, published %d", relayID, lived.Seconds(), ready, published)
+	in.record(f, true, note)
+	c := check.FaultCheck{Checked: true}
+	if o := in.overlappingOutage(f, check.FaultPostgresOutage); o != nil {
+		// Every link to Postgres was down: the live relay lost its lock, and the twin may
+		// have taken it over legitimately.
+		c = check.FaultCheck{Detail: fmt.Sprintf("not checked: postgres_outage %d overlapped it", o.ID)}
+	} else if published > 0 {
+		c.Violation, c.Detail = check.TwinPublished, fmt.Sprintf("a second %s under RELAY_ID %s published %d events in %.1fs while %s was live (/readyz %s)", p.Service, relayID, published, lived.Seconds(), p.Name, ready)
+	}
+	in.setCheck(f, c)
+}
+
+// overlappingOutage returns an outage of kind that overlapped f, if any.
+func (in *Injector) overlappingOutage(f *check.Fault, kind string) *check.Fault {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for i := range in.Faults {
+		o := &in.Faults[i]
+		if o.Kind == kind && !o.Start.IsZero() && o.Start.Before(time.Now()) && (o.End.IsZero() || o.End.After(f.Start)) {
+			return o
+		}
+	}
+	return nil
+}
+
+// privilege is one privilege privilege_revoked takes away: from a service's role, on a
+// table of its database.
+type privilege struct {
+	Service, Privilege, Table string
+	What                      string // what needs it
+}
+
+// privileges are the ones privilege_revoked cycles through: the inboxes of the two
+// consumers whose delivery limit the run can shrink (notification's deliveries also pay
+// for the provider's failures), and the outboxes of both relays.
+var privileges = []privilege{
+	{"inventory", "INSERT", "inbox", "inventory's consumer"},
+	{"ordering", "INSERT", "inbox", "ordering's stock-events consumer"},
+	{"ordering", "UPDATE", "outbox", "ordering's relays"},
+	{"inventory", "UPDATE", "outbox", "inventory's relays"},
+}
+
+func (p privilege) String() string { return p.Privilege + " ON " + p.Table }
+
+// privilegeRevoked revokes a privilege from a service's role for f.Duration, longer than
+// the consumers' retry budget, and grants it again. A consumer must pause (the error is
+// its database's refusal, not the message's fault) and a relay back off; one that
+// requeued the message spent its deliveries and dead-lettered it (invariant 6).
+func (in *Injector) privilegeRevoked(ctx context.Context, f *check.Fault) {
+	var priv privilege
+	for _, p := range privileges {
+		if p.Service == f.Target && p.String() == f.Detail {
+			priv = p
+		}
+	}
+	if priv.Service == "" {
+		in.record(f, false, "unknown privilege "+f.Detail)
+		return
+	}
+	// Not while a queue fault freezes or stops processes: the refusal must meet consumers
+	// and relays at work, with messages flowing (the compare run's first version revoked
+	// inventory's INSERT while a late_consumer kept inventory down, and the consumer that
+	// requeues refusals was never refused anything).
+	in.topo.RLock()
+	defer in.topo.RUnlock()
+	ctx = context.WithoutCancel(ctx)
+	db := in.sys.Dbs[priv.Service]
+	role := pgx.Identifier{in.sys.Cfg.DatabaseName(priv.Service)}.Sanitize()
+	table := pgx.Identifier{priv.Table}.Sanitize()
+	exec := func(ctx context.Context, sql string) error {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_, err := db.Exec(ctx, sql)
+		return err
+	}
+	if err := exec(ctx, fmt.Sprintf("REVOKE %s ON %s FROM %s", priv.Privilege, table, role)); err != nil {
+		in.record(f, false, "revoke: "+err.Error())
+		return
+	}
+	in.begin(f)
+	time.Sleep(f.Duration)
+	// The grant must come back whatever happens: retried until it does.
+	var err error
+	for range 30 {
+		if err = exec(context.WithoutCancel(ctx), fmt.Sprintf("GRANT %s ON %s TO %s", priv.Privilege, table, role)); err == nil {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	in.record(f, true, cmpOr(errText(err), fmt.Sprintf("%s revoked from %s for %.1fs (%s)", f.Detail, role, f.Duration.Seconds(), priv.What)))
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,246 @@
+package faults
+
+import (
+	"cmp"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/bookstore-go/bookstore/services/contracts"
+	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
+	"github.com/bookstore-go/bookstore/tools/chaos/internal/config"
+)
+
+// The fault schedule: which fault happens when, to what, for how long, drawn from the
+// seed and the flags alone. It is a pure function of the configuration and the names of
+// the run's processes and links; inject.go carries it out against the running system.
+
+// outageLinkSuffix names the links an outage of kind disables: every process's link to
+// that dependency.
+var outageLinkSuffix = map[string]string{check.FaultBrokerOutage: "-rabbitmq", check.FaultPostgresOutage: "-postgres"}
+
+// Poison kinds, one per reason of the contracts a consumer must dead-letter.
+var PoisonKinds = []string{event.ReasonNotJSON, event.ReasonInvalidEnvelope, event.ReasonUnknownType, event.ReasonContentMismatch}
+
+// failpointProcesses maps each failpoint of the contracts to the processes that pass it.
+func failpointProcesses(cfg config.Config) map[string][]string {
+	inventory, ordering := cfg.ProcessNames("inventory"), cfg.OrderingAPIs()
+	return map[string][]string{
+		contracts.OrderingBeforeCommit:  ordering,
+		contracts.RelayAfterPublish:     cfg.RelayProcesses(),
+		contracts.InventoryBeforeCommit: inventory,
+		contracts.InventoryAfterCommit:  inventory,
+		contracts.NotificationAfterSend: cfg.ProcessNames("notification"),
+		contracts.OrderingAfterCommit:   ordering,
+		// Fires only on a cancellation (the load cancels --cancel-share of its orders).
+		contracts.InventoryBeforeReleaseCommit: inventory,
+	}
+}
+
+// failpointProbability is the p() a failpoint crashes with while armed: high enough to
+// fire within a second or two under the load, low enough that some work passes it first.
+const failpointProbability = 0.5
+
+// Schedule draws the run's faults from the seed: FaultsPerKind of each kind at uniform
+// random moments of the planned load, each with its target and duration. The same seed
+// and flags give the same schedule; only the moments the system happens to be in differ.
+func Schedule(cfg config.Config, processes, links []string) []check.Fault {
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6661756c74)) // "fault"
+	span := cfg.LoadDuration()
+	lead := config.FaultLead(span)
+	at := func() time.Duration {
+		return lead + time.Duration(rng.Int64N(int64(max(span-2*lead, time.Millisecond))))
+	}
+	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
+	pick := func(xs []string) string { return xs[rng.IntN(len(xs))] }
+	links = slices.Sorted(slices.Values(links))
+	fps := failpointProcesses(cfg)
+	queues := []string{contracts.QueueInventoryOrderPlaced, contracts.QueueOrderingStockEvents, contracts.QueueNotificationStockEvents}
+	kinds := slices.Clone(check.FaultKinds)
+	if cfg.BrokerRestart {
+		kinds = append(kinds, check.FaultBrokerRestart)
+	}
+
+	out := scheduleOutages(cfg, links)
+	out = append(out, scheduleHeavy(cfg, processes, out)...)
+	for _, kind := range kinds {
+		if check.IsOutage(kind) || check.IsHeavy(kind) {
+			continue
+		}
+		n := cfg.FaultsPerKind
+		if kind == check.FaultBrokerRestart {
+			n = max(1, n/50) // each one stops every connection of the machine's broker
+		}
+		for i := range n {
+			f := check.Fault{Kind: kind, At: at()}
+			switch kind {
+			case check.FaultKill:
+				f.Target, f.Duration = pick(processes), between(100*time.Millisecond, 1500*time.Millisecond)
+			case check.FaultFailpoint:
+				// Cycle through the names so every failpoint is opened about equally often.
+				name := contracts.Failpoints[i%len(contracts.Failpoints)]
+				f.Target, f.Detail = pick(fps[name]), fmt.Sprintf("%s=p(%g)*crash", name, failpointProbability)
+				f.Duration = 8 * time.Second // disarmed after this if it has not fired
+			case check.FaultResetPeer, check.FaultTimeout, check.FaultLinkDown:
+				f.Target, f.Duration = pick(links), between(500*time.Millisecond, 3*time.Second)
+			case check.FaultLatency:
+				f.Target, f.Duration = pick(links), between(time.Second, 4*time.Second)
+				f.Detail = fmt.Sprintf("%dms±%dms", 100+rng.IntN(700), 50)
+			case check.FaultProviderFail:
+				f.Target, f.Duration = "emailprovider", between(time.Second, 4*time.Second)
+				f.Detail = fmt.Sprintf("fail_rate=%.2f", 0.3+0.6*rng.Float64())
+			case check.FaultProviderAmbiguous:
+				f.Target, f.Duration = "emailprovider", between(time.Second, 4*time.Second)
+				f.Detail = fmt.Sprintf("ambiguous_rate=%.2f", 0.2+0.5*rng.Float64())
+			case check.FaultDuplicate:
+				f.Target = pick([]string{"ordering", "inventory"})
+				f.Detail = "republish 3 published events, twice each"
+			case check.FaultPoison:
+				// 3 queues and 4 kinds are coprime: any 12 in a row cover every pair.
+				f.Target, f.Detail = queues[i%len(queues)], PoisonKinds[i%len(PoisonKinds)]
+			case check.FaultBrokerRestart:
+				f.Target, f.Duration = "rabbitmq", between(2*time.Second, 5*time.Second)
+			}
+			out = append(out, f)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b check.Fault) int { return cmp.Compare(a.At, b.At) })
+	for i := range out {
+		out[i].ID = i
+	}
+	return out
+}
+
+// scheduleHeavy draws config.heavyFaults faults of each heavy kind, from a stream of
+// their own (adding them moved none of a seed's other faults), each clear of every
+// outage by a margin: a queue cannot drain while its consumers cannot reach the broker or
+// their database, and a relay twin is checked against a live relay that keeps its lock.
+// Each kind cycles through its targets, so a few faults cover them all.
+func scheduleHeavy(cfg config.Config, processes []string, outages []check.Fault) []check.Fault {
+	n := cfg.HeavyFaultsEach()
+	if n == 0 {
+		return nil
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6865617679)) // "heavy"
+	span := cfg.LoadDuration()
+	lead := config.FaultLead(span)
+	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
+	const margin = 3 * time.Second
+	clearOfOutages := func(at, d time.Duration) bool {
+		for _, o := range outages {
+			if at < o.At+o.Duration+margin && o.At < at+d+margin {
+				return false
+			}
+		}
+		return true
+	}
+	var relays []string
+	for _, p := range failpointProcesses(cfg)[contracts.RelayAfterPublish] {
+		if slices.Contains(processes, p) {
+			relays = append(relays, p)
+		}
+	}
+	slices.Sort(relays)
+	queues := []string{contracts.QueueNotificationStockEvents, contracts.QueueInventoryOrderPlaced, contracts.QueueOrderingStockEvents}
+	consumerBudget := time.Duration(0)
+	if b, ok := cfg.BudgetOf(check.FaultPostgresOutage); ok {
+		consumerBudget = b.Max
+	}
+	var out []check.Fault
+	for _, kind := range check.HeavyKinds {
+		for i := range n {
+			f := check.Fault{Kind: kind}
+			// How long the fault keeps the system busy, for keeping it clear of outages: a
+			// queue fault freezes publishers until the queue is empty (7-20 s, mostly 7-10).
+			busy := 12 * time.Second
+			switch kind {
+			case check.FaultBrokerAlarm:
+				f.Target, f.Duration = []string{"ordering", "inventory"}[i%2], between(3*time.Second, 6*time.Second)
+				f.Detail = "every publishing connection blocked; " + f.Target + "'s dropped while blocked"
+				busy = f.Duration
+			case check.FaultQueueDeleted:
+				f.Target = queues[i%len(queues)]
+			case check.FaultLateConsumer:
+				f.Target, f.Duration = queues[i%len(queues)], between(3*time.Second, 6*time.Second)
+				busy += f.Duration
+			case check.FaultRelayTwin:
+				if len(relays) == 0 {
+					continue
+				}
+				f.Target, f.Duration = relays[i%len(relays)], between(4*time.Second, 8*time.Second)
+				busy = f.Duration + 10*time.Second
+			case check.FaultPrivilegeRevoked:
+				p := privileges[i%len(privileges)]
+				// As long as an outage, well past the consumers' budget: a consumer that
+				// spent deliveries on it would dead-letter the messages it held. (The
+				// budget's figure assumes a redelivery at once; on a busy machine the
+				// requeueing consumer took 35 deliveries in 4.8 s, and a window of
+				// budget+0.5-3.5 s dead-lettered nothing.)
+				f.Target, f.Detail = p.Service, p.String()
+				f.Duration = between(max(cfg.OutageLength, 3*consumerBudget), max(cfg.OutageLength, 3*consumerBudget)*3/2)
+				busy = f.Duration
+			}
+			for try := 0; ; try++ {
+				f.At = lead + time.Duration(rng.Int64N(int64(max(span-2*lead, time.Millisecond))))
+				if clearOfOutages(f.At, busy) || try == 1000 {
+					break
+				}
+			}
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// scheduleOutages draws cfg.Outages broker outages and as many Postgres outages, taking
+// turns, each lasting between OutageLength and 1.5 times it, one after another with
+// random gaps of at least OutageLength: no two overlap (an outage of both at once would
+// test neither), and the system has time to catch up between two. They come from a
+// stream of their own, so adding them leaves the seed's other faults where they were.
+func scheduleOutages(cfg config.Config, links []string) []check.Fault {
+	n := 2 * cfg.Outages
+	if n == 0 {
+		return nil
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6f75746167)) // "outag"
+	span := cfg.LoadDuration()
+	lead := config.FaultLead(span)
+	kinds := [2]string{check.FaultBrokerOutage, check.FaultPostgresOutage}
+	first := rng.IntN(2)
+	lengths := make([]time.Duration, n)
+	var total time.Duration
+	for i := range lengths {
+		lengths[i] = cfg.OutageLength + time.Duration(rng.Int64N(int64(cfg.OutageLength/2)+1))
+		total += lengths[i]
+	}
+	// The free time is cut at n random points into n+1 gaps: before the first outage,
+	// between each two (on top of the least gap), after the last. config.validate makes
+	// sure it is not negative.
+	gap := cfg.OutageLength
+	free := max(span-2*lead-total-time.Duration(n-1)*gap, 0)
+	cuts := make([]time.Duration, n)
+	for i := range cuts {
+		cuts[i] = time.Duration(rng.Int64N(int64(free) + 1))
+	}
+	slices.Sort(cuts)
+	out := make([]check.Fault, n)
+	var busy time.Duration
+	for i := range out {
+		kind := kinds[(first+i)%2]
+		var target []string
+		for _, l := range links {
+			if strings.HasSuffix(l, outageLinkSuffix[kind]) && !strings.HasPrefix(l, "emailprovider-") {
+				target = append(target, l)
+			}
+		}
+		out[i] = check.Fault{
+			Kind: kind, At: lead + busy + time.Duration(i)*gap + cuts[i], Duration: lengths[i],
+			Target: "all", Detail: strings.Join(target, ","),
+		}
+		busy += lengths[i]
+	}
+	return out
+}

@@ -1,0 +1,174 @@
+package harness
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	toxiclient "github.com/Shopify/toxiproxy/v2/client"
+	"github.com/rs/zerolog"
+)
+
+// network is the run's Toxiproxy: a server inside this process, on a loopback port, with
+// one proxy per link (one process talking to Postgres, RabbitMQ or the email provider,
+// or the load's clients talking to ordering). Every service reaches its dependencies only
+// through these proxies, so a fault on a link hits exactly that process's connections.
+type network struct {
+	server *toxiproxy.ApiServer
+	client *toxiclient.Client
+
+	mu    sync.Mutex
+	links map[string]*link
+}
+
+type link struct {
+	mu       sync.Mutex // the client's Proxy is not safe for concurrent Save
+	proxy    *toxiclient.Proxy
+	disabled int // nested link-down faults
+}
+
+// startNetwork runs the Toxiproxy API server in this process, logging errors to log.
+func startNetwork(log *os.File) (*network, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	// Errors only: at warn, Toxiproxy logs every connection a fault closes.
+	logger := zerolog.New(log).Level(zerolog.ErrorLevel).With().Timestamp().Logger()
+	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), logger)
+	go func() {
+		if err := server.Listen(addr); err != nil {
+			fmt.Fprintf(log, "toxiproxy server: %v\n", err)
+		}
+	}()
+	n := &network{server: server, client: toxiclient.NewClient("http://" + addr), links: map[string]*link{}}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := n.client.Version(); err == nil {
+			return n, nil
+		} else if time.Now().After(deadline) {
+			return nil, fmt.Errorf("toxiproxy server on %s did not start: %w", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// AddLink creates a proxy named name in front of upstream and returns the address to dial
+// instead.
+func (n *network) AddLink(name, upstream string) (string, error) {
+	listen, err := freeAddr()
+	if err != nil {
+		return "", err
+	}
+	p, err := n.client.CreateProxy(name, listen, upstream)
+	if err != nil {
+		return "", fmt.Errorf("create proxy %s: %w", name, err)
+	}
+	n.mu.Lock()
+	n.links[name] = &link{proxy: p}
+	n.mu.Unlock()
+	return p.Listen, nil
+}
+
+// LinkNames lists the links' names.
+func (n *network) LinkNames() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	names := make([]string, 0, len(n.links))
+	for name := range n.links {
+		names = append(names, name)
+	}
+	return names
+}
+
+func (n *network) link(name string) (*link, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	l, ok := n.links[name]
+	if !ok {
+		return nil, fmt.Errorf("no link %q", name)
+	}
+	return l, nil
+}
+
+// AddToxic puts a toxic on a link until RemoveToxic.
+func (n *network) AddToxic(linkName, toxicName, typ, stream string, attrs toxiclient.Attributes) error {
+	l, err := n.link(linkName)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, err = l.proxy.AddToxic(toxicName, typ, stream, 1, attrs)
+	return err
+}
+
+// RemoveToxic takes a toxic off a link.
+func (n *network) RemoveToxic(linkName, toxicName string) error {
+	l, err := n.link(linkName)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.proxy.RemoveToxic(toxicName)
+}
+
+// Down disables a link: every connection through it is dropped and new ones refused,
+// until as many up calls as down calls have been made.
+func (n *network) Down(linkName string) error {
+	l, err := n.link(linkName)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.disabled++
+	if l.disabled > 1 {
+		return nil
+	}
+	return l.proxy.Disable()
+}
+
+// Up enables a link again once every fault that took it down has ended.
+func (n *network) Up(linkName string) error {
+	l, err := n.link(linkName)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.disabled == 0 {
+		return nil
+	}
+	l.disabled--
+	if l.disabled > 0 {
+		return nil
+	}
+	return l.proxy.Enable()
+}
+
+// Heal removes every toxic and enables every link: the network as it was at the start.
+func (n *network) Heal() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, l := range n.links {
+		l.mu.Lock()
+		l.disabled = 0
+		l.mu.Unlock()
+	}
+	return n.client.ResetState()
+}
+
+// close stops the Toxiproxy server and with it every proxy.
+func (n *network) close() {
+	_ = n.client.ResetState()
+	for _, name := range n.LinkNames() {
+		if l, err := n.link(name); err == nil {
+			_ = l.proxy.Delete()
+		}
+	}
+	_ = n.server.Shutdown()
+}

@@ -1,0 +1,82 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
+	"github.com/bookstore-go/bookstore/tools/chaos/internal/faults"
+)
+
+func init() {
+	// The heavy kinds' colours and bands in the plots (plot.go).
+	kindColors[check.FaultBrokerAlarm] = "#ad494a"
+	kindColors[check.FaultQueueDeleted] = "#8c6d31"
+	kindColors[check.FaultLateConsumer] = "#e7969c"
+	kindColors[check.FaultRelayTwin] = "#5254a3"
+	kindColors[check.FaultPrivilegeRevoked] = "#843c39"
+	faultCategory[check.FaultBrokerAlarm] = "network"
+	faultCategory[check.FaultQueueDeleted] = "process"
+	faultCategory[check.FaultLateConsumer] = "process"
+	faultCategory[check.FaultRelayTwin] = "process"
+	faultCategory[check.FaultPrivilegeRevoked] = "network"
+}
+
+// printHeavyFaults writes one row per heavy fault: when, what, what happened and its own
+// check, and each broker alarm's time to drain.
+func printHeavyFaults(w io.Writer, r *Result) {
+	var heavy []check.Fault
+	for _, f := range r.Faults {
+		if check.IsHeavy(f.Kind) {
+			heavy = append(heavy, f)
+		}
+	}
+	if len(heavy) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "HEAVY FAULT\tAT\tTARGET\tLENGTH\tCHECK\tWHAT HAPPENED")
+	var drains []time.Duration
+	for _, f := range heavy {
+		at, length := "-", "-"
+		if !f.Start.IsZero() {
+			at = fmt.Sprintf("%.1fs", f.Start.Sub(r.LoadStart).Seconds())
+			length = fmt.Sprintf("%.1fs", f.End.Sub(f.Start).Seconds())
+		}
+		state := "-"
+		switch c := f.Check; {
+		case c == nil && !f.Fired:
+			state = "missed"
+		case c == nil:
+		case !c.Checked:
+			state = "not checked"
+		case c.Violation != "":
+			state = "FAILED"
+		case f.Kind == check.FaultBrokerAlarm:
+			state = fmt.Sprintf("drained in %.1fs", c.Drain.Seconds())
+			drains = append(drains, c.Drain)
+		default:
+			state = "ok"
+		}
+		what := f.Note
+		if f.Check != nil && f.Check.Detail != "" {
+			what += "; " + f.Check.Detail
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", f.Kind, at, f.Target, length, state, what)
+	}
+	tw.Flush()
+	if len(drains) > 0 {
+		slices.Sort(drains)
+		var s []string
+		for _, d := range drains {
+			s = append(s, fmt.Sprintf("%.1fs", d.Seconds()))
+		}
+		fmt.Fprintf(w, "  broker alarms: every row written before an alarm ended was published %s after it (limit %v)\n",
+			strings.Join(s, ", "), faults.AlarmDrainLimit)
+	}
+}
