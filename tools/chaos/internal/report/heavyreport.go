@@ -13,7 +13,7 @@ import (
 )
 
 func init() {
-	// The heavy kinds' colours and bands in the plots (plot.go).
+	// The heavy kinds' colours and bands in the charts (charts.go).
 	kindColors[check.FaultBrokerAlarm] = "#ad494a"
 	kindColors[check.FaultQueueDeleted] = "#8c6d31"
 	kindColors[check.FaultLateConsumer] = "#e7969c"

@@ -10,8 +10,8 @@ import (
 )
 
 // renderHTML is the self-contained report: verdicts first (what a reader opens it for),
-// then the plots, the fault counts, the processes and the configuration.
-func renderHTML(r *Result, plots []plot, summary string) string {
+// then the charts, the fault counts, the processes and the configuration.
+func renderHTML(r *Result, summary string) (string, error) {
 	var b strings.Builder
 	esc := html.EscapeString
 	verdict := map[bool]string{true: `<span class="ok">PASSED</span>`, false: `<span class="bad">FAILED</span>`}[r.Passed]
@@ -46,9 +46,11 @@ pre{background:#f7f7f7;padding:1em;overflow-x:auto;font-size:12px}code{font-size
 	b.WriteString(`</table>`)
 
 	b.WriteString(`<h2>Throughput, latency and faults</h2><p>Throughput: operations sent (the offer), accepted (answered 201), decided, emailed (the provider accepted the email) and shed (POST attempts answered 503 with Retry-After), per second. Latency: the client's whole operation, retries included, and each accepted POST attempt alone. Shaded bands, top to bottom: process crash windows (a kill until the restart, a failpoint armed until it fired), network fault windows, broker and Postgres outages, provider fault windows; the darker, the more at once. The dashed line is the end of the load; what follows is the system catching up.</p>`)
-	for _, p := range plots {
-		fmt.Fprintf(&b, `<figure>%s<figcaption>%s (<a href="%s">%s</a>)</figcaption></figure>`, p.svg, esc(p.title), p.file, p.file)
+	charts, err := chartsHTML(r)
+	if err != nil {
+		return "", err
 	}
+	b.WriteString(charts)
 
 	b.WriteString(postsHTML(r))
 
@@ -90,8 +92,8 @@ pre{background:#f7f7f7;padding:1em;overflow-x:auto;font-size:12px}code{font-size
 	for _, p := range r.Processes {
 		fmt.Fprintf(&b, `<tr><td>%s</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td></tr>`, esc(p.Name), p.Starts, p.Kills, p.FailpointCrashes, p.Restarts, p.OtherExits)
 	}
-	b.WriteString(`</table><p>Each process's output is in <code>logs/</code>; <code>snapshot.json</code> holds everything the checker saw, <code>report.json</code> this report.</p>`)
+	b.WriteString(`</table><p>Each process's output is in <code>logs/</code>; <code>snapshot.json</code> holds everything the checker saw, <code>report.json</code> this report, <code>series.csv</code> and <code>faults.csv</code> the charts' data.</p>`)
 
 	fmt.Fprintf(&b, `<h2>Summary</h2><pre>%s</pre></body></html>`, esc(summary))
-	return b.String()
+	return b.String(), nil
 }

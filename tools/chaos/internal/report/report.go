@@ -366,7 +366,7 @@ func ms(d time.Duration) time.Duration {
 }
 
 // Write writes report.json, snapshot.json (the checker's whole input), summary.txt,
-// the plots as SVG files and report.html with the plots inline.
+// the run's series and faults as CSV, and report.html with the charts drawn in the page.
 func Write(r *Result, snap check.Snapshot) error {
 	write := func(name string, v any) error {
 		b, err := json.MarshalIndent(v, "", "  ")
@@ -381,22 +381,11 @@ func Write(r *Result, snap check.Snapshot) error {
 	if err := write("snapshot.json", snap); err != nil {
 		return err
 	}
-	var sum strings.Builder
-	PrintSummary(&sum, r)
-	if err := os.WriteFile(filepath.Join(r.ReportDir, "summary.txt"), []byte(sum.String()), 0o644); err != nil {
-		return err
-	}
-	plots := renderPlots(r)
-	for _, p := range plots {
-		if err := os.WriteFile(filepath.Join(r.ReportDir, p.file), []byte(p.svg), 0o644); err != nil {
-			return err
-		}
-	}
-	return os.WriteFile(filepath.Join(r.ReportDir, "report.html"), []byte(renderHTML(r, plots, sum.String())), 0o644)
+	return render(r)
 }
 
-// Rerender reads a run's report.json and writes its summary, plots and report.html again:
-// for a report written by an older harness, or after a change to the plots.
+// Rerender reads a run's report.json and writes its summary, CSV files and report.html
+// again: for a report written by an older harness, or after a change to the charts.
 func Rerender(dir string) error {
 	b, err := os.ReadFile(filepath.Join(dir, "report.json"))
 	if err != nil {
@@ -407,13 +396,26 @@ func Rerender(dir string) error {
 		return fmt.Errorf("%s: %w", filepath.Join(dir, "report.json"), err)
 	}
 	r.ReportDir = dir
+	return render(&r)
+}
+
+// render writes what report.json determines: summary.txt, series.csv, faults.csv and
+// report.html.
+func render(r *Result) error {
 	var sum strings.Builder
-	PrintSummary(&sum, &r)
-	plots := renderPlots(&r)
-	for _, p := range plots {
-		if err := os.WriteFile(filepath.Join(dir, p.file), []byte(p.svg), 0o644); err != nil {
-			return err
-		}
+	PrintSummary(&sum, r)
+	if err := os.WriteFile(filepath.Join(r.ReportDir, "summary.txt"), []byte(sum.String()), 0o644); err != nil {
+		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "report.html"), []byte(renderHTML(&r, plots, sum.String())), 0o644)
+	if err := writeCSV(filepath.Join(r.ReportDir, "series.csv"), seriesRows(r)); err != nil {
+		return err
+	}
+	if err := writeCSV(filepath.Join(r.ReportDir, "faults.csv"), faultRows(r)); err != nil {
+		return err
+	}
+	page, err := renderHTML(r, sum.String())
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(r.ReportDir, "report.html"), []byte(page), 0o644)
 }
