@@ -8,7 +8,7 @@ import (
 // FaultCheck is what a fault's own check found: a fault kind whose harm the six
 // invariants cannot see (a relay twin that published, which the consumers' inboxes
 // then absorb) or that deserves its own figure (how long an alarm's backlog took to
-// drain). Invariant 10 (check.go) turns the failed ones into invariant 10's violations.
+// drain). checkFaults (check.go) turns the failed ones into invariant 10's violations.
 type FaultCheck struct {
 	Checked   bool          `json:"checked"`             // false: the fault did not get far enough to be checked, or something else explains its outcome (Note says what)
 	Violation string        `json:"violation,omitempty"` // the kind of violation, when it failed
@@ -79,6 +79,6 @@ type Fault struct {
 	End   time.Time `json:"end,omitzero"`
 	Fired bool      `json:"fired"` // the fault really happened (a failpoint crashed, a kill hit a live process)
 	Note  string    `json:"note,omitempty"`
-	// Check is the fault's own check, for the kinds that have one (heavy.go).
+	// Check is the fault's own check, for the kinds that have one (faults/heavy.go).
 	Check *FaultCheck `json:"check,omitempty"`
 }

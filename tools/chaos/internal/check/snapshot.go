@@ -33,7 +33,7 @@ type Snapshot struct {
 	Queues         []Queue              `json:"queues"`
 	DeadLetters    []DeadLetter         `json:"dead_letters"`
 	InjectedPoison []PoisonMessage      `json:"injected_poison"`
-	// FaultChecks are the faults that have their own check (heavy.go), with its result.
+	// FaultChecks are the faults that have their own check (faults/heavy.go), with its result.
 	FaultChecks []Fault `json:"fault_checks,omitempty"`
 }
 

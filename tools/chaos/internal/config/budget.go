@@ -30,7 +30,7 @@ type Budget struct {
 
 // The retry timing of the services. The relay's are outbox.DefaultConfig's, which the run
 // does not change. The consumers' are shrunk for inventory and ordering
-// (CONSUMER_RETRY_BASE and CONSUMER_RETRY_MAX in system.go), so that the old consumer
+// (CONSUMER_RETRY_BASE and CONSUMER_RETRY_MAX in harness/system.go), so that the old consumer
 // would have spent its 50 deliveries within seconds and every Postgres outage outlasts
 // them; notification keeps its own, since its deliveries also pace the provider's retries.
 const (
@@ -39,7 +39,7 @@ const (
 	relayPollInterval  = time.Second           // a relay with nothing new to do looks again after this
 	ConsumerRetryBase  = 10 * time.Millisecond // a failed message waits this before its requeue, doubling
 	ConsumerRetryMax   = 50 * time.Millisecond
-	notificationMaxTry = 30 // NOTIFICATION_MAX_ATTEMPTS in system.go
+	notificationMaxTry = 30 // NOTIFICATION_MAX_ATTEMPTS in harness/system.go
 )
 
 // Budgets are the budgets the run's outages must outlast. Each Max is the upper end of

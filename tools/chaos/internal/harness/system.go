@@ -175,7 +175,7 @@ func Start(ctx context.Context, cfg config.Config, dir string, onFPCrash func(*P
 	// RELAY_MAX_ATTEMPTS is shrunk so that a broker outage of seconds outlasts what the old
 	// relay spent on one (see budgets); an outage now spends no attempt at all.
 	relayAttempts := fmt.Sprintf("RELAY_MAX_ATTEMPTS=%d", cfg.RelayMaxAttempts)
-	// The consumers' retry backoff is shrunk too, for the same reason (see budget.go).
+	// The consumers' retry backoff is shrunk too, for the same reason (see config/budget.go).
 	consumerRetry := []string{"CONSUMER_RETRY_BASE=" + config.ConsumerRetryBase.String(), "CONSUMER_RETRY_MAX=" + config.ConsumerRetryMax.String()}
 	inventoryEnv = append(append(inventoryEnv, relayAttempts), consumerRetry...)
 	orderingEnv := append([]string{"ORDERING_PUBLISHER=" + cfg.Publisher, "RELAY_LEASE=12s", "RELAY_CONFIRM_TIMEOUT=2s", relayAttempts}, consumerRetry...)
@@ -190,7 +190,7 @@ func Start(ctx context.Context, cfg config.Config, dir string, onFPCrash func(*P
 		// for an operator: a legitimate escalation, but not the failure this run is about.
 		"NOTIFICATION_MAX_ATTEMPTS=30"}
 	// The processes and their RELAY_IDs: the default layout, or every service doubled
-	// (--double, make chaos-load; loadprofile.go).
+	// (--double, make chaos-load; config/loadprofile.go).
 	specs := cfg.Layout(inventoryEnv, notificationEnv, orderingEnv)
 	for _, sp := range specs {
 		p, err := s.newProcess(ctx, sp.Name, sp.Service, sp.Args, sp.Extra, pgAdmin, amqpBase)
