@@ -130,6 +130,8 @@ func (c Config) HeavyFaultsEach() int {
 	return max(1, (c.FaultsPerKind+19)/20)
 }
 
+// Parse reads the flags of one run (compare: of a comparison, which has -designs and
+// smaller defaults) over the defaults and validates the result.
 func Parse(args []string, stderr io.Writer, compare bool) (Config, error) {
 	cfg := Default
 	if compare {
@@ -193,6 +195,8 @@ func Parse(args []string, stderr io.Writer, compare bool) (Config, error) {
 	return cfg, cfg.Validate()
 }
 
+// Validate reports every flag value that is out of range, and outages that do not
+// outlast the budgets they are set against or do not fit in the load.
 func (c Config) Validate() error {
 	var errs []error
 	if c.Orders < 1 {

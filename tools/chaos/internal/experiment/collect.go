@@ -73,11 +73,11 @@ func readBacklog(ctx context.Context, sys *harness.System) (report.Backlog, erro
 			b.Queued++ // a missing queue is work that cannot finish: never quiet
 		}
 	}
-	if err := sys.Dbs["ordering"].QueryRow(ctx, `SELECT count(*) FROM orders WHERE status = 'pending'`).Scan(&b.Pending); err != nil {
+	if err := sys.DBs["ordering"].QueryRow(ctx, `SELECT count(*) FROM orders WHERE status = 'pending'`).Scan(&b.Pending); err != nil {
 		return b, fmt.Errorf("count pending orders: %w", err)
 	}
 	// notification's own table (sql/notification): the records its sweeper still owes.
-	err = sys.Dbs["notification"].QueryRow(ctx,
+	err = sys.DBs["notification"].QueryRow(ctx,
 		`SELECT count(*) FROM notifications WHERE status IN ('processing', 'needs-reconciliation')`).Scan(&b.Notifications)
 	if err != nil {
 		return b, fmt.Errorf("count unfinished notifications: %w", err)
@@ -88,7 +88,7 @@ func readBacklog(ctx context.Context, sys *harness.System) (report.Backlog, erro
 // outboxState counts a service's unpublished outbox rows (the platform's outbox table).
 func outboxState(ctx context.Context, sys *harness.System, service string) (check.Outbox, error) {
 	o := check.Outbox{Service: service}
-	err := sys.Dbs[service].QueryRow(ctx, `
+	err := sys.DBs[service].QueryRow(ctx, `
 		SELECT count(*) FILTER (WHERE state = 'pending'), count(*) FILTER (WHERE state = 'dead') FROM outbox`).Scan(&o.Pending, &o.Dead)
 	if err != nil {
 		return o, fmt.Errorf("%s outbox: %w", service, err)
@@ -128,7 +128,7 @@ func collect(ctx context.Context, sys *harness.System, msgs *faults.Messages, hi
 		return s, err
 	}
 	inv := sys.ProcessesOf("inventory")[0]
-	if s.Books, err = harness.GetAll[check.Book](ctx, "http://"+inv.HttpAddr+"/books"); err != nil {
+	if s.Books, err = harness.GetAll[check.Book](ctx, "http://"+inv.HTTPAddr+"/books"); err != nil {
 		return s, fmt.Errorf("books: %w", err)
 	}
 
@@ -139,7 +139,7 @@ func collect(ctx context.Context, sys *harness.System, msgs *faults.Messages, hi
 	notification := sys.ProcessesOf("notification")[0]
 	for _, o := range s.Orders {
 		g.Go(func() error {
-			recs, err := harness.GetAll[check.NotificationRecord](gctx, "http://"+notification.HttpAddr+"/notifications?order_id="+o.ID.String())
+			recs, err := harness.GetAll[check.NotificationRecord](gctx, "http://"+notification.HTTPAddr+"/notifications?order_id="+o.ID.String())
 			if err != nil {
 				return fmt.Errorf("notifications of %s: %w", o.ID, err)
 			}
@@ -159,7 +159,7 @@ func collect(ctx context.Context, sys *harness.System, msgs *faults.Messages, hi
 	}
 	for addr := range addresses {
 		g.Go(func() error {
-			emails, err := harness.GetAll[check.SentEmail](gctx, "http://"+provider.HttpAddr+"/v1/emails?to="+url.QueryEscape(addr))
+			emails, err := harness.GetAll[check.SentEmail](gctx, "http://"+provider.HTTPAddr+"/v1/emails?to="+url.QueryEscape(addr))
 			if err != nil {
 				return fmt.Errorf("emails to %s: %w", addr, err)
 			}
@@ -190,7 +190,7 @@ func collect(ctx context.Context, sys *harness.System, msgs *faults.Messages, hi
 }
 
 func collectOrders(ctx context.Context, sys *harness.System) ([]check.Order, error) {
-	db := sys.Dbs["ordering"]
+	db := sys.DBs["ordering"]
 	rows, err := db.Query(ctx, `
 		SELECT o.id, coalesce(k.key, ''), o.customer_email, o.status, o.created_at, o.updated_at
 		FROM orders o LEFT JOIN idempotency_keys k ON k.order_id = o.id ORDER BY o.created_at`)

@@ -76,7 +76,7 @@ func Run(ctx context.Context, cfg config.Config, progress io.Writer) (*report.Re
 	// client-ordering-1 and -2), which the network faults strike like any other.
 	var apis []string
 	for _, name := range cfg.OrderingAPIs() {
-		clientLink, err := sys.Net.AddLink("client-"+name, sys.Process(name).HttpAddr)
+		clientLink, err := sys.Net.AddLink("client-"+name, sys.Process(name).HTTPAddr)
 		if err != nil {
 			return nil, err
 		}
@@ -151,7 +151,7 @@ func Run(ctx context.Context, cfg config.Config, progress io.Writer) (*report.Re
 // orders are rejected and the rejection path is exercised as much as the happy one.
 func stockBooks(ctx context.Context, sys *harness.System, cfg config.Config) ([]uuid.UUID, error) {
 	inv := sys.ProcessesOf("inventory")[0]
-	books, err := harness.GetAll[check.Book](ctx, "http://"+inv.HttpAddr+"/books")
+	books, err := harness.GetAll[check.Book](ctx, "http://"+inv.HTTPAddr+"/books")
 	if err != nil {
 		return nil, fmt.Errorf("read the catalogue: %w", err)
 	}
@@ -172,7 +172,7 @@ func stockBooks(ctx context.Context, sys *harness.System, cfg config.Config) ([]
 			onHand = max(5, cfg.Orders/10)
 		}
 		body := map[string]any{"title": b.Title, "on_hand": onHand}
-		if err := harness.PutJSON(ctx, "http://"+inv.HttpAddr+"/books/"+b.ID.String(), body); err != nil {
+		if err := harness.PutJSON(ctx, "http://"+inv.HTTPAddr+"/books/"+b.ID.String(), body); err != nil {
 			return nil, fmt.Errorf("stock %s: %w", b.Title, err)
 		}
 	}
@@ -209,7 +209,7 @@ func showProgress(ctx context.Context, w io.Writer, sys *harness.System, load *l
 		case <-t.C:
 		}
 		counts := map[string]int{}
-		if rows, err := sys.Dbs["ordering"].Query(ctx, `SELECT status, count(*) FROM orders GROUP BY status`); err == nil {
+		if rows, err := sys.DBs["ordering"].Query(ctx, `SELECT status, count(*) FROM orders GROUP BY status`); err == nil {
 			for rows.Next() {
 				var s string
 				var n int
@@ -220,7 +220,7 @@ func showProgress(ctx context.Context, w io.Writer, sys *harness.System, load *l
 			rows.Close()
 		}
 		line := fmt.Sprintf("[%4.0fs] sent %d/%d  ok %d  shed %d  unknown %d  failed %d  in flight %d | confirmed %d  rejected %d  pending %d | faults %d/%d",
-			time.Since(start).Seconds(), load.Sent.Load(), len(load.Ops), load.Ok.Load(), load.Rejected.Load(), load.Unknown.Load(), load.Failed.Load(), load.InFlight.Load(),
+			time.Since(start).Seconds(), load.Sent.Load(), len(load.Ops), load.OK.Load(), load.Rejected.Load(), load.Unknown.Load(), load.Failed.Load(), load.InFlight.Load(),
 			counts[check.StatusConfirmed], counts[check.StatusRejected], counts[check.StatusPending], in.StartedCount(), total)
 		if tty {
 			fmt.Fprintf(w, "\r\033[K%s", line)

@@ -167,7 +167,7 @@ func pendingBefore(ctx context.Context, sys *harness.System, t time.Time) (int, 
 	total := 0
 	for _, svc := range []string{"ordering", "inventory"} {
 		var n int
-		if err := sys.Dbs[svc].QueryRow(ctx, `SELECT count(*) FROM outbox WHERE state = 'pending' AND created_at <= $1`, t).Scan(&n); err != nil {
+		if err := sys.DBs[svc].QueryRow(ctx, `SELECT count(*) FROM outbox WHERE state = 'pending' AND created_at <= $1`, t).Scan(&n); err != nil {
 			return 0, fmt.Errorf("%s outbox: %w", svc, err)
 		}
 		total += n
@@ -527,6 +527,7 @@ var privileges = []privilege{
 	{"inventory", "UPDATE", "outbox", "inventory's relays"},
 }
 
+// String is the privilege as GRANT and REVOKE name it, e.g. "INSERT ON inbox".
 func (p privilege) String() string { return p.Privilege + " ON " + p.Table }
 
 // privilegeRevoked revokes a privilege from a service's role for f.Duration, longer than
@@ -551,7 +552,7 @@ func (in *Injector) privilegeRevoked(ctx context.Context, f *check.Fault) {
 	in.topo.RLock()
 	defer in.topo.RUnlock()
 	ctx = context.WithoutCancel(ctx)
-	db := in.sys.Dbs[priv.Service]
+	db := in.sys.DBs[priv.Service]
 	role := pgx.Identifier{in.sys.Cfg.DatabaseName(priv.Service)}.Sanitize()
 	table := pgx.Identifier{priv.Table}.Sanitize()
 	exec := func(ctx context.Context, sql string) error {

@@ -329,7 +329,7 @@ func (in *Injector) putProviderFaults(ctx context.Context, state providerFaults)
 	p := in.sys.Process("emailprovider")
 	var err error
 	for range 30 { // the provider may be down for a moment (killed, restarting)
-		if err = harness.PutJSON(ctx, "http://"+p.HttpAddr+"/admin/faults", state); err == nil {
+		if err = harness.PutJSON(ctx, "http://"+p.HTTPAddr+"/admin/faults", state); err == nil {
 			return nil
 		}
 		if !harness.Sleep(ctx, 200*time.Millisecond) {

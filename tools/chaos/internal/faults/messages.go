@@ -45,7 +45,7 @@ func (m *Messages) channel() (*amqp.Channel, error) {
 		return m.ch, nil
 	}
 	if m.conn == nil || m.conn.IsClosed() {
-		conn, err := amqp.DialConfig(m.sys.AmqpURL, amqp.Config{Properties: amqp.Table{"connection_name": "chaos-harness"}})
+		conn, err := amqp.DialConfig(m.sys.AMQPURL, amqp.Config{Properties: amqp.Table{"connection_name": "chaos-harness"}})
 		if err != nil {
 			return nil, fmt.Errorf("harness broker connection: %w", err)
 		}
@@ -92,7 +92,7 @@ func (m *Messages) publish(ctx context.Context, exchange, key string, msg amqp.P
 // back to back reach the two competing inventory consumers at the same moment, which is
 // where "check, then process" lets both through.
 func (m *Messages) duplicate(ctx context.Context, service string, events, copies int) (int, error) {
-	rows, err := m.sys.Dbs[service].Query(ctx,
+	rows, err := m.sys.DBs[service].Query(ctx,
 		`SELECT id::text, event_type, envelope::text FROM outbox WHERE state = 'published' ORDER BY published_at DESC LIMIT 50`)
 	if err != nil {
 		return 0, fmt.Errorf("read %s outbox: %w", service, err)
@@ -190,14 +190,14 @@ func (m *Messages) alteredProcessedEvent(ctx context.Context, queue string) (id,
 		// cancelled while its placement waits in a backlog is not pending either, and the
 		// load run found that placement taken for the poison's original: the altered copy
 		// was reserved, and the real event dead-lettered as different content.
-		candidates, err = collectStrings(ctx, m.sys.Dbs["ordering"], `
+		candidates, err = collectStrings(ctx, m.sys.DBs["ordering"], `
 			SELECT o.envelope::text FROM outbox o JOIN orders ord ON ord.id::text = o.aggregate_id
 			WHERE o.state = 'published' AND ord.status IN ('confirmed', 'rejected')
 			ORDER BY random() LIMIT 20`)
 	default:
 		var stock []string
 		// Not the newest: under load the consumers run seconds behind the relay.
-		stock, err = collectStrings(ctx, m.sys.Dbs["inventory"], `
+		stock, err = collectStrings(ctx, m.sys.DBs["inventory"], `
 			SELECT envelope::text FROM outbox WHERE state = 'published' AND published_at < now() - interval '5 seconds'
 			ORDER BY random() LIMIT 30`)
 		for _, s := range stock {
@@ -254,11 +254,11 @@ func (m *Messages) settled(ctx context.Context, queue, envelope string) bool {
 	switch queue {
 	case contracts.QueueOrderingStockEvents:
 		var status string
-		err := m.sys.Dbs["ordering"].QueryRow(ctx, `SELECT status FROM orders WHERE id::text = $1`, env.Subject).Scan(&status)
+		err := m.sys.DBs["ordering"].QueryRow(ctx, `SELECT status FROM orders WHERE id::text = $1`, env.Subject).Scan(&status)
 		return err == nil && status != check.StatusPending
 	case contracts.QueueNotificationStockEvents:
 		p := m.sys.ProcessesOf("notification")[0]
-		records, err := harness.GetAll[check.NotificationRecord](ctx, "http://"+p.HttpAddr+"/notifications?order_id="+url.QueryEscape(env.Subject))
+		records, err := harness.GetAll[check.NotificationRecord](ctx, "http://"+p.HTTPAddr+"/notifications?order_id="+url.QueryEscape(env.Subject))
 		if err != nil {
 			return false
 		}

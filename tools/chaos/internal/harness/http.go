@@ -12,6 +12,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 )
 
+// getJSON GETs u and decodes its JSON answer into out.
 func getJSON(ctx context.Context, u string, out any) error {
 	_, err := getJSONHeader(ctx, u, out)
 	return err
@@ -36,6 +37,7 @@ func getJSONHeader(ctx context.Context, u string, out any) (http.Header, error) 
 	return resp.Header, json.NewDecoder(resp.Body).Decode(out)
 }
 
+// PutJSON PUTs in as JSON to u and fails on any status from 300 up.
 func PutJSON(ctx context.Context, u string, in any) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

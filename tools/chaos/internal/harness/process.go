@@ -19,7 +19,7 @@ import (
 type Process struct {
 	Name     string
 	Service  string // ordering | inventory | notification | emailprovider
-	HttpAddr string
+	HTTPAddr string
 
 	bin  string
 	Args []string
@@ -315,9 +315,9 @@ func (p *Process) counters() ProcessStats {
 func (p *Process) WaitReady(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := testenv.PollReady(ctx, "http://"+p.HttpAddr, nil); err != nil {
+	if err := testenv.PollReady(ctx, "http://"+p.HTTPAddr, nil); err != nil {
 		return fmt.Errorf("%s not ready at http://%s/readyz after %v: %w (see logs/%s.log, which ends:\n%s)",
-			p.Name, p.HttpAddr, timeout, err, p.Name, p.logTail(20))
+			p.Name, p.HTTPAddr, timeout, err, p.Name, p.logTail(20))
 	}
 	return nil
 }
@@ -340,6 +340,7 @@ func (p *Process) logTail(n int) string {
 // restarted process unable to listen and never ready.
 func freeAddr() (string, error) { return testenv.LoopbackAddr() }
 
+// Sleep waits d, or until ctx ends; it reports whether the whole of d passed.
 func Sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()

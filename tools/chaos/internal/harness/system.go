@@ -37,10 +37,10 @@ type System struct {
 	Cfg       config.Config
 	dir       string // the report directory
 	Vhost     string
-	AmqpURL   string // the run's vhost, direct
+	AMQPURL   string // the run's vhost, direct
 	Net       *network
 	Procs     []*Process
-	Dbs       map[string]*pgxpool.Pool // by service, connected as the superuser
+	DBs       map[string]*pgxpool.Pool // by service, connected as the superuser
 	onFPCrash func(p *Process, spec string)
 	alarmMu   sync.Mutex
 	alarms    map[string]*alarmProxy // by process: between its RabbitMQ link and the broker (alarm.go)
@@ -144,9 +144,9 @@ func DropStores(ctx context.Context, cfg config.Config) error {
 // Start starts the Toxiproxy links and every process, and waits until each
 // answers /readyz.
 func Start(ctx context.Context, cfg config.Config, dir string, onFPCrash func(*Process, string)) (*System, error) {
-	s := &System{Cfg: cfg, dir: dir, Vhost: cfg.Prefix, Dbs: map[string]*pgxpool.Pool{}, onFPCrash: onFPCrash}
+	s := &System{Cfg: cfg, dir: dir, Vhost: cfg.Prefix, DBs: map[string]*pgxpool.Pool{}, onFPCrash: onFPCrash}
 	var err error
-	if s.AmqpURL, err = withVHost(cfg.AMQPURL, cfg.Prefix); err != nil {
+	if s.AMQPURL, err = withVHost(cfg.AMQPURL, cfg.Prefix); err != nil {
 		return nil, err
 	}
 	pgAdmin, err := url.Parse(cfg.AdminURL)
@@ -220,7 +220,7 @@ func Start(ctx context.Context, cfg config.Config, dir string, onFPCrash func(*P
 			s.Stop()
 			return nil, fmt.Errorf("connect %s: %w", svc, err)
 		}
-		s.Dbs[svc] = pool
+		s.DBs[svc] = pool
 	}
 	return s, nil
 }
@@ -273,7 +273,7 @@ func (s *System) newProcess(ctx context.Context, name, service string, args, ext
 		if provider == nil {
 			return nil, errors.New("the email provider must be set up before notification")
 		}
-		providerLink, err := s.Net.AddLink(name+"-emailprovider", provider.HttpAddr)
+		providerLink, err := s.Net.AddLink(name+"-emailprovider", provider.HTTPAddr)
 		if err != nil {
 			return nil, err
 		}
@@ -284,7 +284,7 @@ func (s *System) newProcess(ctx context.Context, name, service string, args, ext
 		return nil, err
 	}
 	return &Process{
-		Name: name, Service: service, HttpAddr: httpAddr,
+		Name: name, Service: service, HTTPAddr: httpAddr,
 		bin: filepath.Join(s.Cfg.BinDir, service), Args: args, Env: append(env, extra...), log: log,
 		onFailpoint: s.onFPCrash,
 	}, nil
@@ -314,7 +314,7 @@ func (s *System) Stop() {
 		}()
 	}
 	wg.Wait()
-	for _, pool := range s.Dbs {
+	for _, pool := range s.DBs {
 		pool.Close()
 	}
 	if s.Net != nil {

@@ -20,7 +20,7 @@ import (
 func WaitUp(ctx context.Context, p *Process, settled, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		if p.upFor() >= settled && status(ctx, "http://"+p.HttpAddr+"/healthz") == http.StatusOK {
+		if p.upFor() >= settled && status(ctx, "http://"+p.HTTPAddr+"/healthz") == http.StatusOK {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -150,6 +150,7 @@ func sumMetric(sc *bufio.Scanner, name string) (int, error) {
 	return int(total), sc.Err()
 }
 
+// ReadyStatus is the twin's /readyz status, or "no answer".
 func (t *TwinProcess) ReadyStatus(ctx context.Context) string {
 	if s := status(ctx, "http://"+t.httpAddr+"/readyz"); s != 0 {
 		return strconv.Itoa(s)
@@ -185,6 +186,7 @@ func status(ctx context.Context, u string) int {
 	return resp.StatusCode
 }
 
+// EnvValue returns the last value of name in env ("NAME=value" entries), "" if none.
 func EnvValue(env []string, name string) string {
 	for _, kv := range slices.Backward(env) {
 		if v, ok := strings.CutPrefix(kv, name+"="); ok {

@@ -39,7 +39,7 @@ type OrderLoad struct {
 	maxInFlight int
 	shedRetries int // how many 503s with Retry-After an operation takes before it gives up
 
-	Sent, Ok, Failed, Rejected, Unknown, InFlight, Delayed atomic.Int64
+	Sent, OK, Failed, Rejected, Unknown, InFlight, Delayed atomic.Int64
 }
 
 // Retry policy of one operation: a per-attempt timeout and a bounded number of attempts
@@ -142,7 +142,7 @@ func (l *OrderLoad) Run(ctx context.Context) []check.ClientOp {
 			l.InFlight.Add(-1)
 			switch {
 			case op.Outcome == check.OutcomeOK:
-				l.Ok.Add(1)
+				l.OK.Add(1)
 			case op.Outcome == check.OutcomeFailed && op.Shed > 0:
 				l.Rejected.Add(1)
 			case op.Outcome == check.OutcomeFailed:

@@ -105,7 +105,7 @@ func newChartData(r *Result) chartData {
 	for i, p := range r.Series {
 		xs[i] = p.T
 	}
-	col := func(f func(point) float64) []*float64 {
+	col := func(f func(Point) float64) []*float64 {
 		out := make([]*float64, len(r.Series))
 		for i, p := range r.Series {
 			if v := f(p); !math.IsNaN(v) {
@@ -128,18 +128,18 @@ func newChartData(r *Result) chartData {
 		XS: xs, XMax: xmax, LoadEnd: r.LoadEnd.Sub(r.LoadStart).Seconds(),
 		Charts: []chart{
 			{ID: "throughput", Title: "Throughput: orders per second", Unit: "orders/s", Lines: []line{
-				{"sent", "#999999", col(func(p point) float64 { return p.Sent })},
-				{"answered ok", "#1f77b4", col(func(p point) float64 { return p.OK })},
-				{"decided", "#2ca02c", col(func(p point) float64 { return p.Decided })},
-				{"emailed", "#9467bd", col(func(p point) float64 { return p.Emailed })},
-				{"shed (503)", "#d62728", col(func(p point) float64 { return p.Shed })},
+				{"sent", "#999999", col(func(p Point) float64 { return p.Sent })},
+				{"answered ok", "#1f77b4", col(func(p Point) float64 { return p.OK })},
+				{"decided", "#2ca02c", col(func(p Point) float64 { return p.Decided })},
+				{"emailed", "#9467bd", col(func(p Point) float64 { return p.Emailed })},
+				{"shed (503)", "#d62728", col(func(p Point) float64 { return p.Shed })},
 			}},
 			{ID: "latency", Title: "Latency (log scale)", Unit: "ms", Log: true, Lines: []line{
-				{"client p50", "#1f77b4", col(func(p point) float64 { return msOrNaN(p.P50) })},
-				{"client p99", "#aec7e8", col(func(p point) float64 { return msOrNaN(p.P99) })},
-				{"accepted POST p99", "#ff7f0e", col(func(p point) float64 { return msOrNaN(p.PostP99) })},
-				{"placed→decided p50", "#2ca02c", col(func(p point) float64 { return msOrNaN(p.E2EP50) })},
-				{"placed→decided p99", "#98df8a", col(func(p point) float64 { return msOrNaN(p.E2EP99) })},
+				{"client p50", "#1f77b4", col(func(p Point) float64 { return msOrNaN(p.P50) })},
+				{"client p99", "#aec7e8", col(func(p Point) float64 { return msOrNaN(p.P99) })},
+				{"accepted POST p99", "#ff7f0e", col(func(p Point) float64 { return msOrNaN(p.PostP99) })},
+				{"placed→decided p50", "#2ca02c", col(func(p Point) float64 { return msOrNaN(p.E2EP50) })},
+				{"placed→decided p99", "#98df8a", col(func(p Point) float64 { return msOrNaN(p.E2EP99) })},
 			}},
 		},
 		Shades:     faultWindows(r),

@@ -20,7 +20,7 @@ import (
 // between them, and how long the system took to catch up after each outage.
 
 // postStats sums up every POST /orders attempt.
-type postStats struct {
+type PostStats struct {
 	Tries        int           `json:"tries"`
 	Accepted     int           `json:"accepted"`          // 201, or 200 replayed
 	Shed         int           `json:"shed"`              // 503 with Retry-After: refused before anything was done
@@ -36,13 +36,13 @@ type postStats struct {
 	ShedP99      time.Duration `json:"shed_p99_ns"`       // how promptly a 503 came
 	OfferedPerS  float64       `json:"offered_per_s"`     // operations started per second of load
 	AttemptsPerS float64       `json:"attempts_per_s"`    // attempts per second of load, retries included
-	Phases       []phaseStats  `json:"phases,omitempty"`  // the same, by what was going on when it was sent
-	Drains       []drain       `json:"drains,omitempty"`  // catching up after each outage
+	Phases       []PhaseStats  `json:"phases,omitempty"`  // the same, by what was going on when it was sent
+	Drains       []Drain       `json:"drains,omitempty"`  // catching up after each outage
 	Emailed      int           `json:"emailed,omitempty"` // emails the provider accepted
 }
 
-// phaseStats is the POST attempts sent during one kind of moment of the load.
-type phaseStats struct {
+// PhaseStats is the POST attempts sent during one kind of moment of the load.
+type PhaseStats struct {
 	Phase       string        `json:"phase"`
 	Tries       int           `json:"tries"`
 	Accepted    int           `json:"accepted"`
@@ -52,9 +52,9 @@ type phaseStats struct {
 	AcceptedP99 time.Duration `json:"accepted_p99_ns"`
 }
 
-// drain is how long the system took, after an outage ended, to decide and email every
+// Drain is how long the system took, after an outage ended, to decide and email every
 // order placed before its end.
-type drain struct {
+type Drain struct {
 	FaultID int           `json:"fault_id"`
 	Kind    string        `json:"kind"`
 	End     time.Duration `json:"end_ns"`     // from the load's start
@@ -74,10 +74,10 @@ const (
 var phaseOrder = []string{phaseOutage, phaseOrdering, phaseOther, phaseBetween}
 
 // SummarizePosts sums up the attempts of h against the run's faults, orders and emails.
-func SummarizePosts(loadStart, loadEnd time.Time, h []check.ClientOp, faults []check.Fault, orders []check.Order, emails []check.SentEmail) postStats {
-	var s postStats
+func SummarizePosts(loadStart, loadEnd time.Time, h []check.ClientOp, faults []check.Fault, orders []check.Order, emails []check.SentEmail) PostStats {
+	var s PostStats
 	var accepted, shed []time.Duration
-	byPhase := map[string]*phaseStats{}
+	byPhase := map[string]*PhaseStats{}
 	phaseLat := map[string][]time.Duration{}
 	windows := phaseWindows(faults)
 	for _, op := range h {
@@ -89,7 +89,7 @@ func SummarizePosts(loadStart, loadEnd time.Time, h []check.ClientOp, faults []c
 			ph := phaseOf(t.At, windows)
 			p := byPhase[ph]
 			if p == nil {
-				p = &phaseStats{Phase: ph}
+				p = &PhaseStats{Phase: ph}
 				byPhase[ph] = p
 			}
 			p.Tries++
@@ -186,7 +186,7 @@ func phaseOf(t time.Time, windows []phaseWindow) string {
 // drains measures, for each outage that hit, how long after its end the system decided
 // and emailed every order placed before it: the backlog the outage left, worked off while
 // the load went on.
-func drains(loadStart time.Time, faults []check.Fault, orders []check.Order, emails []check.SentEmail) []drain {
+func drains(loadStart time.Time, faults []check.Fault, orders []check.Order, emails []check.SentEmail) []Drain {
 	lastEmail := map[string]time.Time{} // customer address -> its last outcome email
 	for _, e := range emails {
 		if strings.HasSuffix(e.IdempotencyKey, "/order-cancelled") || e.CreatedAt.IsZero() {
@@ -196,12 +196,12 @@ func drains(loadStart time.Time, faults []check.Fault, orders []check.Order, ema
 			lastEmail[e.To] = e.CreatedAt
 		}
 	}
-	var out []drain
+	var out []Drain
 	for _, f := range faults {
 		if !check.IsOutage(f.Kind) || !f.Fired || f.End.IsZero() {
 			continue
 		}
-		d := drain{FaultID: f.ID, Kind: f.Kind, End: f.End.Sub(loadStart)}
+		d := Drain{FaultID: f.ID, Kind: f.Kind, End: f.End.Sub(loadStart)}
 		for _, o := range orders {
 			if o.CreatedAt.After(f.End) || (o.Status != check.StatusConfirmed && o.Status != check.StatusRejected) {
 				continue // placed after it, or cancelled (its updated_at is the cancellation's)

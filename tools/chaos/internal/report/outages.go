@@ -7,8 +7,8 @@ import (
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/config"
 )
 
-// outageReport is one outage set against the budget it had to outlast.
-type outageReport struct {
+// OutageReport is one outage set against the budget it had to outlast.
+type OutageReport struct {
 	FaultID   int           `json:"fault_id"`
 	Kind      string        `json:"kind"`
 	At        time.Duration `json:"at_ns"`     // from the start of the load
@@ -21,15 +21,15 @@ type outageReport struct {
 }
 
 // OutageReports sets every outage that started against its budget.
-func OutageReports(cfg config.Config, faults []check.Fault, loadStart time.Time) []outageReport {
-	var out []outageReport
+func OutageReports(cfg config.Config, faults []check.Fault, loadStart time.Time) []OutageReport {
+	var out []OutageReport
 	for _, f := range faults {
 		b, ok := cfg.BudgetOf(f.Kind)
 		if !ok || f.Start.IsZero() {
 			continue
 		}
 		length := f.End.Sub(f.Start)
-		out = append(out, outageReport{
+		out = append(out, OutageReport{
 			FaultID: f.ID, Kind: f.Kind, At: f.Start.Sub(loadStart), Length: length,
 			Budget: b.Name, BudgetMax: b.Max, Required: b.Shrunk, Outlasted: f.Fired && length > b.Max, Hit: f.Fired,
 		})

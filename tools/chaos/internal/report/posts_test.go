@@ -47,7 +47,7 @@ func TestSummarizePosts(t *testing.T) {
 	if s.Tries != 6 || s.Accepted != 2 || s.Shed != 2 || s.Shed503NoRA != 1 || s.Timeouts != 1 || s.Rejected != 1 {
 		t.Errorf("counts: %+v", s)
 	}
-	phases := map[string]phaseStats{}
+	phases := map[string]PhaseStats{}
 	for _, p := range s.Phases {
 		phases[p.Phase] = p
 	}

@@ -31,7 +31,7 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 }
 
 // opStats sums up the client history.
-type opStats struct {
+type OpStats struct {
 	Sent      int           `json:"sent"`
 	OK        int           `json:"ok"`
 	Failed    int           `json:"failed"`
@@ -44,7 +44,7 @@ type opStats struct {
 }
 
 // orderStats sums up the orders the system holds at the end.
-type orderStats struct {
+type OrderStats struct {
 	Total     int           `json:"total"`
 	Confirmed int           `json:"confirmed"`
 	Rejected  int           `json:"rejected"`
@@ -54,16 +54,16 @@ type orderStats struct {
 	E2EP99    time.Duration `json:"e2e_p99_ns"`
 }
 
-// faultCount is how many faults of one kind were scheduled, started and really hit.
-type faultCount struct {
+// FaultCount is how many faults of one kind were scheduled, started and really hit.
+type FaultCount struct {
 	Kind      string `json:"kind"`
 	Scheduled int    `json:"scheduled"`
 	Started   int    `json:"started"`
 	Fired     int    `json:"fired"`
 }
 
-// point is one time bucket of the run, from the start of the load.
-type point struct {
+// Point is one time bucket of the run, from the start of the load.
+type Point struct {
 	T       float64       `json:"t_s"`
 	Sent    float64       `json:"sent_per_s"`
 	OK      float64       `json:"ok_per_s"`
@@ -77,8 +77,9 @@ type point struct {
 	E2EP99  time.Duration `json:"e2e_p99_ns"`
 }
 
-func SummarizeOps(h []check.ClientOp) opStats {
-	s := opStats{Sent: len(h)}
+// SummarizeOps sums up the client history: outcomes, retries, latency, throughput.
+func SummarizeOps(h []check.ClientOp) OpStats {
+	s := OpStats{Sent: len(h)}
 	var lat []time.Duration
 	var first, last time.Time
 	for _, op := range h {
@@ -112,8 +113,9 @@ func SummarizeOps(h []check.ClientOp) opStats {
 	return s
 }
 
-func SummarizeOrders(orders []check.Order) orderStats {
-	var s orderStats
+// SummarizeOrders counts the orders by status, with placed-to-decided latency.
+func SummarizeOrders(orders []check.Order) OrderStats {
+	var s OrderStats
 	var e2e []time.Duration
 	for _, o := range orders {
 		s.Total++
@@ -136,13 +138,14 @@ func SummarizeOrders(orders []check.Order) orderStats {
 	return s
 }
 
-func CountFaults(fs []check.Fault) []faultCount {
-	byKind := map[string]*faultCount{}
+// CountFaults counts the faults of each kind scheduled, started and hit, in report order.
+func CountFaults(fs []check.Fault) []FaultCount {
+	byKind := map[string]*FaultCount{}
 	var order []string
 	for _, f := range fs {
 		c, ok := byKind[f.Kind]
 		if !ok {
-			c = &faultCount{Kind: f.Kind}
+			c = &FaultCount{Kind: f.Kind}
 			byKind[f.Kind] = c
 			order = append(order, f.Kind)
 		}
@@ -156,7 +159,7 @@ func CountFaults(fs []check.Fault) []faultCount {
 	}
 	kindOrder := append(slices.Clone(check.FaultKinds), check.FaultBrokerRestart)
 	slices.SortFunc(order, func(a, b string) int { return cmp.Compare(slices.Index(kindOrder, a), slices.Index(kindOrder, b)) })
-	out := make([]faultCount, len(order))
+	out := make([]FaultCount, len(order))
 	for i, k := range order {
 		out[i] = *byKind[k]
 	}
@@ -168,7 +171,9 @@ func bucketSize(d time.Duration) time.Duration {
 	return max(time.Second, (d / 120).Round(time.Second))
 }
 
-func Series(start, end time.Time, h []check.ClientOp, orders []check.Order, emails []check.SentEmail) []point {
+// Series buckets the run from the start of the load to the last outcome or email:
+// rates, latencies and placed-to-decided times per bucket.
+func Series(start, end time.Time, h []check.ClientOp, orders []check.Order, emails []check.SentEmail) []Point {
 	size := bucketSize(end.Sub(start))
 	n := int(end.Sub(start)/size) + 1
 	// Outcomes keep arriving after the load while the system catches up; show that tail.
@@ -183,7 +188,7 @@ func Series(start, end time.Time, h []check.ClientOp, orders []check.Order, emai
 		}
 	}
 	n = min(n, 10_000)
-	pts := make([]point, n)
+	pts := make([]Point, n)
 	lat := make([][]time.Duration, n)
 	e2e := make([][]time.Duration, n)
 	bucket := func(t time.Time) int {

@@ -19,7 +19,7 @@ func smallResult(dir string) *Result {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(s float64) time.Time { return start.Add(time.Duration(s * float64(time.Second))) }
 	r := &Result{Design: "outbox + inbox", ReportDir: dir, Started: start, LoadStart: start, LoadEnd: at(2), Finished: at(3), Passed: true}
-	r.Series = []point{
+	r.Series = []Point{
 		{T: 0, Sent: 20, OK: 19, P50: 30 * time.Millisecond, P99: 90 * time.Millisecond},
 		{T: 1, Sent: 21, OK: 20, Decided: 18, Emailed: 17},
 		{T: 2, Decided: 3},

@@ -25,6 +25,7 @@ type Backlog struct {
 	Notifications int `json:"unfinished_notifications"`
 }
 
+// Drained reports whether nothing is left to publish, deliver or email.
 func (b Backlog) Drained() bool { return b.Outbox == 0 && b.Queued == 0 && b.Notifications == 0 }
 
 // Result is one run: what was done, what was seen, what the checker said.
@@ -36,18 +37,18 @@ type Result struct {
 	LoadStart    time.Time              `json:"load_start"`
 	LoadEnd      time.Time              `json:"load_end"`
 	Finished     time.Time              `json:"finished"`
-	Ops          opStats                `json:"ops"`
-	Orders       orderStats             `json:"orders"`
+	Ops          OpStats                `json:"ops"`
+	Orders       OrderStats             `json:"orders"`
 	Faults       []check.Fault          `json:"faults"`
-	FaultCounts  []faultCount           `json:"fault_counts"`
+	FaultCounts  []FaultCount           `json:"fault_counts"`
 	Budgets      []config.Budget        `json:"budgets,omitempty"` // the retry budgets the outages had to outlast
-	Outages      []outageReport         `json:"outages,omitempty"` // each outage's length against its budget
+	Outages      []OutageReport         `json:"outages,omitempty"` // each outage's length against its budget
 	Processes    []harness.ProcessStats `json:"processes"`
 	Quiet        Quiet                  `json:"quiet"`
-	Series       []point                `json:"series"`
+	Series       []Point                `json:"series"`
 	Verdicts     []check.Verdict        `json:"verdicts"`
 	Violations   int                    `json:"violations"`
 	Passed       bool                   `json:"passed"`
 	DelayedSends int64                  `json:"delayed_sends"` // sends that waited for the in-flight cap
-	Posts        postStats              `json:"posts"`         // every POST /orders attempt: accepted, shed, timed out (loadreport.go)
+	Posts        PostStats              `json:"posts"`         // every POST /orders attempt: accepted, shed, timed out (loadreport.go)
 }
