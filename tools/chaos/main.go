@@ -6,12 +6,16 @@
 //
 //	chaos [flags]           one run of the default design (outbox + inbox); exit 1 on a violation
 //	chaos compare [flags]   the same seed and faults against the default and the wrong designs
-//	chaos report DIR        render DIR/report.json again as report.html and the plots
+//	chaos report DIR        render DIR/report.json again as report.html, summary.txt and the CSV files
 //	chaos --help            every flag
 //
 // It closes the gap between "the design survives crashes" and "we watched it survive
 // them": every failure window the services claim to close is opened here, many times, and
 // the naive designs run under the same faults show what the windows cost when left open.
+//
+// The packages under internal/ import only downward: experiment runs a run through
+// report, faults and load, which use harness (the processes and their links), which uses
+// config; check, the checker and the snapshot it reads, imports none of the others.
 package main
 
 import (

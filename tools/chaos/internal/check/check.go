@@ -425,7 +425,7 @@ func checkDeadLetters(s Snapshot) Verdict {
 // check of its own passed it. A relay twin published nothing while the live relay under
 // its RELAY_ID held the id's lock (its copies would be absorbed by the consumers' inboxes,
 // so no other invariant sees them); every outbox row written before a broker alarm ended
-// was published within alarmDrainLimit; a deleted queue was declared again.
+// was published within faults.AlarmDrainLimit; a deleted queue was declared again.
 func checkFaults(s Snapshot) Verdict {
 	b := newVerdict(10, "each heavy fault's own check: twins publish nothing, alarms drain, queues come back")
 	unchecked := map[string]int{}

@@ -83,7 +83,7 @@ var Default = Config{
 	Progress:          true,
 }
 
-// compareDeliveryLimit is compare's -delivery-limit (see parseFlags).
+// compareDeliveryLimit is compare's -delivery-limit (see Parse).
 const compareDeliveryLimit = 20
 
 // LoadDuration is how long the load runs if the system keeps up with the rate.

@@ -18,7 +18,7 @@ func getJSON(ctx context.Context, u string, out any) error {
 	return err
 }
 
-// getJSONHeader is getJSON that also returns the response's header (its Link, for getAll).
+// getJSONHeader is getJSON that also returns the response's header (its Link, for GetAll).
 func getJSONHeader(ctx context.Context, u string, out any) (http.Header, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

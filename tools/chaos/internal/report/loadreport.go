@@ -19,7 +19,7 @@ import (
 // Retry-After) against timeouts, the latency of the accepted POSTs during the faults and
 // between them, and how long the system took to catch up after each outage.
 
-// postStats sums up every POST /orders attempt.
+// PostStats sums up every POST /orders attempt.
 type PostStats struct {
 	Tries        int           `json:"tries"`
 	Accepted     int           `json:"accepted"`          // 201, or 200 replayed

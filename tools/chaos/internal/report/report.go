@@ -30,7 +30,7 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 	return sorted[max(0, min(i, len(sorted)-1))]
 }
 
-// opStats sums up the client history.
+// OpStats sums up the client history.
 type OpStats struct {
 	Sent      int           `json:"sent"`
 	OK        int           `json:"ok"`
@@ -43,7 +43,7 @@ type OpStats struct {
 	PerSecond float64       `json:"ok_per_second"`
 }
 
-// orderStats sums up the orders the system holds at the end.
+// OrderStats sums up the orders the system holds at the end.
 type OrderStats struct {
 	Total     int           `json:"total"`
 	Confirmed int           `json:"confirmed"`
