@@ -160,13 +160,7 @@ func (t *TwinProcess) ReadyStatus(ctx context.Context) string {
 
 // Stop stops the twin: SIGTERM, SIGKILL after 5 s.
 func (t *TwinProcess) Stop() {
-	_ = t.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-t.done:
-	case <-time.After(5 * time.Second):
-		_ = t.cmd.Process.Signal(syscall.SIGKILL)
-		<-t.done
-	}
+	terminate(t.cmd, t.done, 5*time.Second)
 	t.log.Close()
 }
 
