@@ -6,7 +6,7 @@
 //
 //	chaos [flags]           one run of the default design (outbox + inbox); exit 1 on a violation
 //	chaos compare [flags]   the same seed and faults against the default and the wrong designs
-//	chaos report DIR        render DIR/report.json again as report.html, summary.txt and the CSV files
+//	chaos report DIR        render DIR/report.json again as report.html and the CSV files
 //	chaos --help            every flag
 //
 // It closes the gap between "the design survives crashes" and "we watched it survive

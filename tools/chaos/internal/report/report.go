@@ -386,11 +386,16 @@ func Write(r *Result, snap check.Snapshot) error {
 	if err := write("snapshot.json", snap); err != nil {
 		return err
 	}
-	return render(r)
+	var sum strings.Builder
+	PrintSummary(&sum, r)
+	if err := os.WriteFile(filepath.Join(r.ReportDir, "summary.txt"), []byte(sum.String()), 0o644); err != nil {
+		return err
+	}
+	return render(r, sum.String())
 }
 
-// Rerender reads a run's report.json and writes its summary, CSV files and report.html
-// again: for a report written by an older harness, or after a change to the charts.
+// Rerender reads a run's report.json and writes its CSV files and report.html again:
+// for a report written by an older harness, or after a change to the charts.
 func Rerender(dir string) error {
 	b, err := os.ReadFile(filepath.Join(dir, "report.json"))
 	if err != nil {
@@ -401,24 +406,21 @@ func Rerender(dir string) error {
 		return fmt.Errorf("%s: %w", filepath.Join(dir, "report.json"), err)
 	}
 	r.ReportDir = dir
-	return render(&r)
+	var sum strings.Builder
+	PrintSummary(&sum, &r)
+	return render(&r, sum.String())
 }
 
-// render writes what report.json determines: summary.txt, series.csv, faults.csv and
-// report.html.
-func render(r *Result) error {
-	var sum strings.Builder
-	PrintSummary(&sum, r)
-	if err := os.WriteFile(filepath.Join(r.ReportDir, "summary.txt"), []byte(sum.String()), 0o644); err != nil {
-		return err
-	}
+// render writes what report.json determines beside it: series.csv, faults.csv and
+// report.html, which ends with summary.
+func render(r *Result, summary string) error {
 	if err := writeCSV(filepath.Join(r.ReportDir, "series.csv"), seriesRows(r)); err != nil {
 		return err
 	}
 	if err := writeCSV(filepath.Join(r.ReportDir, "faults.csv"), faultRows(r)); err != nil {
 		return err
 	}
-	page, err := renderHTML(r, sum.String())
+	page, err := renderHTML(r, summary)
 	if err != nil {
 		return err
 	}
