@@ -8,15 +8,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
+
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/faults"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/harness"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/report"
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"golang.org/x/sync/errgroup"
 )
 
 // waitQuiet polls until nothing is left to do, or until the only thing left is orders

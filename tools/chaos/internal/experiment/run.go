@@ -17,13 +17,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/config"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/faults"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/harness"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/load"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/report"
-	"github.com/google/uuid"
 )
 
 // ErrViolations is returned when a run finished and the checker found a violation.

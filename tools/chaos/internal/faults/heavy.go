@@ -9,10 +9,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/harness"
-	"github.com/jackc/pgx/v5"
 )
 
 // The heavy faults (issue 22): each takes a part of the system's surroundings away for

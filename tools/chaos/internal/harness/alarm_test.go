@@ -5,8 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
 
 // The alarm proxy tells a real client, through a real broker's connection, what a memory

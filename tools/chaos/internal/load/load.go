@@ -20,10 +20,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/config"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/harness"
-	"github.com/google/uuid"
 )
 
 // OrderLoad is an open-model client of ordering: operations start when the clock says, not

@@ -7,8 +7,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/bookstore-go/bookstore/tools/chaos/internal/config"
 	"github.com/google/uuid"
+
+	"github.com/bookstore-go/bookstore/tools/chaos/internal/config"
 )
 
 // Go's transport sends a request with an Idempotency-Key again by itself when the

@@ -5,8 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
 	"github.com/google/uuid"
+
+	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
 )
 
 // Each attempt is counted by its answer and by what was going on when it was sent; the
