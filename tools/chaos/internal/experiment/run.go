@@ -83,7 +83,7 @@ func Run(ctx context.Context, cfg config.Config, progress io.Writer) (*report.Re
 		}
 		apis = append(apis, "http://"+clientLink)
 	}
-	load := load.Plan(cfg, books, apis)
+	customers := load.Plan(cfg, books, apis)
 	msgs := faults.NewMessages(sys, cfg.Seed)
 	defer msgs.Close()
 	var procNames []string
@@ -98,9 +98,9 @@ func Run(ctx context.Context, cfg config.Config, progress io.Writer) (*report.Re
 	faultsDone := make(chan struct{})
 	go func() { defer close(faultsDone); in.Run(loadCtx, res.LoadStart) }()
 	progressDone := make(chan struct{})
-	go func() { defer close(progressDone); showProgress(loadCtx, progress, sys, load, in, cfg) }()
+	go func() { defer close(progressDone); showProgress(loadCtx, progress, sys, customers, in, cfg) }()
 
-	history := load.Run(ctx)
+	history := customers.Run(ctx)
 	res.LoadEnd = time.Now()
 	endLoad()
 	<-faultsDone
@@ -135,7 +135,7 @@ func Run(ctx context.Context, cfg config.Config, progress io.Writer) (*report.Re
 		res.Outages = report.OutageReports(cfg, res.Faults, res.LoadStart)
 	}
 	res.Processes = sys.ProcessStats()
-	res.DelayedSends = load.Delayed.Load()
+	res.DelayedSends = customers.Delayed.Load()
 	res.Ops = report.SummarizeOps(history)
 	res.Orders = report.SummarizeOrders(snap.Orders)
 	res.Series = report.Series(res.LoadStart, res.LoadEnd, history, snap.Orders, snap.Emails)
@@ -182,7 +182,7 @@ func stockBooks(ctx context.Context, sys *harness.System, cfg config.Config) ([]
 
 // showProgress prints one live line: orders sent and answered, the database's outcomes,
 // faults so far. On a terminal it rewrites itself; elsewhere it prints every 10 seconds.
-func showProgress(ctx context.Context, w io.Writer, sys *harness.System, load *load.OrderLoad, in *faults.Injector, cfg config.Config) {
+func showProgress(ctx context.Context, w io.Writer, sys *harness.System, customers *load.OrderLoad, in *faults.Injector, cfg config.Config) {
 	if !cfg.Progress {
 		return
 	}
@@ -221,7 +221,7 @@ func showProgress(ctx context.Context, w io.Writer, sys *harness.System, load *l
 			rows.Close()
 		}
 		line := fmt.Sprintf("[%4.0fs] sent %d/%d  ok %d  shed %d  unknown %d  failed %d  in flight %d | confirmed %d  rejected %d  pending %d | faults %d/%d",
-			time.Since(start).Seconds(), load.Sent.Load(), len(load.Ops), load.OK.Load(), load.Rejected.Load(), load.Unknown.Load(), load.Failed.Load(), load.InFlight.Load(),
+			time.Since(start).Seconds(), customers.Sent.Load(), len(customers.Ops), customers.OK.Load(), customers.Rejected.Load(), customers.Unknown.Load(), customers.Failed.Load(), customers.InFlight.Load(),
 			counts[check.StatusConfirmed], counts[check.StatusRejected], counts[check.StatusPending], in.StartedCount(), total)
 		if tty {
 			fmt.Fprintf(w, "\r\033[K%s", line)
