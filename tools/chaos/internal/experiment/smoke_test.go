@@ -201,10 +201,10 @@ func smokeFaults(cfg *config.Config) {
 }
 
 // unarmedFailpoints lists the failpoint names of the contracts that no failpoint fault
-// of faults armed (started).
-func unarmedFailpoints(faults []check.Fault) []string {
+// of fs armed (started).
+func unarmedFailpoints(fs []check.Fault) []string {
 	armed := map[string]bool{}
-	for _, f := range faults {
+	for _, f := range fs {
 		if f.Kind == check.FaultFailpoint && !f.Start.IsZero() {
 			armed[strings.SplitN(f.Detail, "=", 2)[0]] = true
 		}
