@@ -10,9 +10,9 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 )
 
-// queueInfo is what the management API says of a queue; its counts lag by up to the
+// QueueInfo is what the management API says of a queue; its counts lag by up to the
 // broker's statistics interval (5 s by default).
-type queueInfo struct {
+type QueueInfo struct {
 	Messages int `json:"messages"`
 	Ready    int `json:"messages_ready"`
 	Unacked  int `json:"messages_unacknowledged"`
@@ -25,7 +25,7 @@ func (s *System) queuePath(queue string) string {
 }
 
 // QueueState reads a queue from the management API; exists is false for a 404.
-func (s *System) QueueState(ctx context.Context, queue string) (info queueInfo, exists bool, err error) {
+func (s *System) QueueState(ctx context.Context, queue string) (info QueueInfo, exists bool, err error) {
 	err = s.management().Do(ctx, http.MethodGet, s.queuePath(queue), "", &info)
 	if errors.Is(err, broker.ErrNotFound) {
 		return info, false, nil
