@@ -131,20 +131,22 @@ func checkStopped(t *testing.T, bin string, out *syncBuffer, names ...string) {
 }
 
 // TestRunScriptStartsTheSystemAndStopsItOnSIGTERM: make run starts what bin/ holds (the
-// services not built yet skipped), gives them this shell's variables, the local
-// superuser and INVENTORY_ADMIN=1 as the README says, prints the storefront's URL, and
-// stops every process with SIGTERM when it is stopped.
+// services not built yet skipped), gives them this shell's variables (an AMQP_URL to
+// all), the local superuser and INVENTORY_ADMIN=1 as the README says, prints the
+// storefront's URL, and stops every process with SIGTERM when it is stopped.
 func TestRunScriptStartsTheSystemAndStopsItOnSIGTERM(t *testing.T) {
 	t.Parallel()
 	bin := t.TempDir()
 	for _, name := range []string{"ordering", "emailprovider", "storefront"} {
 		standIn(t, bin, name, "")
 	}
-	cmd, out, done := startRunScript(t, bin)
+	const mine = "amqp://guest:guest@localhost:5672/mine"
+	cmd, out, done := startRunScript(t, bin, "AMQP_URL="+mine)
 
 	waitOutput(t, out, "running: ordering emailprovider storefront")
 	for _, want := range []string{
 		"ordering       | ordering started with LOG_LEVEL=debug",
+		"ordering       | ordering amqp " + mine,
 		"ordering       | ordering admin postgres://postgres@localhost:5432/postgres?sslmode=disable",
 		"ordering       | ordering inventory-admin 1",
 		"http://localhost:8080",
