@@ -15,7 +15,7 @@ SQLC    := cd tools/sqlc && GOWORK=off go tool sqlc -f ../../sqlc.yaml
 
 .PHONY: help
 help: ## list the targets
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
 .PHONY: services
 services: ## start local Postgres and RabbitMQ if they are down
@@ -52,6 +52,10 @@ bench: services ## benchmarks, each reported as a ratio to a baseline measured i
 .PHONY: generate
 generate: ## regenerate the sqlc code from sql/
 	$(SQLC) generate
+
+.PHONY: generate-k8s
+generate-k8s: ## regenerate deploy/k8s's derived files from deploy/ and services/contracts (its tests fail when stale)
+	go generate ./deploy/k8s
 
 .PHONY: lint
 lint: ## gofmt, go vet, the sqlc drift check and the contracts (api/: OpenAPI, AsyncAPI, JSON Schema)

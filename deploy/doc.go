@@ -1,14 +1,9 @@
-// Package deploy holds no production code: its tests are the checks that keep the
-// docker compose setup honest on a machine with no Docker engine.
-//
-// A compose file is only ever "tested" when someone runs it, usually a newcomer on day
-// one, and the failures users of such demos report are always the same: a container with
-// no healthcheck and services crash-looping while the broker boots, a script committed
-// without its execute bit, a dashboard graphing a metric nobody exports, a definitions
-// file whose queue arguments differ from the ones the services declare (and so a service
-// that cannot start). Each test here closes one of them by checking the files against
-// what really runs: the compose file as compose-go loads it, the Dockerfile as BuildKit
-// parses it and its go build lines as they compile, the RabbitMQ definitions against the
-// topology the services declare on a real broker, and the Grafana dashboard against the
-// /metrics of the real service binaries.
+// Package deploy holds no production code: its tests check docker compose, deploy/'s
+// scripts and configuration against what really runs, on a machine with no Docker engine.
+// Each closes a failure a newcomer meets on day one: a container with no healthcheck, a
+// script without its execute bit, a dashboard graphing a metric nobody exports, a
+// definitions file whose queue arguments differ from the services' own. They read the
+// compose file as compose-go loads it, the Dockerfile as BuildKit parses it, the RabbitMQ
+// definitions against the topology declared on a real broker, and the dashboard against
+// the real binaries' /metrics; `make run`'s script runs on stand-in processes.
 package deploy

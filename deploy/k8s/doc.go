@@ -6,5 +6,5 @@
 // docker-compose.yml. docs/kubernetes.md walks through the manifests.
 package k8s
 
-// overlays/production/broker/topology.yaml is generated from services/contracts:
-//go:generate go run ./internal/gentopology -o overlays/production/broker/topology.yaml
+// The overlays' generated files (internal/overlays.Files), `make generate-k8s`:
+//go:generate go run ./internal/genoverlays

@@ -572,8 +572,8 @@ func TestProductionAvailability(t *testing.T) {
 
 // Local is compose on one node: every variable compose gives a service, with compose's
 // value (the development credentials included); every host and port a service's URL
-// names is a Service of the overlay; the infrastructure's images are compose's; and the
-// broker and Postgres configuration are deploy/'s files, byte for byte.
+// names is a Service of the overlay; and the infrastructure's images are compose's. The
+// broker and Postgres configuration are deploy/'s files, generated (generated_test.go).
 func TestLocalMatchesCompose(t *testing.T) {
 	c := loadCompose(t)
 	b := build(t, local)
@@ -625,19 +625,6 @@ func TestLocalMatchesCompose(t *testing.T) {
 		}
 		if img := spec.Containers[0].Image; img != cs.Image {
 			t.Errorf("%s %s runs %s, compose %s", o.Kind, o.Name, img, cs.Image)
-		}
-	}
-	root := repoRoot(t)
-	for copy, orig := range map[string]string{
-		"overlays/local/rabbitmq/definitions.json": "deploy/rabbitmq/definitions.json",
-		"overlays/local/rabbitmq/rabbitmq.conf":    "deploy/rabbitmq/rabbitmq.conf",
-		"overlays/local/rabbitmq/enabled_plugins":  "deploy/rabbitmq/enabled_plugins",
-		"overlays/local/postgres/01-roles.sql":     "deploy/postgres/init/01-roles.sql",
-	} {
-		a, err1 := os.ReadFile(copy)
-		o, err2 := os.ReadFile(filepath.Join(root, orig))
-		if err1 != nil || err2 != nil || !bytes.Equal(a, o) {
-			t.Errorf("%s is not a copy of %s (cp %[2]s deploy/k8s/%[1]s): %v %v", copy, orig, err1, err2)
 		}
 	}
 }
