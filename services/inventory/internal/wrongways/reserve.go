@@ -35,12 +35,9 @@ func (c *Consumer) reserveNaive(ctx context.Context, env event.Envelope) (consum
 }
 
 // reserveCheckThenProcess is the usual first attempt: check, process, record, as three
-// steps. It lets through
-//   - a crash after the work commits and before the record (the failpoint
-//     inventory/after-commit sits exactly there): the redelivery finds no record and
-//     reserves again;
-//   - two copies at once: both check before either records, and both reserve.
-//
+// steps. It lets through a crash after the work commits and before the record (the
+// failpoint inventory/after-commit sits there): the redelivery finds no record and
+// reserves again; and two copies at once, which both check before either records.
 // Recording first and working second turns the window round: a crash between them loses
 // the reservation instead (at most once).
 func (c *Consumer) reserveCheckThenProcess(ctx context.Context, env event.Envelope) (consumer.Outcome, error) {
