@@ -22,6 +22,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/api"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
+	"github.com/bookstore-go/bookstore/services/inventory/internal/wrongways"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/config"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
@@ -70,7 +71,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 		return fmt.Errorf("unknown command %q (inventory takes dlq or outbox)", rest[0])
 	}
-	strategy, err := stock.ParseStrategy(strategyName)
+	strategy, err := wrongways.ParseStrategy(strategyName)
 	if err != nil {
 		return err
 	}
@@ -108,7 +109,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	consumeConn := broker.NewConn(cfg.AMQPURL, "inventory-consume")
 	defer consumeConn.Close()
 
-	svc, err := stock.NewService(pool, tel, stock.Options{Strategy: strategy, IgnoreSequence: cancellations == "ignore-sequence"})
+	svc, err := stock.NewService(pool, tel, stock.Options{})
+	if err != nil {
+		return err
+	}
+	handle, err := orderHandler(pool, tel, svc, strategy, cancellations)
 	if err != nil {
 		return err
 	}
@@ -129,12 +134,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		RequeueRefused: retry.OnRefusal == "requeue",
 		Healthy:        pool.Ping,
 	}
-	if strategy == stock.Inbox {
+	if strategy == wrongways.Inbox {
 		// Orders that arrive together are reserved in one transaction. The wrong
 		// strategies stay one message at a time, as the demonstrations show them.
-		ordersCfg.Batch = svc.ReserveStockBatch
+		ordersCfg.Batch = svc.HandleOrderEvents
 	}
-	orders, err := consumer.New(consumeConn, tel, ordersCfg, svc.HandleOrderEvent)
+	orders, err := consumer.New(consumeConn, tel, ordersCfg, handle)
 	if err != nil {
 		return err
 	}
@@ -155,7 +160,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	g.Go(func() error { inbox.RunCleanup(ctx, pool, inbox.Retention, time.Hour, log); return nil })
 	handler := api.NewServer(svc, admin == "1", tel, ready...)
 	g.Go(func() error { return httpapi.Serve(ctx, cfg.HTTPAddr, handler, log, nil) })
-	if strategy != stock.Inbox {
+	if strategy != wrongways.Inbox {
 		log.WarnContext(ctx, "INVENTORY_STRATEGY is not inbox: redelivered orders CAN BE RESERVED TWICE", "strategy", strategy)
 	}
 	log.InfoContext(ctx, "inventory started", "http_addr", cfg.HTTPAddr, "strategy", strategy, "admin", admin == "1")

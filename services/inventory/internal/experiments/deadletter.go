@@ -51,7 +51,7 @@ func (l *Lab) InboxSameIDDifferentContent(ctx context.Context) (DeadLetterResult
 		return r, err
 	}
 
-	svc, err := l.service(stock.Inbox, stock.Hooks{})
+	svc, err := l.stock()
 	if err != nil {
 		return r, err
 	}
@@ -63,7 +63,7 @@ func (l *Lab) InboxSameIDDifferentContent(ctx context.Context) (DeadLetterResult
 		Topology:    contracts.Topology,
 		Types:       stock.OrderEventTypes,
 		Concurrency: 1,
-	}, svc.ReserveStock)
+	}, svc.HandleOrderEvent)
 	if err != nil {
 		return r, err
 	}

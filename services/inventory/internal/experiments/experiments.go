@@ -5,10 +5,11 @@
 //
 // Each experiment is the seed article's: Ada orders two copies of Dune, and the broker
 // delivers her OrderPlaced twice, or twice at once, or the consumer dies half-way. The
-// handlers are inventory's real ones (package stock), called in-process; a "crash" is a
-// hook that returns an error where the real process would be killed, which leaves the
-// database in the same state (an open transaction rolls back either way). The tests in
-// cmd/inventory kill the real process for the same windows.
+// handlers are inventory's own (package stock) and the wrong ones (package wrongways),
+// called in-process. A wrong one "crashes" at a hook that returns an error where the real
+// process would be killed; stock's handler, which has no hooks, is held in its window by
+// a lock on the outbox and its session ended there. Either leaves the database as a
+// crash would. The tests in cmd/inventory kill the real process for the same windows.
 package experiments
 
 import (
@@ -16,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -24,6 +24,7 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
+	"github.com/bookstore-go/bookstore/services/inventory/internal/wrongways"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
@@ -83,12 +84,12 @@ func (l *Lab) NaiveDeliveredTwice(ctx context.Context) (NaiveResult, error) {
 	if err != nil {
 		return NaiveResult{}, err
 	}
-	svc, err := l.service(stock.Naive, stock.Hooks{})
+	naive, err := l.wrongWay(wrongways.Naive, wrongways.Hooks{})
 	if err != nil {
 		return NaiveResult{}, err
 	}
 	for range 2 {
-		if _, err := svc.ReserveStock(ctx, msg); err != nil {
+		if _, err := naive.HandleOrderEvent(ctx, msg); err != nil {
 			return NaiveResult{}, fmt.Errorf("naive delivery: %w", err)
 		}
 	}
@@ -113,18 +114,18 @@ func (l *Lab) CheckThenProcessCrashAfterCommit(ctx context.Context) (CheckThenPr
 	if err != nil {
 		return CheckThenProcessResult{}, err
 	}
-	crashing, err := l.service(stock.CheckThenProcess, stock.Hooks{AfterCommit: crash})
+	crashing, err := l.wrongWay(wrongways.CheckThenProcess, wrongways.Hooks{AfterCommit: crash})
 	if err != nil {
 		return CheckThenProcessResult{}, err
 	}
-	if _, err := crashing.ReserveStock(ctx, msg); !errors.Is(err, errSimulatedCrash) {
+	if _, err := crashing.HandleOrderEvent(ctx, msg); !errors.Is(err, errSimulatedCrash) {
 		return CheckThenProcessResult{}, fmt.Errorf("first delivery: want the simulated crash, got %v", err)
 	}
-	restarted, err := l.service(stock.CheckThenProcess, stock.Hooks{})
+	restarted, err := l.wrongWay(wrongways.CheckThenProcess, wrongways.Hooks{})
 	if err != nil {
 		return CheckThenProcessResult{}, err
 	}
-	if _, err := restarted.ReserveStock(ctx, msg); err != nil {
+	if _, err := restarted.HandleOrderEvent(ctx, msg); err != nil {
 		return CheckThenProcessResult{}, fmt.Errorf("redelivery: %w", err)
 	}
 	n, err := l.duneReserved(ctx)
@@ -151,12 +152,12 @@ func (l *Lab) InboxDeliveredTwice(ctx context.Context) (InboxTwiceResult, error)
 	if err != nil {
 		return r, err
 	}
-	svc, err := l.service(stock.Inbox, stock.Hooks{})
+	svc, err := l.stock()
 	if err != nil {
 		return r, err
 	}
 	for i := range 2 {
-		outcome, err := svc.ReserveStock(ctx, msg)
+		outcome, err := svc.HandleOrderEvent(ctx, msg)
 		if err != nil {
 			return r, fmt.Errorf("inbox delivery %d: %w", i+1, err)
 		}
@@ -187,25 +188,54 @@ func (l *Lab) InboxCrashBeforeCommit(ctx context.Context) (InboxCrashResult, err
 	if err != nil {
 		return r, err
 	}
-	crashing, err := l.service(stock.Inbox, stock.Hooks{BeforeCommit: crash})
+	crashing, err := l.stock()
 	if err != nil {
 		return r, err
 	}
-	if _, err := crashing.ReserveStock(ctx, msg); !errors.Is(err, errSimulatedCrash) {
-		return r, fmt.Errorf("first delivery: want the simulated crash, got %v", err)
+	if err := l.crashAtOutcomeEvent(ctx, crashing, msg); err != nil {
+		return r, err
 	}
 	if r.ReservedAfterCrash, err = l.duneReserved(ctx); err != nil {
 		return r, err
 	}
-	restarted, err := l.service(stock.Inbox, stock.Hooks{})
+	restarted, err := l.stock()
 	if err != nil {
 		return r, err
 	}
-	if _, err := restarted.ReserveStock(ctx, msg); err != nil {
+	if _, err := restarted.HandleOrderEvent(ctx, msg); err != nil {
 		return r, fmt.Errorf("redelivery: %w", err)
 	}
 	r.DuneReserved, err = l.duneReserved(ctx)
 	return r, err
+}
+
+// crashAtOutcomeEvent delivers msg to svc, holds it at its outcome event (holdOutbox)
+// and ends its session there, as the process dying would: Postgres rolls back its
+// transaction.
+func (l *Lab) crashAtOutcomeEvent(ctx context.Context, svc *stock.Service, msg event.Envelope) error {
+	letGo, err := l.holdOutbox(ctx)
+	if err != nil {
+		return err
+	}
+	defer letGo()
+	done := make(chan error, 1)
+	go func() { _, err := svc.HandleOrderEvent(ctx, msg); done <- err }()
+	pid, err := l.waitForLockWait(ctx, "INSERT INTO outbox", 10*time.Second)
+	if err == nil && pid == 0 {
+		err = errors.New("first delivery: it never reached its outcome event")
+	}
+	if err == nil {
+		_, err = l.Pool.Exec(ctx, "SELECT pg_terminate_backend($1)", pid)
+	}
+	if err != nil {
+		letGo()
+		<-done
+		return err
+	}
+	if err := <-done; err == nil {
+		return errors.New("first delivery: want the crash, got no error")
+	}
+	return nil
 }
 
 // ConcurrentResult is the measurement of InboxTwoCopiesAtOnce.
@@ -224,10 +254,10 @@ func (r ConcurrentResult) String() string {
 }
 
 // InboxTwoCopiesAtOnce: two consumers get the same message at the same moment. The first
-// inserts its inbox row and holds its transaction open; the second arrives while it does.
-// No "seen it?" check can decide this race, since neither has committed; the inbox's
-// primary key does: the second insert waits for the first transaction, then finds the
-// row and skips.
+// inserts its inbox row and holds its transaction open (holdOutbox); the second arrives
+// while it does. No "seen it?" check can decide this race, since neither has committed;
+// the inbox's primary key does: the second insert waits for the first transaction, then
+// finds the row and skips.
 func (l *Lab) InboxTwoCopiesAtOnce(ctx context.Context) (ConcurrentResult, error) {
 	var r ConcurrentResult
 	if err := l.reset(ctx); err != nil {
@@ -237,41 +267,32 @@ func (l *Lab) InboxTwoCopiesAtOnce(ctx context.Context) (ConcurrentResult, error
 	if err != nil {
 		return r, err
 	}
-	holding, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	first, err := l.service(stock.Inbox, stock.Hooks{BeforeCommit: func(ctx context.Context) error {
-		once.Do(func() { close(holding) })
-		select {
-		case <-release:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}})
+	svc, err := l.stock()
 	if err != nil {
 		return r, err
 	}
-	second, err := l.service(stock.Inbox, stock.Hooks{})
+	letGo, err := l.holdOutbox(ctx)
 	if err != nil {
 		return r, err
 	}
+	defer letGo()
 
 	type done struct {
 		outcome consumer.Outcome
 		err     error
 	}
 	firstDone, secondDone := make(chan done, 1), make(chan done, 1)
-	go func() { o, err := first.ReserveStock(ctx, msg); firstDone <- done{o, err} }()
-	select {
-	case <-holding:
-	case d := <-firstDone:
-		return r, fmt.Errorf("first copy returned before holding its transaction: %v", d.err)
+	go func() { o, err := svc.HandleOrderEvent(ctx, msg); firstDone <- done{o, err} }()
+	if pid, err := l.waitForLockWait(ctx, "INSERT INTO outbox", 10*time.Second); err != nil || pid == 0 {
+		letGo()
+		d := <-firstDone
+		return r, fmt.Errorf("first copy never held its transaction at its outcome event: %v, %v", err, d.err)
 	}
-	go func() { o, err := second.ReserveStock(ctx, msg); secondDone <- done{o, err} }()
+	go func() { o, err := svc.HandleOrderEvent(ctx, msg); secondDone <- done{o, err} }()
 
-	blocked, err := l.waitForLockWait(ctx, 10*time.Second)
+	pid, err := l.waitForLockWait(ctx, "INSERT INTO inbox", 10*time.Second)
 	if err != nil {
-		close(release)
+		letGo()
 		return r, err
 	}
 	returnedEarly := false
@@ -281,43 +302,66 @@ func (l *Lab) InboxTwoCopiesAtOnce(ctx context.Context) (ConcurrentResult, error
 		secondDone <- d
 	default:
 	}
-	close(release)
+	letGo()
 	f, s := <-firstDone, <-secondDone
 	if f.err != nil || s.err != nil {
 		return r, fmt.Errorf("copies: first %v, second %v", f.err, s.err)
 	}
 	r.Processed = [2]bool{f.outcome == consumer.Processed, s.outcome == consumer.Processed}
-	r.SecondWaited = blocked && !returnedEarly
+	r.SecondWaited = pid != 0 && !returnedEarly
 	r.DuneReserved, err = l.duneReserved(ctx)
 	return r, err
 }
 
+// holdOutbox locks the outbox table against every insert until letGo: a handler that
+// reaches its outcome event waits there, its transaction open, with its inbox row and
+// reservation written and not committed. letGo may be called more than once.
+func (l *Lab) holdOutbox(ctx context.Context) (letGo func(), err error) {
+	tx, err := l.Pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("hold the outbox: %w", err)
+	}
+	if _, err := tx.Exec(ctx, "LOCK TABLE outbox IN SHARE MODE"); err != nil {
+		_ = tx.Rollback(ctx)
+		return nil, fmt.Errorf("hold the outbox: %w", err)
+	}
+	return func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }, nil
+}
+
 // waitForLockWait polls pg_stat_activity until a session of this database waits on a
-// lock, or timeout passes (false).
-func (l *Lab) waitForLockWait(ctx context.Context, timeout time.Duration) (bool, error) {
+// lock in a statement that holds statement, and returns its process id, or 0 once
+// timeout passes.
+func (l *Lab) waitForLockWait(ctx context.Context, statement string, timeout time.Duration) (int32, error) {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		var waiting bool
+		var pid int32
 		err := l.Pool.QueryRow(ctx, `
-			SELECT EXISTS (
-				SELECT 1 FROM pg_stat_activity
-				WHERE datname = current_database() AND pid <> pg_backend_pid()
-				  AND wait_event_type = 'Lock' AND query ILIKE '%INSERT INTO inbox%')`).Scan(&waiting)
+			SELECT coalesce(min(pid), 0) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid()
+			  AND wait_event_type = 'Lock' AND query ILIKE '%' || $1 || '%'`, statement).Scan(&pid)
 		if err != nil {
-			return false, fmt.Errorf("observe lock waits: %w", err)
+			return 0, fmt.Errorf("observe lock waits: %w", err)
 		}
-		if waiting {
-			return true, nil
+		if pid != 0 {
+			return pid, nil
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return false, nil
+	return 0, nil
 }
 
 func crash(context.Context) error { return errSimulatedCrash }
 
-func (l *Lab) service(strategy stock.Strategy, hooks stock.Hooks) (*stock.Service, error) {
-	return stock.NewService(l.Pool, l.Tel, stock.Options{Strategy: strategy, Hooks: hooks})
+func (l *Lab) stock() (*stock.Service, error) {
+	return stock.NewService(l.Pool, l.Tel, stock.Options{})
+}
+
+func (l *Lab) wrongWay(strategy wrongways.Strategy, hooks wrongways.Hooks) (*wrongways.Consumer, error) {
+	svc, err := l.stock()
+	if err != nil {
+		return nil, err
+	}
+	return wrongways.New(l.Pool, l.Tel, svc, wrongways.Options{Strategy: strategy, Hooks: hooks})
 }
 
 // reset gives the next experiment the seed's starting point: nothing reserved, no message

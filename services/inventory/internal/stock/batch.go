@@ -17,35 +17,34 @@ import (
 	"github.com/bookstore-go/bookstore/services/inventory/internal/store"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/platform/failpoint"
 	"github.com/bookstore-go/bookstore/services/platform/inbox"
 	"github.com/bookstore-go/bookstore/services/platform/outbox"
 )
 
 // errAnsweredBefore: an order of the batch was answered before, under another message
-// id. The batch rolls back and its orders are reserved one at a time, where reserve
+// id. The batch rolls back and its orders are handled one at a time, where reserve
 // tells that order apart.
 var errAnsweredBefore = errors.New("an order of the batch was answered before")
 
-// errCancellationInBatch: a batch holds a cancellation, which is applied alone
-// (ReleaseStock), as is every message of its batch.
+// errCancellationInBatch: a batch holds a cancellation, which is applied alone, as is
+// every message of its batch.
 var errCancellationInBatch = errors.New("a cancellation is applied alone")
 
-// ReserveStockBatch is ReserveStock for orders that arrived together: one transaction
-// with one inbox claim for all of them, one lock of every book they name, and one
-// statement per table for their writes, instead of a transaction of eight round trips
-// per order. The decisions are those reserve would make for the same orders one after
-// another, in arrival order. Anything unusual (a copy of a message processed before, an
-// order answered before, a failure) rolls the whole batch back, and the consumer hands
-// each order to ReserveStock alone. docs/performance.md measures the difference.
-func (s *Service) ReserveStockBatch(ctx context.Context, msgs []consumer.Message) ([]consumer.Outcome, error) {
+// HandleOrderEvents is HandleOrderEvent for placements that arrived together: one
+// transaction, one inbox claim, one lock of every book, one statement per table, with
+// the decisions reserve would make one order after another. Anything unusual rolls the
+// batch back, and the consumer hands each message to HandleOrderEvent alone.
+// docs/performance.md says why this form exists and what it saves.
+func (s *Service) HandleOrderEvents(ctx context.Context, msgs []consumer.Message) ([]consumer.Outcome, error) {
 	envs := make([]event.Envelope, len(msgs))
-	orders := make([]order, len(msgs))
+	orders := make([]Order, len(msgs))
 	causes := make([]trace.SpanContext, len(msgs))
 	for i, m := range msgs {
 		if m.Envelope.Type == contracts.OrderCancelled {
 			return nil, errCancellationInBatch
 		}
-		o, err := orderOf(m.Envelope)
+		o, err := OrderOf(m.Envelope)
 		if err != nil {
 			return nil, err
 		}
@@ -54,22 +53,22 @@ func (s *Service) ReserveStockBatch(ctx context.Context, msgs []consumer.Message
 	ctx, span := s.tracer.Start(ctx, "ReserveStockBatch", trace.WithAttributes(attribute.Int("bookstore.orders", len(orders))))
 	defer span.End()
 
-	var decisions []decision
+	var decisions []Decision
 	err := inbox.ProcessAll(ctx, s.pool, ConsumerName, envs, func(tx pgx.Tx) error {
 		var err error
 		if decisions, err = reserveAll(ctx, tx, orders, causes); err != nil {
 			return err
 		}
-		return s.hooks.beforeCommit(ctx)
+		return failpoint.Inject(ctx, contracts.InventoryBeforeCommit)
 	})
 	if err != nil {
 		return nil, err
 	}
-	if err := s.hooks.afterCommit(ctx); err != nil {
+	if err := failpoint.Inject(ctx, contracts.InventoryAfterCommit); err != nil {
 		return nil, err
 	}
 	for _, d := range decisions {
-		s.count(ctx, d.outcome())
+		s.Count(ctx, d.Outcome())
 	}
 	return slices.Repeat([]consumer.Outcome{consumer.Processed}, len(msgs)), nil
 }
@@ -78,7 +77,7 @@ func (s *Service) ReserveStockBatch(ctx context.Context, msgs []consumer.Message
 // is locked in one statement, in id order like reserve's locks, so two batches cannot
 // deadlock on each other or on a single order. Each order is then decided against the
 // copies left by the orders before it.
-func reserveAll(ctx context.Context, tx pgx.Tx, orders []order, causes []trace.SpanContext) ([]decision, error) {
+func reserveAll(ctx context.Context, tx pgx.Tx, orders []Order, causes []trace.SpanContext) ([]Decision, error) {
 	q := store.New(tx)
 	books, err := q.LockBooks(ctx, bookIDs(orders))
 	if err != nil {
@@ -86,14 +85,14 @@ func reserveAll(ctx context.Context, tx pgx.Tx, orders []order, causes []trace.S
 	}
 	free := availableOf(books)
 
-	decisions := make([]decision, len(orders))
+	decisions := make([]Decision, len(orders))
 	events := make([]outbox.Event, len(orders))
 	answers := store.RecordAnswersParams{}
 	lines := store.InsertReservationsOfOrdersParams{}
 	taken := map[uuid.UUID]int32{}
 	for i, o := range orders {
 		d := decide(byBook(o.Lines), free)
-		if d.reserved {
+		if d.Reserved {
 			for _, l := range o.Lines {
 				free[l.BookID] -= l.Quantity
 				taken[l.BookID] += int32(l.Quantity)
@@ -103,7 +102,7 @@ func reserveAll(ctx context.Context, tx pgx.Tx, orders []order, causes []trace.S
 			}
 		}
 		answers.OrderIds = append(answers.OrderIds, o.ID)
-		answers.Outcomes = append(answers.Outcomes, d.outcome())
+		answers.Outcomes = append(answers.Outcomes, d.Outcome())
 		decisions[i] = d
 		events[i] = outcomeEvent(o, d, 1)
 		events[i].Cause = causes[i]
@@ -135,7 +134,7 @@ func reserveAll(ctx context.Context, tx pgx.Tx, orders []order, causes []trace.S
 }
 
 // bookIDs is every book the orders name, once each.
-func bookIDs(orders []order) []uuid.UUID {
+func bookIDs(orders []Order) []uuid.UUID {
 	seen := map[uuid.UUID]bool{}
 	var ids []uuid.UUID
 	for _, o := range orders {

@@ -108,13 +108,13 @@ func (w written) equal(o written) bool {
 func TestBatchReservesWhatTheSameOrdersOneAtATimeWould(t *testing.T) {
 	t.Parallel()
 	pool := database(t, 4)
-	svc := service(t, pool, stock.Inbox, stock.Hooks{})
+	svc := service(t, pool)
 	envs := make([]event.Envelope, 8)
 	for i := range envs {
 		envs[i] = orderPlaced(t, contracts.Line{BookID: leftHand, Quantity: 1})
 	}
 	msgs := batchOf(envs...)
-	got, err := svc.ReserveStockBatch(context.Background(), msgs)
+	got, err := svc.HandleOrderEvents(context.Background(), msgs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,13 +190,13 @@ func TestBatchDecidesAsTheSameOrdersOneAfterAnotherWould(t *testing.T) {
 	}
 
 	batched, alone := database(t, 4), database(t, 4)
-	if _, err := service(t, batched, stock.Inbox, stock.Hooks{}).ReserveStockBatch(context.Background(), batchOf(envs...)); err != nil {
+	if _, err := service(t, batched).HandleOrderEvents(context.Background(), batchOf(envs...)); err != nil {
 		t.Fatal(err)
 	}
-	one := service(t, alone, stock.Inbox, stock.Hooks{})
+	one := service(t, alone)
 	for _, env := range envs {
-		if o, err := one.ReserveStock(context.Background(), env); err != nil || o != consumer.Processed {
-			t.Fatalf("ReserveStock = %v, %v", o, err)
+		if o, err := one.HandleOrderEvent(context.Background(), env); err != nil || o != consumer.Processed {
+			t.Fatalf("HandleOrderEvent = %v, %v", o, err)
 		}
 	}
 
@@ -248,24 +248,24 @@ func TestBatchHoldingAMessageSeenBeforeWritesNothing(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			pool := database(t, 4)
-			svc := service(t, pool, stock.Inbox, stock.Hooks{})
+			svc := service(t, pool)
 			ctx := context.Background()
 			seen := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 1})
 			first := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 2})
 			last := orderPlaced(t, contracts.Line{BookID: neuromancer, Quantity: 1})
 			batch := []event.Envelope{first, seen, last}
 			if before {
-				if o, err := svc.ReserveStock(ctx, seen); err != nil || o != consumer.Processed {
-					t.Fatalf("ReserveStock = %v, %v", o, err)
+				if o, err := svc.HandleOrderEvent(ctx, seen); err != nil || o != consumer.Processed {
+					t.Fatalf("HandleOrderEvent = %v, %v", o, err)
 				}
 			} else {
 				batch = append(batch, seen)
 			}
 			was := writtenIn(t, pool)
 
-			got, err := svc.ReserveStockBatch(ctx, batchOf(batch...))
+			got, err := svc.HandleOrderEvents(ctx, batchOf(batch...))
 			if !errors.Is(err, inbox.ErrNotAllNew) || got != nil {
-				t.Fatalf("ReserveStockBatch = %v, %v; want inbox.ErrNotAllNew", got, err)
+				t.Fatalf("HandleOrderEvents = %v, %v; want inbox.ErrNotAllNew", got, err)
 			}
 			if is := writtenIn(t, pool); !is.equal(was) {
 				t.Errorf("the refused batch wrote: before %v; after %v", was, is)
@@ -278,8 +278,8 @@ func TestBatchHoldingAMessageSeenBeforeWritesNothing(t *testing.T) {
 				want = append(want, consumer.Duplicate)
 			}
 			for i, env := range batch {
-				if o, err := svc.ReserveStock(ctx, env); err != nil || o != want[i] {
-					t.Errorf("message %d alone: ReserveStock = %v, %v; want %v", i, o, err, want[i])
+				if o, err := svc.HandleOrderEvent(ctx, env); err != nil || o != want[i] {
+					t.Errorf("message %d alone: HandleOrderEvent = %v, %v; want %v", i, o, err, want[i])
 				}
 			}
 			if d, n := reserved(t, pool, dune), reserved(t, pool, neuromancer); d != 3 || n != 1 {
@@ -313,7 +313,7 @@ func TestBatchHoldingAnOrderAnsweredBeforeUnderAnotherIDWritesNothing(t *testing
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			pool := database(t, 4)
-			svc := service(t, pool, stock.Inbox, stock.Hooks{})
+			svc := service(t, pool)
 			ctx := context.Background()
 			order := orderPlaced(t, contracts.Line{BookID: dune, Quantity: c.qty})
 			again := order
@@ -322,8 +322,8 @@ func TestBatchHoldingAnOrderAnsweredBeforeUnderAnotherIDWritesNothing(t *testing
 			last := orderPlaced(t, contracts.Line{BookID: hyperion, Quantity: 1})
 			batch := []event.Envelope{first, again, last}
 			if c.before {
-				if o, err := svc.ReserveStock(ctx, order); err != nil || o != consumer.Processed {
-					t.Fatalf("ReserveStock = %v, %v", o, err)
+				if o, err := svc.HandleOrderEvent(ctx, order); err != nil || o != consumer.Processed {
+					t.Fatalf("HandleOrderEvent = %v, %v", o, err)
 				}
 				if c.cleaned {
 					// The relay deletes published rows after its retention; order_answers
@@ -337,9 +337,9 @@ func TestBatchHoldingAnOrderAnsweredBeforeUnderAnotherIDWritesNothing(t *testing
 			}
 			was := writtenIn(t, pool)
 
-			got, err := svc.ReserveStockBatch(ctx, batchOf(batch...))
+			got, err := svc.HandleOrderEvents(ctx, batchOf(batch...))
 			if err == nil || errors.Is(err, inbox.ErrNotAllNew) || got != nil {
-				t.Fatalf("ReserveStockBatch = %v, %v; want the error of an order answered before", got, err)
+				t.Fatalf("HandleOrderEvents = %v, %v; want the error of an order answered before", got, err)
 			}
 			if is := writtenIn(t, pool); !is.equal(was) {
 				t.Errorf("the refused batch wrote: before %v; after %v", was, is)
@@ -350,8 +350,8 @@ func TestBatchHoldingAnOrderAnsweredBeforeUnderAnotherIDWritesNothing(t *testing
 				if env.ID == again.ID {
 					want = consumer.Duplicate
 				}
-				if o, err := svc.ReserveStock(ctx, env); err != nil || o != want {
-					t.Errorf("message %s alone: ReserveStock = %v, %v; want %v", env.ID, o, err, want)
+				if o, err := svc.HandleOrderEvent(ctx, env); err != nil || o != want {
+					t.Errorf("message %s alone: HandleOrderEvent = %v, %v; want %v", env.ID, o, err, want)
 				}
 			}
 			wantDune := map[bool]int{true: c.qty, false: 0}[c.qty <= 10]
@@ -380,7 +380,7 @@ func TestBatchedConsumerReservesEachOrderOnceWhenEveryMessageArrivesTwice(t *tes
 	ctx := context.Background()
 	pool := database(t, 8) // four workers' transactions, their health checks and the test's queries
 	amqpURL := testenv.VHost(t)
-	svc := service(t, pool, stock.Inbox, stock.Hooks{})
+	svc := service(t, pool)
 
 	const orders, resent = 80, 10
 	books := []uuid.UUID{hyperion, leftHand, dispossessed, solaris, dune}
@@ -426,9 +426,9 @@ func TestBatchedConsumerReservesEachOrderOnceWhenEveryMessageArrivesTwice(t *tes
 	conn := broker.NewConn(amqpURL, "inventory-test")
 	c, err := consumer.New(conn, tel, consumer.Config{
 		Name: stock.ConsumerName, Queue: contracts.QueueInventoryOrderPlaced, Topology: contracts.Topology, Types: stock.OrderEventTypes,
-		Concurrency: 4, Batch: svc.ReserveStockBatch, Healthy: pool.Ping,
+		Concurrency: 4, Batch: svc.HandleOrderEvents, Healthy: pool.Ping,
 		RetryBase: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond,
-	}, svc.ReserveStock)
+	}, svc.HandleOrderEvent)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -463,7 +463,7 @@ func TestBatchedConsumerReservesEachOrderOnceWhenEveryMessageArrivesTwice(t *tes
 		t.Errorf("consumer processed %v messages, want one per order, %d; the others are duplicates", got, orders)
 	}
 	if got := metric("bookstore_consumer_batch_size_count"); got == 0 {
-		t.Error("no batch was committed: the test did not exercise ReserveStockBatch")
+		t.Error("no batch was committed: the test did not exercise HandleOrderEvents")
 	}
 	t.Logf("%v batches committed holding %v messages; %v batches fell back; processed %v, duplicates %v",
 		metric("bookstore_consumer_batch_size_count"), metric("bookstore_consumer_batch_size_sum"),

@@ -21,11 +21,11 @@ import (
 )
 
 // BenchmarkConsumerAgainstBareAck measures, in one run on the same broker, how fast
-// inventory's consumer (inbox strategy, production concurrency and prefetch) takes
-// OrderPlaced events off inventory.order-placed, each one an inbox claim, row locks,
-// reservations and an outbox row in one transaction, and how fast a bare loop consumes
-// and acks the same number of messages from a quorum queue of its own with the same
-// prefetch and no database. inventory/bare is the price of exactly-once reservation.
+// inventory's consumer (production concurrency and prefetch) takes OrderPlaced events
+// off inventory.order-placed, each one an inbox claim, row locks, reservations and an
+// outbox row in one transaction, and how fast a bare loop consumes and acks the same
+// number of messages from a quorum queue of its own with the same prefetch and no
+// database. inventory/bare is the price of exactly-once reservation.
 func BenchmarkConsumerAgainstBareAck(b *testing.B) {
 	const messages, concurrency = 2000, 4
 	ctx := context.Background()
@@ -39,7 +39,7 @@ func BenchmarkConsumerAgainstBareAck(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	svc, err := stock.NewService(pool, tel, stock.Options{Strategy: stock.Inbox})
+	svc, err := stock.NewService(pool, tel, stock.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -76,14 +76,14 @@ func BenchmarkConsumerAgainstBareAck(b *testing.B) {
 		var handled atomic.Int64
 		done := make(chan struct{})
 		counting := func(ctx context.Context, env event.Envelope) (consumer.Outcome, error) {
-			o, err := svc.ReserveStock(ctx, env)
+			o, err := svc.HandleOrderEvent(ctx, env)
 			if err == nil && handled.Add(1) == messages {
 				close(done)
 			}
 			return o, err
 		}
 		countingBatch := func(ctx context.Context, msgs []consumer.Message) ([]consumer.Outcome, error) {
-			outcomes, err := svc.ReserveStockBatch(ctx, msgs)
+			outcomes, err := svc.HandleOrderEvents(ctx, msgs)
 			if err == nil && handled.Add(int64(len(msgs))) == messages {
 				close(done)
 			}

@@ -2,7 +2,6 @@ package stock_test
 
 import (
 	"context"
-	"io"
 	"sync"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
-	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
 
@@ -79,7 +77,7 @@ func handle(t testing.TB, svc *stock.Service, env event.Envelope) consumer.Outco
 func TestCancellationReleasesTheReservationOnce(t *testing.T) {
 	t.Parallel()
 	pool := database(t, 4)
-	svc := service(t, pool, stock.Inbox, stock.Hooks{})
+	svc := service(t, pool)
 	before := reserved(t, pool, dune)
 	placed := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 2}, contracts.Line{BookID: neuromancer, Quantity: 1})
 	handle(t, svc, placed)
@@ -114,14 +112,14 @@ func TestCancellationReleasesTheReservationOnce(t *testing.T) {
 func TestCancellationBeforeItsPlacementReservesNothing(t *testing.T) {
 	t.Parallel()
 	pool := database(t, 4)
-	svc := service(t, pool, stock.Inbox, stock.Hooks{})
+	svc := service(t, pool)
 	before := reserved(t, pool, dune)
 	placed := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 2})
 
 	if got := handle(t, svc, orderCancelled(t, placed, 2)); got != consumer.Processed {
 		t.Fatalf("cancellation first: %v", got)
 	}
-	if _, err := svc.ReserveStockBatch(context.Background(), batchOf(placed)); err == nil {
+	if _, err := svc.HandleOrderEvents(context.Background(), batchOf(placed)); err == nil {
 		t.Fatal("a batch with the cancelled order's placement committed")
 	}
 	if got := handle(t, svc, placed); got != consumer.Duplicate {
@@ -143,7 +141,7 @@ func TestCancellationBeforeItsPlacementReservesNothing(t *testing.T) {
 func TestCancellationOfARejectedOrderReleasesNothing(t *testing.T) {
 	t.Parallel()
 	pool := database(t, 4)
-	svc := service(t, pool, stock.Inbox, stock.Hooks{})
+	svc := service(t, pool)
 	before := reserved(t, pool, hyperion)
 	placed := orderPlaced(t, contracts.Line{BookID: hyperion, Quantity: 4}) // 3 on hand
 	handle(t, svc, placed)
@@ -163,7 +161,7 @@ func TestTenCopiesOfACancellationAtOnceReleaseOnce(t *testing.T) {
 	t.Parallel()
 	const copies = 10
 	pool := database(t, copies)
-	svc := service(t, pool, stock.Inbox, stock.Hooks{})
+	svc := service(t, pool)
 	before := reserved(t, pool, dune)
 	placed := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 3})
 	handle(t, svc, placed)
@@ -210,7 +208,7 @@ func TestPlacementAndCancellationAtOnceLeaveNothingReserved(t *testing.T) {
 	t.Parallel()
 	const orders = 15
 	pool := database(t, 2*orders)
-	svc := service(t, pool, stock.Inbox, stock.Hooks{})
+	svc := service(t, pool)
 	before := reserved(t, pool, neuromancer)
 
 	placements := make([]event.Envelope, orders)
@@ -262,7 +260,7 @@ func TestPlacementAndCancellationAtOnceLeaveNothingReserved(t *testing.T) {
 func TestAForgottenTombstoneLetsALatePlacementReserveForACancelledOrder(t *testing.T) {
 	t.Parallel()
 	pool := database(t, 4)
-	svc := service(t, pool, stock.Inbox, stock.Hooks{})
+	svc := service(t, pool)
 	before := reserved(t, pool, dune)
 	placed := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 1})
 	handle(t, svc, orderCancelled(t, placed, 2))
@@ -288,7 +286,7 @@ func TestAForgottenTombstoneLetsALatePlacementReserveForACancelledOrder(t *testi
 func TestInvalidCancellationsArePoison(t *testing.T) {
 	t.Parallel()
 	pool := database(t, 2)
-	svc := service(t, pool, stock.Inbox, stock.Hooks{})
+	svc := service(t, pool)
 	placed := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 1})
 	first := orderCancelled(t, placed, 1)
 	other := orderCancelled(t, placed, 2)
@@ -297,30 +295,5 @@ func TestInvalidCancellationsArePoison(t *testing.T) {
 		if _, err := svc.HandleOrderEvent(context.Background(), env); !isPoison(err, event.ReasonInvalidData) {
 			t.Errorf("%s: %v, want invalid-data poison", name, err)
 		}
-	}
-}
-
-// INVENTORY_CANCELLATIONS=ignore-sequence, the design the chaos comparison must catch:
-// the cancellation that overtakes its placement keeps no tombstone, and the placement
-// reserves for a cancelled order.
-func TestIgnoringTheSequenceReservesForACancelledOrder(t *testing.T) {
-	t.Parallel()
-	pool := database(t, 4)
-	tel, err := telemetry.Setup(context.Background(), telemetry.Options{Service: "inventory-test", LogLevel: "error", Stdout: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := stock.NewService(pool, tel, stock.Options{IgnoreSequence: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := reserved(t, pool, dune)
-	placed := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 1})
-	handle(t, svc, orderCancelled(t, placed, 2))
-	if got := handle(t, svc, placed); got != consumer.Processed {
-		t.Fatalf("late placement: %v", got)
-	}
-	if got := reserved(t, pool, dune); got != before+1 {
-		t.Errorf("Dune reserved %d, want %d: the wrong design should leak", got, before+1)
 	}
 }

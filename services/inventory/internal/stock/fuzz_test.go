@@ -124,7 +124,7 @@ func FuzzOrderPlacedIsPoisonOrAValidOrder(f *testing.F) {
 	types := []string{contracts.OrderPlaced, contracts.OrderPlacedV2, contracts.StockReserved}
 	f.Fuzz(func(t *testing.T, v uint8, subject string, data []byte) {
 		env := event.Envelope{Type: types[int(v+2)%len(types)], Subject: subject, ID: "018f2b1e-0000-7000-8000-0000000000ff", Data: data}
-		o, err := orderOf(env)
+		o, err := OrderOf(env)
 		if err != nil {
 			if reason, ok := event.IsPoison(err); !ok || reason == "" {
 				t.Fatalf("%s %q: error not poison: %v", env.Type, data, err)

@@ -10,19 +10,19 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/event"
 )
 
-// order is what inventory needs of an OrderPlaced event, whatever its version: the
+// Order is what inventory needs of an OrderPlaced event, whatever its version: the
 // reservation and the outcome event are written from this, never from a version's data.
-type order struct {
+type Order struct {
 	ID            uuid.UUID
 	CustomerEmail string
 	Lines         []contracts.Line
 }
 
-// orderOf reads and checks the order an event carries, by its version: one small function
-// per version turns that version's data into an order, and the checks after it are the
+// OrderOf reads and checks the order an event carries, by its version: one small function
+// per version turns that version's data into an Order, and the checks after it are the
 // same for all. Every error is poison.
-func orderOf(env event.Envelope) (order, error) {
-	var o order
+func OrderOf(env event.Envelope) (Order, error) {
+	var o Order
 	var err error
 	switch env.Type {
 	case contracts.OrderPlaced:
@@ -39,29 +39,29 @@ func orderOf(env event.Envelope) (order, error) {
 }
 
 // orderFromV1 reads ordering.order-placed.v1: the customer's email is a flat field.
-func orderFromV1(env event.Envelope) (order, error) {
+func orderFromV1(env event.Envelope) (Order, error) {
 	var d contracts.OrderPlacedData
 	if err := env.DecodeData(&d); err != nil {
-		return order{}, err
+		return Order{}, err
 	}
 	if d.CustomerEmail == "" {
-		return order{}, invalidData(env, "customer_email is missing")
+		return Order{}, invalidData(env, "customer_email is missing")
 	}
-	return order{ID: d.OrderID, CustomerEmail: d.CustomerEmail, Lines: d.Lines}, nil
+	return Order{ID: d.OrderID, CustomerEmail: d.CustomerEmail, Lines: d.Lines}, nil
 }
 
 // orderFromV2 reads ordering.order-placed.v2: the customer is an object, and its email
 // is required. Its optional name is not needed to reserve stock, so it is read (the data
 // is decoded strictly) and left.
-func orderFromV2(env event.Envelope) (order, error) {
+func orderFromV2(env event.Envelope) (Order, error) {
 	var d contracts.OrderPlacedV2Data
 	if err := env.DecodeData(&d); err != nil {
-		return order{}, err
+		return Order{}, err
 	}
 	if d.Customer.Email == "" {
-		return order{}, invalidData(env, "customer.email is missing")
+		return Order{}, invalidData(env, "customer.email is missing")
 	}
-	return order{ID: d.OrderID, CustomerEmail: d.Customer.Email, Lines: d.Lines}, nil
+	return Order{ID: d.OrderID, CustomerEmail: d.Customer.Email, Lines: d.Lines}, nil
 }
 
 // checkOrder is what every version's order must be: an id equal to the subject, a
@@ -69,7 +69,7 @@ func orderFromV2(env event.Envelope) (order, error) {
 // notification, whose record of the email could not be written with a NUL in it, so the
 // event would fail there on every redelivery instead of here once), and 1 to MaxLines
 // lines of distinct books with quantities of 1 to MaxQuantity.
-func checkOrder(env event.Envelope, o order) error {
+func checkOrder(env event.Envelope, o Order) error {
 	switch {
 	case o.ID == uuid.Nil:
 		return invalidData(env, "order_id is missing")

@@ -13,143 +13,187 @@ import (
 	"github.com/bookstore-go/bookstore/services/inventory/internal/store"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/platform/failpoint"
+	"github.com/bookstore-go/bookstore/services/platform/inbox"
 	"github.com/bookstore-go/bookstore/services/platform/outbox"
 )
 
-// ReserveStock is the consumer's handler for ordering.order-placed, v1 and v2 (orderOf
-// reads either into one order). It reserves every
-// line of the order or none, and announces which through the outbox. An event it cannot
-// read is poison; a book it does not know rejects the order (a catalogue question, not a
-// broken message).
-func (s *Service) ReserveStock(ctx context.Context, env event.Envelope) (consumer.Outcome, error) {
-	order, err := orderOf(env)
+// HandleOrderEvent is the consumer's handler for inventory.order-placed: a placement,
+// v1 or v2, reserves every line of its order or none and announces which through the
+// outbox; a cancellation releases (releaseStock). Both arrive on one queue, in any order
+// and on any worker; docs/cancellation.md says why the outcome is the same either way.
+//
+// A placement is one transaction whose first statement claims the message's inbox row,
+// so the primary key decides between two copies before either touches a book: a second
+// copy waits for the first, then skips if it committed or does the work if it rolled
+// back. A crash before the commit leaves nothing; one after it meets the inbox row.
+func (s *Service) HandleOrderEvent(ctx context.Context, env event.Envelope) (consumer.Outcome, error) {
+	if env.Type == contracts.OrderCancelled {
+		return s.releaseStock(ctx, env)
+	}
+	o, err := OrderOf(env)
 	if err != nil {
 		return 0, err
 	}
-	ctx, span := s.tracer.Start(ctx, "ReserveStock "+string(s.strategy))
+	ctx, span := s.tracer.Start(ctx, "ReserveStock inbox")
 	defer span.End()
-	switch s.strategy {
-	case CheckThenProcess:
-		return s.reserveCheckThenProcess(ctx, env, order)
-	case Naive:
-		return s.reserveNaive(ctx, env, order)
-	default:
-		return s.reserveWithInbox(ctx, env, order)
+	var d Decision
+	processed, err := inbox.Process(ctx, s.pool, ConsumerName, env, func(tx pgx.Tx) error {
+		var err error
+		if d, err = reserve(ctx, tx, o); err != nil {
+			return err
+		}
+		return failpoint.Inject(ctx, contracts.InventoryBeforeCommit)
+	})
+	if err != nil {
+		return 0, err
 	}
+	if err := failpoint.Inject(ctx, contracts.InventoryAfterCommit); err != nil {
+		return 0, err
+	}
+	if !processed {
+		return consumer.Duplicate, nil
+	}
+	return s.answered(ctx, env, o, d), nil
 }
 
-// decision is inventory's answer to one order.
-type decision struct {
-	reserved bool
+// answered counts the answer to a claimed placement and says what the consumer reports:
+// an order answered before, under another message id or by its cancellation, is a
+// duplicate.
+func (s *Service) answered(ctx context.Context, env event.Envelope, o Order, d Decision) consumer.Outcome {
+	s.Count(ctx, d.Outcome())
+	switch {
+	case d.cancelledFirst:
+		s.log.InfoContext(ctx, "order cancelled before its placement arrived; nothing reserved",
+			"order_id", o.ID, "message_id", env.ID)
+		return consumer.Duplicate
+	case d.alreadyAnswered:
+		s.log.WarnContext(ctx, "order already answered under another message id; nothing done",
+			"order_id", o.ID, "message_id", env.ID)
+		return consumer.Duplicate
+	}
+	return consumer.Processed
+}
+
+// reserve does the work of one order inside tx: decide on the locked books, record the
+// answer, reserve all lines or none, and write the outcome event to the outbox, so that
+// the stock change and its announcement commit together or not at all. The order's row
+// in order_answers and the reservations' keys refuse a second answer to the same order
+// under another message id, which the inbox cannot see.
+func reserve(ctx context.Context, tx pgx.Tx, o Order) (Decision, error) {
+	d, err := Decide(ctx, tx, o)
+	if err != nil {
+		return d, err
+	}
+	if d, err = recordAnswer(ctx, tx, o, d); err != nil || d.alreadyAnswered {
+		return d, err
+	}
+	if d.Reserved {
+		n, err := insertReservations(ctx, tx, o)
+		if err != nil {
+			return d, err
+		}
+		if n == 0 {
+			return Decision{alreadyAnswered: true}, nil
+		}
+		if err := AddReserved(ctx, tx, o); err != nil {
+			return d, err
+		}
+	}
+	return d, Announce(ctx, tx, o, d, 1)
+}
+
+// Decision is inventory's answer to one order.
+type Decision struct {
+	Reserved bool
 	reason   string // why it was rejected
 	// alreadyAnswered: this order was answered before under another message id (the
 	// order_answers table holds it). Nothing was changed and nothing is announced.
 	alreadyAnswered bool
 	// cancelledFirst: the order's cancellation was applied before its placement arrived
-	// (order_answers holds its tombstone, at a sequence above the placement's). Nothing
-	// is reserved and nothing is announced: the cancellation's StockReleased, with no
-	// lines, was the order's answer.
+	// (order_answers holds its tombstone); its StockReleased, with no lines, was the answer.
 	cancelledFirst bool
 }
 
-func (d decision) outcome() string {
+// Outcome names the decision in order_answers and in bookstore.inventory.orders.
+func (d Decision) Outcome() string {
 	switch {
 	case d.cancelledFirst:
 		return "placed-after-cancellation"
 	case d.alreadyAnswered:
 		return "already-answered"
-	case d.reserved:
+	case d.Reserved:
 		return "reserved"
 	}
 	return "rejected"
 }
 
-// keying is how reserve recognises an order it has answered before.
-type keying int
-
-const (
-	// byReservationKey: the order_answers table's primary key refuses a second answer to
-	// the same order, the reservations table's (order id, book id) a second reservation,
-	// and the order has exactly one outcome event (sequence 1). The inbox strategy uses
-	// these natural keys behind the inbox row.
-	byReservationKey keying = iota + 1
-	// notAtAll: write the difference and announce it, every time. The wrong strategies
-	// use it. With byReservationKey even they would be safe for this one message type
-	// (natural idempotency, the first thing to reach for); they do without it to show
-	// what a consumer meets when the work has no natural key, such as sending an email.
-	notAtAll
-)
-
-// reserve does the work of one order inside tx: lock its books, decide, reserve all lines
-// or none, and write the outcome event to the outbox, so that the stock change and its
-// announcement commit together or not at all.
-func reserve(ctx context.Context, tx pgx.Tx, o order, key keying) (decision, error) {
-	q := store.New(tx)
+// Decide locks the order's books and answers the order from their free copies. The locks
+// come first, in book id order (the query sorts; see LockBooks): no other order can take
+// the copies between this answer and the commit.
+func Decide(ctx context.Context, tx pgx.Tx, o Order) (Decision, error) {
 	lines := byBook(o.Lines)
-	ids, quantities := make([]uuid.UUID, len(lines)), make([]int32, len(lines))
-	for i, l := range lines {
-		ids[i], quantities[i] = l.BookID, int32(l.Quantity)
-	}
-
-	// Locks first, in book id order (the query sorts; see LockBooks), then the decision on
-	// the locked rows: no other order can take the copies between our check and our update.
-	books, err := q.LockBooks(ctx, ids)
+	ids, _ := columns(lines)
+	books, err := store.New(tx).LockBooks(ctx, ids)
 	if err != nil {
-		return decision{}, fmt.Errorf("lock books: %w", err)
+		return Decision{}, fmt.Errorf("lock books: %w", err)
 	}
-	d := decide(lines, availableOf(books))
-	if key == byReservationKey {
-		n, err := q.RecordAnswer(ctx, store.RecordAnswerParams{OrderID: o.ID, Outcome: d.outcome()})
-		if err != nil {
-			return d, fmt.Errorf("record answer: %w", err)
-		}
-		if n == 0 {
-			// The placement is its order's sequence 1, and every row of order_answers is at
-			// 1 or above: a placement is never newer than what the row holds. Which event
-			// wrote the row says what to report.
-			prev, err := q.GetOrderAnswer(ctx, o.ID)
-			if err != nil {
-				return d, fmt.Errorf("get order answer: %w", err)
-			}
-			return decision{alreadyAnswered: true, cancelledFirst: prev.Outcome == "cancelled"}, nil
-		}
-	}
+	return decide(lines, availableOf(books)), nil
+}
 
-	sequence := int64(1)
-	if key == notAtAll {
-		// After the locks: a concurrent copy of this order has committed its event by now,
-		// so the next number is free.
-		if sequence, err = q.NextOutcomeSequence(ctx, o.ID.String()); err != nil {
-			return d, fmt.Errorf("next outcome sequence: %w", err)
-		}
+// recordAnswer writes the order's row in order_answers. An existing row means the order
+// was answered before: a placement is its order's sequence 1 and every row is at 1 or
+// above, so it is never newer; which event wrote the row says what to report.
+func recordAnswer(ctx context.Context, tx pgx.Tx, o Order, d Decision) (Decision, error) {
+	q := store.New(tx)
+	n, err := q.RecordAnswer(ctx, store.RecordAnswerParams{OrderID: o.ID, Outcome: d.Outcome()})
+	if err != nil {
+		return d, fmt.Errorf("record answer: %w", err)
 	}
+	if n > 0 {
+		return d, nil
+	}
+	prev, err := q.GetOrderAnswer(ctx, o.ID)
+	if err != nil {
+		return d, fmt.Errorf("get order answer: %w", err)
+	}
+	return Decision{alreadyAnswered: true, cancelledFirst: prev.Outcome == "cancelled"}, nil
+}
 
-	if d.reserved {
-		if key == byReservationKey {
-			n, err := q.InsertReservations(ctx, store.InsertReservationsParams{OrderID: o.ID, Ids: ids, Quantities: quantities})
-			if err != nil {
-				return d, fmt.Errorf("insert reservations: %w", err)
-			}
-			if n == 0 {
-				return decision{alreadyAnswered: true}, nil
-			}
-			if n != int64(len(lines)) {
-				// The lines of an order are inserted together, so either all are there or none.
-				return d, fmt.Errorf("order %s: %d of %d lines were already reserved", o.ID, int64(len(lines))-n, len(lines))
-			}
-		}
-		n, err := q.AddReserved(ctx, store.AddReservedParams{Ids: ids, Quantities: quantities})
-		if err != nil {
-			return d, fmt.Errorf("add reserved: %w", err)
-		}
-		if n != int64(len(lines)) {
-			return d, fmt.Errorf("order %s: reserved %d of %d books", o.ID, n, len(lines))
-		}
+// insertReservations writes one row per line of the order and returns how many it wrote:
+// every line, or none when the order's lines were there already. The lines of an order
+// are inserted together, so a part is an error.
+func insertReservations(ctx context.Context, tx pgx.Tx, o Order) (int64, error) {
+	ids, quantities := columns(byBook(o.Lines))
+	n, err := store.New(tx).InsertReservations(ctx, store.InsertReservationsParams{OrderID: o.ID, Ids: ids, Quantities: quantities})
+	if err != nil {
+		return 0, fmt.Errorf("insert reservations: %w", err)
 	}
-	if _, err := outbox.Write(ctx, tx, outcomeEvent(o, d, sequence)); err != nil {
-		return d, err
+	if n != 0 && n != int64(len(ids)) {
+		return n, fmt.Errorf("order %s: %d of %d lines were already reserved", o.ID, int64(len(ids))-n, len(ids))
 	}
-	return d, nil
+	return n, nil
+}
+
+// AddReserved adds the order's quantities to its books' reserved counts. The books must be
+// locked in tx (Decide).
+func AddReserved(ctx context.Context, tx pgx.Tx, o Order) error {
+	ids, quantities := columns(byBook(o.Lines))
+	n, err := store.New(tx).AddReserved(ctx, store.AddReservedParams{Ids: ids, Quantities: quantities})
+	if err != nil {
+		return fmt.Errorf("add reserved: %w", err)
+	}
+	if n != int64(len(ids)) {
+		return fmt.Errorf("order %s: reserved %d of %d books", o.ID, n, len(ids))
+	}
+	return nil
+}
+
+// Announce writes the outcome event of d to the outbox in tx, as event sequence of the
+// order's reservation.
+func Announce(ctx context.Context, tx pgx.Tx, o Order, d Decision, sequence int64) error {
+	_, err := outbox.Write(ctx, tx, outcomeEvent(o, d, sequence))
+	return err
 }
 
 // byBook is the lines sorted by book id: the order in which reserve locks and decides.
@@ -157,6 +201,15 @@ func byBook(lines []contracts.Line) []contracts.Line {
 	lines = slices.Clone(lines)
 	slices.SortFunc(lines, func(a, b contracts.Line) int { return cmp.Compare(a.BookID.String(), b.BookID.String()) })
 	return lines
+}
+
+// columns is the lines as the queries take them: book ids and quantities side by side.
+func columns(lines []contracts.Line) ([]uuid.UUID, []int32) {
+	ids, quantities := make([]uuid.UUID, len(lines)), make([]int32, len(lines))
+	for i, l := range lines {
+		ids[i], quantities[i] = l.BookID, int32(l.Quantity)
+	}
+	return ids, quantities
 }
 
 // availableOf is how many copies of each locked book are free to reserve.
@@ -170,29 +223,29 @@ func availableOf(books []store.LockBooksRow) map[uuid.UUID]int {
 
 // decide answers an order from the free copies of its books. The first line, in book id
 // order, that cannot be served names the reason.
-func decide(lines []contracts.Line, free map[uuid.UUID]int) decision {
+func decide(lines []contracts.Line, free map[uuid.UUID]int) Decision {
 	for _, l := range lines {
 		available, ok := free[l.BookID]
 		if !ok {
-			return decision{reason: "unknown book " + l.BookID.String()}
+			return Decision{reason: "unknown book " + l.BookID.String()}
 		}
 		if available < l.Quantity {
-			return decision{reason: fmt.Sprintf("insufficient stock for %s: %d available, %d wanted", l.BookID, available, l.Quantity)}
+			return Decision{reason: fmt.Sprintf("insufficient stock for %s: %d available, %d wanted", l.BookID, available, l.Quantity)}
 		}
 	}
-	return decision{reserved: true}
+	return Decision{Reserved: true}
 }
 
 // outcomeEvent is the event that announces d: StockReserved or StockRejected, about the
 // order's reservation, carrying the order's lines as the order listed them.
-func outcomeEvent(o order, d decision, sequence int64) outbox.Event {
+func outcomeEvent(o Order, d Decision, sequence int64) outbox.Event {
 	e := outbox.Event{
 		Source:        Source,
 		AggregateType: AggregateType,
 		AggregateID:   o.ID.String(),
 		Sequence:      sequence,
 	}
-	if d.reserved {
+	if d.Reserved {
 		e.Type = contracts.StockReserved
 		e.Data = contracts.StockReservedData{OrderID: o.ID, CustomerEmail: o.CustomerEmail, Lines: o.Lines}
 	} else {

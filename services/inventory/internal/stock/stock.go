@@ -1,13 +1,12 @@
 // Package stock is the inventory service's domain: reserving stock for an order exactly
-// once, and the catalogue of books the HTTP API shows. Read ReserveStock first.
+// once, and the catalogue of books the HTTP API shows. Read HandleOrderEvent, in
+// reserve.go, first.
 //
 // It closes the duplicate-delivery failure. RabbitMQ and ordering's relay deliver each
 // OrderPlaced at least once, sometimes twice, sometimes twice at the same moment, and
 // stock reservation is a difference (reserved + 2), not an absolute value: applied twice,
-// it promises four copies of Dune for an order of two. The default strategy (inbox) makes
-// the message's inbox row, the reservation and the outcome event one transaction. The two
-// other strategies are the ways this is usually got wrong, kept side by side so that the
-// tests, `make demo` and the chaos run can show what each lets through.
+// it promises four copies of Dune for an order of two. HandleOrderEvent makes the
+// message's inbox row, the reservation and the outcome event one transaction.
 package stock
 
 import (
@@ -22,7 +21,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
-	"github.com/bookstore-go/bookstore/services/platform/failpoint"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 	"github.com/bookstore-go/bookstore/sql"
@@ -44,65 +42,8 @@ const (
 // once no v1 is left to read, docs/schema-evolution.md), and OrderCancelled.
 var OrderEventTypes = []string{contracts.OrderPlaced, contracts.OrderPlacedV2, contracts.OrderCancelled}
 
-// Strategy is how the consumer keeps a redelivered message from reserving twice.
-type Strategy string
-
-const (
-	// Inbox claims the message's inbox row as the first statement of the transaction
-	// that reserves the stock and writes the outcome event. The right way; the default.
-	Inbox Strategy = "inbox"
-	// CheckThenProcess asks "seen it?", reserves in one transaction and records the
-	// message in another. Lets through a crash between the two, and two concurrent copies.
-	CheckThenProcess Strategy = "check-then-process"
-	// Naive reserves on every delivery. Lets through every redelivery.
-	Naive Strategy = "naive"
-)
-
-// ParseStrategy reads INVENTORY_STRATEGY.
-func ParseStrategy(s string) (Strategy, error) {
-	switch st := Strategy(s); st {
-	case Inbox, CheckThenProcess, Naive:
-		return st, nil
-	}
-	return "", fmt.Errorf("INVENTORY_STRATEGY=%q: want inbox, check-then-process or naive", s)
-}
-
-// Hooks are the two failure windows of a handler, named by the contracts' failpoints. A
-// nil hook runs the failpoint (a no-op unless BOOKSTORE_FAILPOINTS configures it). The
-// experiments of `make demo` set them to simulate a crash in-process or to hold a
-// transaction open; production code never does.
-type Hooks struct {
-	// BeforeCommit runs when the inbox row (if the strategy has one), the reservation and
-	// the outcome event are written and not yet committed. An error rolls them back.
-	BeforeCommit func(context.Context) error
-	// AfterCommit runs when the reservation is committed and the message not yet acked.
-	// An error stands for a crash: the consumer requeues the message.
-	AfterCommit func(context.Context) error
-}
-
-func (h Hooks) beforeCommit(ctx context.Context) error {
-	if h.BeforeCommit != nil {
-		return h.BeforeCommit(ctx)
-	}
-	return failpoint.Inject(ctx, contracts.InventoryBeforeCommit)
-}
-
-func (h Hooks) afterCommit(ctx context.Context) error {
-	if h.AfterCommit != nil {
-		return h.AfterCommit(ctx)
-	}
-	return failpoint.Inject(ctx, contracts.InventoryAfterCommit)
-}
-
 // Options configures a Service. The zero value is the production configuration.
 type Options struct {
-	Strategy Strategy // default Inbox
-	Hooks    Hooks
-	// IgnoreSequence is the wrong way to apply cancellations, kept for the chaos
-	// comparison (INVENTORY_CANCELLATIONS=ignore-sequence): each event is applied as it
-	// arrives, and a cancellation that finds no answer for its order leaves no row
-	// behind, so a placement that arrives after it reserves for a cancelled order.
-	IgnoreSequence bool
 	// MaxBooks bounds the catalogue: PUT /books/{id} creates no book beyond it. Zero is
 	// contracts.MaxBooks; tests set less.
 	MaxBooks int
@@ -110,24 +51,15 @@ type Options struct {
 
 // Service runs the inventory use cases against the inventory database.
 type Service struct {
-	pool      *pgxpool.Pool
-	strategy  Strategy
-	hooks     Hooks
-	maxBooks  int
-	ignoreSeq bool
-	log       *slog.Logger
-	tracer    trace.Tracer
-	orders    metric.Int64Counter
+	pool     *pgxpool.Pool
+	maxBooks int
+	log      *slog.Logger
+	tracer   trace.Tracer
+	orders   metric.Int64Counter
 }
 
 // NewService returns the inventory use cases.
 func NewService(pool *pgxpool.Pool, tel *telemetry.Telemetry, opts Options) (*Service, error) {
-	if opts.Strategy == "" {
-		opts.Strategy = Inbox
-	}
-	if _, err := ParseStrategy(string(opts.Strategy)); err != nil {
-		return nil, err
-	}
 	if opts.MaxBooks == 0 {
 		opts.MaxBooks = contracts.MaxBooks
 	}
@@ -138,24 +70,18 @@ func NewService(pool *pgxpool.Pool, tel *telemetry.Telemetry, opts Options) (*Se
 		return nil, fmt.Errorf("stock metrics: %w", err)
 	}
 	return &Service{
-		pool:      pool,
-		strategy:  opts.Strategy,
-		hooks:     opts.Hooks,
-		ignoreSeq: opts.IgnoreSequence,
-		maxBooks:  opts.MaxBooks,
-		log:       tel.Logger.With("component", "stock", "strategy", string(opts.Strategy)),
-		tracer:    tel.Tracer("stock"),
-		orders:    orders,
+		pool:     pool,
+		maxBooks: opts.MaxBooks,
+		log:      tel.Logger.With("component", "stock"),
+		tracer:   tel.Tracer("stock"),
+		orders:   orders,
 	}, nil
 }
 
-// Strategy is the consumer strategy this service runs.
-func (s *Service) Strategy() Strategy { return s.strategy }
-
-func (s *Service) count(ctx context.Context, outcome string) {
-	s.orders.Add(ctx, 1, metric.WithAttributes(
-		attribute.String("outcome", outcome),
-		attribute.String("strategy", string(s.strategy))))
+// Count adds one message answered with outcome (Decision.Outcome, Release.Outcome) to
+// bookstore.inventory.orders.
+func (s *Service) Count(ctx context.Context, outcome string) {
+	s.orders.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome)))
 }
 
 // Errors of the catalogue use cases, mapped to HTTP statuses by the API.

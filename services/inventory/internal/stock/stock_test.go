@@ -3,7 +3,6 @@ package stock_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -43,13 +42,13 @@ func database(t testing.TB, connections int) *pgxpool.Pool {
 	return pool
 }
 
-func service(t testing.TB, pool *pgxpool.Pool, strategy stock.Strategy, hooks stock.Hooks) *stock.Service {
+func service(t testing.TB, pool *pgxpool.Pool) *stock.Service {
 	t.Helper()
 	tel, err := telemetry.Setup(context.Background(), telemetry.Options{Service: "inventory-test", LogLevel: "error", Stdout: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := stock.NewService(pool, tel, stock.Options{Strategy: strategy, Hooks: hooks})
+	svc, err := stock.NewService(pool, tel, stock.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +110,7 @@ func TestTwentyCopiesAtOnceReserveOnce(t *testing.T) {
 	t.Parallel()
 	const copies = 20
 	pool := database(t, copies)
-	svc := service(t, pool, stock.Inbox, stock.Hooks{})
+	svc := service(t, pool)
 	msg := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 2}, contracts.Line{BookID: neuromancer, Quantity: 1})
 
 	start := make(chan struct{})
@@ -124,7 +123,7 @@ func TestTwentyCopiesAtOnceReserveOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			o, err := svc.ReserveStock(context.Background(), msg)
+			o, err := svc.HandleOrderEvent(context.Background(), msg)
 			mu.Lock()
 			defer mu.Unlock()
 			got[o]++
@@ -168,11 +167,11 @@ func typesOf(evs []event.Envelope) []string {
 func TestReservedEventCarriesTheOrder(t *testing.T) {
 	t.Parallel()
 	pool := database(t, 4)
-	svc := service(t, pool, stock.Inbox, stock.Hooks{})
+	svc := service(t, pool)
 	lines := []contracts.Line{{BookID: neuromancer, Quantity: 3}, {BookID: dune, Quantity: 1}}
 	msg := orderPlaced(t, lines...)
-	if o, err := svc.ReserveStock(context.Background(), msg); err != nil || o != consumer.Processed {
-		t.Fatalf("ReserveStock = %v, %v", o, err)
+	if o, err := svc.HandleOrderEvent(context.Background(), msg); err != nil || o != consumer.Processed {
+		t.Fatalf("HandleOrderEvent = %v, %v", o, err)
 	}
 	evs := outcomes(t, pool, msg.Subject)
 	if len(evs) != 1 {
@@ -204,10 +203,10 @@ func TestReservedEventCarriesTheOrder(t *testing.T) {
 func TestOneShortLineRejectsTheWholeOrder(t *testing.T) {
 	t.Parallel()
 	pool := database(t, 4)
-	svc := service(t, pool, stock.Inbox, stock.Hooks{})
+	svc := service(t, pool)
 	msg := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 2}, contracts.Line{BookID: hyperion, Quantity: 4})
-	if o, err := svc.ReserveStock(context.Background(), msg); err != nil || o != consumer.Processed {
-		t.Fatalf("ReserveStock = %v, %v", o, err)
+	if o, err := svc.HandleOrderEvent(context.Background(), msg); err != nil || o != consumer.Processed {
+		t.Fatalf("HandleOrderEvent = %v, %v", o, err)
 	}
 	if d, h := reserved(t, pool, dune), reserved(t, pool, hyperion); d != 0 || h != 0 {
 		t.Errorf("reserved Dune %d, Hyperion %d: want 0 and 0", d, h)
@@ -232,11 +231,11 @@ func TestOneShortLineRejectsTheWholeOrder(t *testing.T) {
 func TestUnknownBookRejectsTheOrder(t *testing.T) {
 	t.Parallel()
 	pool := database(t, 4)
-	svc := service(t, pool, stock.Inbox, stock.Hooks{})
+	svc := service(t, pool)
 	unknown := uuid.Must(uuid.NewV7())
 	msg := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 1}, contracts.Line{BookID: unknown, Quantity: 1})
-	if o, err := svc.ReserveStock(context.Background(), msg); err != nil || o != consumer.Processed {
-		t.Fatalf("ReserveStock = %v, %v; want processed (a rejection), not poison", o, err)
+	if o, err := svc.HandleOrderEvent(context.Background(), msg); err != nil || o != consumer.Processed {
+		t.Fatalf("HandleOrderEvent = %v, %v; want processed (a rejection), not poison", o, err)
 	}
 	evs := outcomes(t, pool, msg.Subject)
 	if len(evs) != 1 || evs[0].Type != contracts.StockRejected {
@@ -259,7 +258,7 @@ func TestUnknownBookRejectsTheOrder(t *testing.T) {
 func TestRacingOrdersNeverOversell(t *testing.T) {
 	t.Parallel()
 	pool := database(t, 12)
-	svc := service(t, pool, stock.Inbox, stock.Hooks{})
+	svc := service(t, pool)
 	const orders = 12 // Hyperion has 3 copies
 	var wg sync.WaitGroup
 	errs := make(chan error, orders)
@@ -267,7 +266,7 @@ func TestRacingOrdersNeverOversell(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := svc.ReserveStock(context.Background(), orderPlaced(t, contracts.Line{BookID: hyperion, Quantity: 1}))
+			_, err := svc.HandleOrderEvent(context.Background(), orderPlaced(t, contracts.Line{BookID: hyperion, Quantity: 1}))
 			errs <- err
 		}()
 	}
@@ -296,7 +295,7 @@ func TestRacingOrdersNeverOversell(t *testing.T) {
 func TestOppositeLineOrdersDoNotDeadlock(t *testing.T) {
 	t.Parallel()
 	pool := database(t, 20)
-	svc := service(t, pool, stock.Inbox, stock.Hooks{})
+	svc := service(t, pool)
 	const orders = 40
 	var wg sync.WaitGroup
 	errs := make(chan error, orders)
@@ -309,7 +308,7 @@ func TestOppositeLineOrdersDoNotDeadlock(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			// Dune's 10 copies run out after 10 orders; every order still takes both locks.
-			_, err := svc.ReserveStock(context.Background(), orderPlaced(t, lines...))
+			_, err := svc.HandleOrderEvent(context.Background(), orderPlaced(t, lines...))
 			errs <- err
 		}()
 	}
@@ -337,12 +336,12 @@ func TestSameOrderUnderANewMessageIDIsNotReservedTwice(t *testing.T) {
 func sameOrderTwice(t *testing.T, qty int) {
 	t.Parallel()
 	pool := database(t, 4)
-	svc := service(t, pool, stock.Inbox, stock.Hooks{})
+	svc := service(t, pool)
 	first := orderPlaced(t, contracts.Line{BookID: dune, Quantity: qty})
 	second := first
 	second.ID = uuid.Must(uuid.NewV7()).String()
 	for _, msg := range []event.Envelope{first, second} {
-		if _, err := svc.ReserveStock(context.Background(), msg); err != nil {
+		if _, err := svc.HandleOrderEvent(context.Background(), msg); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -361,7 +360,7 @@ func sameOrderTwice(t *testing.T, qty int) {
 func TestInvalidOrdersArePoison(t *testing.T) {
 	t.Parallel()
 	pool := database(t, 4)
-	svc := service(t, pool, stock.Inbox, stock.Hooks{})
+	svc := service(t, pool)
 	valid := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 1})
 	withData := func(data string) event.Envelope {
 		e := valid
@@ -382,7 +381,7 @@ func TestInvalidOrdersArePoison(t *testing.T) {
 		"quantity above contracts": withData(`{"order_id": "` + order + `", "customer_email": "a@b.c", "lines": [{"book_id": "` + dune.String() + `", "quantity": 101}], "placed_at": "2026-11-29T21:00:00Z"}`),
 	}
 	for name, msg := range cases {
-		_, err := svc.ReserveStock(context.Background(), msg)
+		_, err := svc.HandleOrderEvent(context.Background(), msg)
 		if reason, ok := event.IsPoison(err); !ok || reason != event.ReasonInvalidData {
 			t.Errorf("%s: err = %v, want poison %s", name, err, event.ReasonInvalidData)
 		}
@@ -391,12 +390,12 @@ func TestInvalidOrdersArePoison(t *testing.T) {
 		t.Errorf("poison changed the database (inbox + outbox rows + Dune reserved = %d)", n)
 	}
 	// The same id again with different content is poison of its own kind.
-	if _, err := svc.ReserveStock(context.Background(), valid); err != nil {
+	if _, err := svc.HandleOrderEvent(context.Background(), valid); err != nil {
 		t.Fatal(err)
 	}
 	altered := valid
 	altered.Data = json.RawMessage(strings.Replace(string(valid.Data), `"quantity":1`, `"quantity":2`, 1))
-	if _, err := svc.ReserveStock(context.Background(), altered); !isPoison(err, event.ReasonContentMismatch) {
+	if _, err := svc.HandleOrderEvent(context.Background(), altered); !isPoison(err, event.ReasonContentMismatch) {
 		t.Errorf("same id, different content: err = %v, want poison %s", err, event.ReasonContentMismatch)
 	}
 }
@@ -404,78 +403,4 @@ func TestInvalidOrdersArePoison(t *testing.T) {
 func isPoison(err error, reason string) bool {
 	r, ok := event.IsPoison(err)
 	return ok && r == reason
-}
-
-// The wrong strategies, each shown failing where it fails. These tests assert the defect:
-// that is what the strategies are for.
-
-func TestNaiveReservesAgainOnEveryDelivery(t *testing.T) {
-	t.Parallel()
-	pool := database(t, 4)
-	svc := service(t, pool, stock.Naive, stock.Hooks{})
-	msg := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 2})
-	for range 3 {
-		if o, err := svc.ReserveStock(context.Background(), msg); err != nil || o != consumer.Processed {
-			t.Fatalf("ReserveStock = %v, %v", o, err)
-		}
-	}
-	if n := reserved(t, pool, dune); n != 6 {
-		t.Errorf("Dune reserved = %d after three deliveries of an order of 2, want 6 (naive's defect)", n)
-	}
-	// Each delivery announced the order again, as the next event of its reservation.
-	evs := outcomes(t, pool, msg.Subject)
-	if len(evs) != 3 || evs[0].Sequence != "1" || evs[2].Sequence != "3" {
-		t.Errorf("outcome events = %d, want 3 with sequences 1..3", len(evs))
-	}
-}
-
-// check-then-process survives a plain redelivery (which is why it passes a happy-path
-// test) and fails two copies at once: both check before either records.
-func TestCheckThenProcessLetsTwoConcurrentCopiesThrough(t *testing.T) {
-	t.Parallel()
-	pool := database(t, 4)
-	msg := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 2})
-
-	plain := service(t, pool, stock.CheckThenProcess, stock.Hooks{})
-	for range 2 {
-		if _, err := plain.ReserveStock(context.Background(), msg); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n := reserved(t, pool, dune); n != 2 {
-		t.Fatalf("sequential redelivery: Dune reserved = %d, want 2", n)
-	}
-
-	// Two copies of a second order: each holds after its work commits, until both have
-	// passed the check.
-	msg2 := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 2})
-	var arrived sync.WaitGroup
-	arrived.Add(2)
-	both := make(chan struct{})
-	go func() { arrived.Wait(); close(both) }()
-	racing := service(t, pool, stock.CheckThenProcess, stock.Hooks{AfterCommit: func(ctx context.Context) error {
-		arrived.Done()
-		select {
-		case <-both:
-			return nil
-		case <-time.After(10 * time.Second):
-			return errors.New("the other copy never got past the check")
-		}
-	}})
-	var wg sync.WaitGroup
-	errs := make(chan error, 2)
-	for range 2 {
-		wg.Add(1)
-		go func() { defer wg.Done(); _, err := racing.ReserveStock(context.Background(), msg2); errs <- err }()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n := reserved(t, pool, dune); n != 6 {
-		t.Errorf("Dune reserved = %d, want 6: 2 for the first order and 4 for the second, reserved by both copies", n)
-	}
 }

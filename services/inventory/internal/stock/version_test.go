@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
-	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
@@ -72,10 +71,10 @@ func TestBothVersionsOfOrderPlacedReserveTheSameWay(t *testing.T) {
 	t.Run("one at a time", func(t *testing.T) {
 		t.Parallel()
 		pool := database(t, 4)
-		svc := service(t, pool, stock.Inbox, stock.Hooks{})
+		svc := service(t, pool)
 		v1, v2 := orderPlaced(t, lines...), orderPlacedV2(t, lines...)
 		for _, env := range []event.Envelope{v1, v2} {
-			if _, err := svc.ReserveStock(context.Background(), env); err != nil {
+			if _, err := svc.HandleOrderEvent(context.Background(), env); err != nil {
 				t.Fatalf("%s: %v", env.Type, err)
 			}
 		}
@@ -89,9 +88,9 @@ func TestBothVersionsOfOrderPlacedReserveTheSameWay(t *testing.T) {
 	t.Run("in one batch", func(t *testing.T) {
 		t.Parallel()
 		pool := database(t, 4)
-		svc := service(t, pool, stock.Inbox, stock.Hooks{})
+		svc := service(t, pool)
 		envs := []event.Envelope{orderPlaced(t, lines...), orderPlacedV2(t, lines...), orderPlaced(t, lines...), orderPlacedV2(t, lines...)}
-		if _, err := svc.ReserveStockBatch(context.Background(), batchOf(envs...)); err != nil {
+		if _, err := svc.HandleOrderEvents(context.Background(), batchOf(envs...)); err != nil {
 			t.Fatal(err)
 		}
 		if d, n := reserved(t, pool, dune), reserved(t, pool, neuromancer); d != 8 || n != 4 {
@@ -113,17 +112,17 @@ func TestSameOrderAsV1AndAsV2IsAnsweredOnce(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			pool := database(t, 4)
-			svc := service(t, pool, stock.Inbox, stock.Hooks{})
+			svc := service(t, pool)
 			v1 := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 2})
 			v2 := asV2(t, v1)
 			first, second := v1, v2
 			if !v1First {
 				first, second = v2, v1
 			}
-			if o, err := svc.ReserveStock(context.Background(), first); err != nil || o != consumer.Processed {
+			if o, err := svc.HandleOrderEvent(context.Background(), first); err != nil || o != consumer.Processed {
 				t.Fatalf("%s: outcome %v, err %v, want processed", first.Type, o, err)
 			}
-			o, err := svc.ReserveStock(context.Background(), second)
+			o, err := svc.HandleOrderEvent(context.Background(), second)
 			if err != nil {
 				t.Fatalf("%s: %v", second.Type, err)
 			}
@@ -152,7 +151,7 @@ func TestSameOrderAsV1AndAsV2IsAnsweredOnce(t *testing.T) {
 func TestOrderPlacedVersionsAreReadStrictly(t *testing.T) {
 	t.Parallel()
 	pool := database(t, 4)
-	svc := service(t, pool, stock.Inbox, stock.Hooks{})
+	svc := service(t, pool)
 	v2 := orderPlacedV2(t, contracts.Line{BookID: dune, Quantity: 1})
 	withTypeAndData := func(typ, data string) event.Envelope {
 		e := v2
@@ -174,7 +173,7 @@ func TestOrderPlacedVersionsAreReadStrictly(t *testing.T) {
 		"v2 with a line out of range": {withTypeAndData(contracts.OrderPlacedV2, `{"customer": {"email": "ada@example.com"}, "order_id": "`+order+`", "lines": [{"book_id": "`+dune.String()+`", "quantity": 0}], "placed_at": "2026-11-29T21:00:00Z"}`), event.ReasonInvalidData},
 	}
 	for name, c := range cases {
-		if _, err := svc.ReserveStock(context.Background(), c.env); !isPoison(err, c.reason) {
+		if _, err := svc.HandleOrderEvent(context.Background(), c.env); !isPoison(err, c.reason) {
 			t.Errorf("%s: err = %v, want poison %s", name, err, c.reason)
 		}
 	}
@@ -182,7 +181,7 @@ func TestOrderPlacedVersionsAreReadStrictly(t *testing.T) {
 		t.Errorf("poison changed the database (inbox + outbox rows + Dune reserved = %d)", n)
 	}
 	named := withTypeAndData(contracts.OrderPlacedV2, `{"customer": {"email": "ada@example.com", "name": "Ada"}, `+rest+`}`)
-	if _, err := svc.ReserveStock(context.Background(), named); err != nil {
+	if _, err := svc.HandleOrderEvent(context.Background(), named); err != nil {
 		t.Fatalf("v2 with customer.name: %v", err)
 	}
 	if n := reserved(t, pool, dune); n != 1 {
