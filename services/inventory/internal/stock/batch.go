@@ -15,7 +15,6 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/store"
-	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/inbox"
 	"github.com/bookstore-go/bookstore/services/platform/outbox"
@@ -37,7 +36,7 @@ var errCancellationInBatch = errors.New("a cancellation is applied alone")
 // another, in arrival order. Anything unusual (a copy of a message processed before, an
 // order answered before, a failure) rolls the whole batch back, and the consumer hands
 // each order to ReserveStock alone. docs/performance.md measures the difference.
-func (s *Service) ReserveStockBatch(ctx context.Context, msgs []consumer.Message) ([]consumer.Outcome, error) {
+func (s *Service) ReserveStockBatch(ctx context.Context, msgs []inbox.Message) ([]inbox.Outcome, error) {
 	envs := make([]event.Envelope, len(msgs))
 	orders := make([]order, len(msgs))
 	causes := make([]trace.SpanContext, len(msgs))
@@ -71,7 +70,7 @@ func (s *Service) ReserveStockBatch(ctx context.Context, msgs []consumer.Message
 	for _, d := range decisions {
 		s.count(ctx, d.outcome())
 	}
-	return slices.Repeat([]consumer.Outcome{consumer.Processed}, len(msgs)), nil
+	return slices.Repeat([]inbox.Outcome{inbox.Processed}, len(msgs)), nil
 }
 
 // reserveAll is reserve for several orders in one transaction. Every book of the batch

@@ -14,7 +14,6 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/store"
-	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/failpoint"
 	"github.com/bookstore-go/bookstore/services/platform/inbox"
@@ -25,7 +24,7 @@ import (
 // placement reserves (ReserveStock), its cancellation releases (ReleaseStock). The two
 // arrive on one queue, in any order and on any worker; docs/cancellation.md says why
 // the outcome is the same whichever is applied first.
-func (s *Service) HandleOrderEvent(ctx context.Context, env event.Envelope) (consumer.Outcome, error) {
+func (s *Service) HandleOrderEvent(ctx context.Context, env event.Envelope) (inbox.Outcome, error) {
 	if env.Type == contracts.OrderCancelled {
 		return s.ReleaseStock(ctx, env)
 	}
@@ -93,7 +92,7 @@ func (r release) outcome() string {
 //
 // Every strategy releases this way: the strategies show what goes wrong with duplicate
 // placements, and a cancellation is not one of their demonstrations.
-func (s *Service) ReleaseStock(ctx context.Context, env event.Envelope) (consumer.Outcome, error) {
+func (s *Service) ReleaseStock(ctx context.Context, env event.Envelope) (inbox.Outcome, error) {
 	c, err := cancellationOf(env)
 	if err != nil {
 		return 0, err
@@ -115,15 +114,15 @@ func (s *Service) ReleaseStock(ctx context.Context, env event.Envelope) (consume
 		return 0, err
 	}
 	if !processed {
-		return consumer.Duplicate, nil
+		return inbox.Duplicate, nil
 	}
 	s.count(ctx, r.outcome())
 	if r.stale {
 		s.log.WarnContext(ctx, "cancellation at or below the order's last sequence; nothing done",
 			"order_id", c.OrderID, "sequence", c.Sequence, "message_id", env.ID)
-		return consumer.Duplicate, nil
+		return inbox.Duplicate, nil
 	}
-	return consumer.Processed, nil
+	return inbox.Processed, nil
 }
 
 // releaseOrder does the work of ReleaseStock in tx.

@@ -11,8 +11,8 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/store"
-	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/platform/inbox"
 	"github.com/bookstore-go/bookstore/services/platform/outbox"
 )
 
@@ -21,7 +21,7 @@ import (
 // line of the order or none, and announces which through the outbox. An event it cannot
 // read is poison; a book it does not know rejects the order (a catalogue question, not a
 // broken message).
-func (s *Service) ReserveStock(ctx context.Context, env event.Envelope) (consumer.Outcome, error) {
+func (s *Service) ReserveStock(ctx context.Context, env event.Envelope) (inbox.Outcome, error) {
 	order, err := orderOf(env)
 	if err != nil {
 		return 0, err

@@ -7,7 +7,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/bookstore-go/bookstore/services/inventory/internal/store"
-	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/inbox"
 )
@@ -25,7 +24,7 @@ import (
 //     the outcome event to the outbox.
 //  3. Commit. A crash before this leaves none of it, and the redelivery starts afresh; a
 //     crash after it (before the ack) meets the inbox row on redelivery: a duplicate.
-func (s *Service) reserveWithInbox(ctx context.Context, env event.Envelope, o order) (consumer.Outcome, error) {
+func (s *Service) reserveWithInbox(ctx context.Context, env event.Envelope, o order) (inbox.Outcome, error) {
 	var d decision
 	processed, err := inbox.Process(ctx, s.pool, ConsumerName, env, func(tx pgx.Tx) error {
 		var err error
@@ -41,20 +40,20 @@ func (s *Service) reserveWithInbox(ctx context.Context, env event.Envelope, o or
 		return 0, err
 	}
 	if !processed {
-		return consumer.Duplicate, nil
+		return inbox.Duplicate, nil
 	}
 	s.count(ctx, d.outcome())
 	if d.cancelledFirst {
 		s.log.InfoContext(ctx, "order cancelled before its placement arrived; nothing reserved",
 			"order_id", o.ID, "message_id", env.ID)
-		return consumer.Duplicate, nil
+		return inbox.Duplicate, nil
 	}
 	if d.alreadyAnswered {
 		s.log.WarnContext(ctx, "order already answered under another message id; nothing done",
 			"order_id", o.ID, "message_id", env.ID)
-		return consumer.Duplicate, nil
+		return inbox.Duplicate, nil
 	}
-	return consumer.Processed, nil
+	return inbox.Processed, nil
 }
 
 // reserveCheckThenProcess is the usual first attempt, and wrong: check, process, record,
@@ -66,13 +65,13 @@ func (s *Service) reserveWithInbox(ctx context.Context, env event.Envelope, o or
 //
 // Recording first and working second does not close the window, it turns it round: a
 // crash between them loses the reservation instead (at most once).
-func (s *Service) reserveCheckThenProcess(ctx context.Context, env event.Envelope, o order) (consumer.Outcome, error) {
+func (s *Service) reserveCheckThenProcess(ctx context.Context, env event.Envelope, o order) (inbox.Outcome, error) {
 	seen, err := store.New(s.pool).InboxHasMessage(ctx, store.InboxHasMessageParams{MessageID: env.UUID(), Consumer: ConsumerName})
 	if err != nil {
 		return 0, fmt.Errorf("check inbox: %w", err)
 	}
 	if seen {
-		return consumer.Duplicate, nil
+		return inbox.Duplicate, nil
 	}
 	d, err := s.reserveInOwnTransaction(ctx, o)
 	if err != nil {
@@ -90,13 +89,13 @@ func (s *Service) reserveCheckThenProcess(ctx context.Context, env event.Envelop
 		return 0, fmt.Errorf("record message: %w", err)
 	}
 	s.count(ctx, d.outcome())
-	return consumer.Processed, nil
+	return inbox.Processed, nil
 }
 
 // reserveNaive applies every delivery: each redelivery reserves the order again and
 // announces it again. Correct only on a broker that delivers exactly once, which no
 // broker does.
-func (s *Service) reserveNaive(ctx context.Context, _ event.Envelope, o order) (consumer.Outcome, error) {
+func (s *Service) reserveNaive(ctx context.Context, _ event.Envelope, o order) (inbox.Outcome, error) {
 	d, err := s.reserveInOwnTransaction(ctx, o)
 	if err != nil {
 		return 0, err
@@ -105,7 +104,7 @@ func (s *Service) reserveNaive(ctx context.Context, _ event.Envelope, o order) (
 		return 0, err
 	}
 	s.count(ctx, d.outcome())
-	return consumer.Processed, nil
+	return inbox.Processed, nil
 }
 
 // reserveInOwnTransaction is the work of the wrong strategies: reserve and announce in one

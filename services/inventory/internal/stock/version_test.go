@@ -11,8 +11,8 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
-	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/platform/inbox"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
 
@@ -120,14 +120,14 @@ func TestSameOrderAsV1AndAsV2IsAnsweredOnce(t *testing.T) {
 			if !v1First {
 				first, second = v2, v1
 			}
-			if o, err := svc.ReserveStock(context.Background(), first); err != nil || o != consumer.Processed {
+			if o, err := svc.ReserveStock(context.Background(), first); err != nil || o != inbox.Processed {
 				t.Fatalf("%s: outcome %v, err %v, want processed", first.Type, o, err)
 			}
 			o, err := svc.ReserveStock(context.Background(), second)
 			if err != nil {
 				t.Fatalf("%s: %v", second.Type, err)
 			}
-			if o != consumer.Duplicate {
+			if o != inbox.Duplicate {
 				t.Errorf("%s of an order answered under %s: %v, want a duplicate", second.Type, first.Type, o)
 			}
 			if n := reserved(t, pool, dune); n != 2 {
