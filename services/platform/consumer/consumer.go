@@ -1,18 +1,12 @@
 // Package consumer runs a service's queue: it decodes each delivery, hands it to the
 // service's handler and acknowledges only after the handler's transaction committed.
 //
-// It closes four failures. Acking before the work is done loses the message when the
-// process dies mid-way; here the ack comes last, so a crash means a redelivery (which the
-// inbox turns into a no-op). Acking a message whose handler failed hides the failure
-// (eShopOnContainers did); here a failure is requeued after a backoff, bounded by the
-// queue's delivery limit. A message that can never succeed must not circle forever: it
-// is rejected without requeue, lands in the queue's DLQ at once, and is counted. And an
-// outage is not the message's fault: when the handler fails because its database is
-// down, requeueing would spend the message's deliveries until RabbitMQ dead-letters a
-// perfectly good message. Here the consumer stops instead: it closes its channel, which
-// returns what it held to the queue, waits until the dependency answers, and consumes
-// again. x-delivery-limit then means what it says: a message that keeps failing while
-// everything it needs is healthy.
+// It closes four failures: a crash mid-way means a redelivery, which the inbox makes a
+// no-op (the ack comes last); a failed handler's message is requeued after a backoff,
+// bounded by the queue's delivery limit; a message that can never succeed goes to the
+// DLQ at once; and an outage is not the message's fault: the consumer closes its channel,
+// waits until the dependency answers and consumes again, so x-delivery-limit counts only
+// failures on healthy dependencies.
 package consumer
 
 import (

@@ -84,20 +84,12 @@ func (c Config) withDefaults() Config {
 // Relay publishes committed outbox rows to the broker. Several relays may run against one
 // database: they claim disjoint batches, and a dead relay's claims expire.
 //
-// Each relay process holds its id's advisory lock while it runs, and only then relays: a
-// process that holds the lock knows that every other claim under its id was made by a
-// process now dead, and takes those back at once instead of waiting out their lease. A
-// second process started under a live relay's id by mistake refuses to relay, and its
-// Ready says so, until the lock is free: were it to relay, the holder would take back
-// the rows it has in flight and publish them a second time.
-//
-// It tells two kinds of failure apart. A nack or a return on a healthy channel belongs to
-// one row: it spends one of the row's MaxAttempts, and a row out of attempts is parked
-// as dead, for an operator to see and retry (parked.go); its aggregate's later events
-// wait behind it, so that none overtakes it. A failure of the
-// broker, the link or the database belongs to no row: the claims are released untouched
-// and the relay itself backs off, so an outage of any length costs time, never an
-// attempt, and the rows drain by themselves when it ends.
+// A relay process relays only while it holds its id's advisory lock: it then knows every
+// other claim under its id is a dead process's and takes it back at once. A second
+// process under a live relay's id refuses to relay (Ready says so): it would publish the
+// holder's rows in flight a second time. A nack or return spends one of a row's
+// MaxAttempts (out of them, it is parked as dead, its aggregate's later events behind
+// it); a failure of the broker, link or database spends none: the relay backs off.
 type Relay struct {
 	pool      *pgxpool.Pool
 	q         *store.Queries
