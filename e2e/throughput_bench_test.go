@@ -590,7 +590,7 @@ type countdown struct {
 
 // handler is the bare consumer's work: the inbox claim and one insert, in one transaction.
 func (c *countdown) handler(pool *pgxpool.Pool) consumer.Handler {
-	return func(ctx context.Context, env event.Envelope) (consumer.Outcome, error) {
+	return func(ctx context.Context, env event.Envelope) (inbox.Outcome, error) {
 		processed, err := inbox.Process(ctx, pool, "bare", env, func(tx pgx.Tx) error {
 			_, err := tx.Exec(ctx, "INSERT INTO reservations (order_id) VALUES ($1)", env.Subject)
 			return err
@@ -599,13 +599,13 @@ func (c *countdown) handler(pool *pgxpool.Pool) consumer.Handler {
 			return 0, err
 		}
 		if !processed {
-			return consumer.Duplicate, nil
+			return inbox.Duplicate, nil
 		}
 		if c.n.Add(1) == c.total {
 			c.last = time.Now()
 			close(c.done)
 		}
-		return consumer.Processed, nil
+		return inbox.Processed, nil
 	}
 }
 

@@ -1,14 +1,11 @@
 // Package broker connects to RabbitMQ, declares a system's topology and publishes with
 // confirms.
 //
-// It closes three failures. A broker that restarts or a link that drops must not need a
-// service restart: Conn redials on demand, so every caller that asks for a channel after
-// an outage gets a working one. A publish is not done when Publish returns, only when
-// the broker confirms it: Publisher waits for the ack and treats a nack, a return
-// (unroutable) or a timeout as not published. And an outage is not a message's fault:
-// every failure of the connection itself (cannot dial, channel closed, confirm timeout,
-// connection blocked) wraps ErrUnavailable, so callers can tell it from a nack or a
-// return, which belong to one message, and spend no message's retry budget on it.
+// It closes three failures: Conn redials on demand, so a restarted broker or a dropped
+// link needs no service restart; a publish is done only when the broker confirms it
+// (Publisher treats a nack, a return or a timeout as not published); and every failure
+// of the connection itself wraps ErrUnavailable, so callers tell an outage from a nack
+// or a return (one message's) and spend no message's retry budget on it.
 package broker
 
 import (

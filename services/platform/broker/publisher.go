@@ -110,21 +110,12 @@ func (p *Publisher) Ready(ctx context.Context) error {
 	return err
 }
 
-// PublishBatch publishes msgs pipelined: every message is sent before the first ack is
-// awaited, so a batch costs about one round trip, not one per message. It returns one
-// error per message:
-//
-//   - nil: the broker confirmed the message and routed it to a queue;
-//   - ErrNacked or ErrUnroutable: the broker refused this message on a healthy channel, a
-//     failure that belongs to the message;
-//   - ErrUnavailable: the channel, the connection or the broker failed (closed, blocked,
-//     no confirm in time), a failure that belongs to no message;
-//   - ErrMissingQueue (an ErrUnavailable too): a queue bound to its type does not exist.
-//     It is checked before the batch is sent, and again after the acks, for a queue
-//     deleted while the batch was on its way.
-//
-// Whatever the error, the message may or may not be in the broker, and the caller must
-// publish it again later: at least once, never zero.
+// PublishBatch publishes msgs pipelined (one round trip a batch) and returns one error per
+// message: nil (confirmed and routed); ErrNacked or ErrUnroutable (the message's own
+// failure); ErrUnavailable (the channel, connection or broker failed: no message's); or
+// ErrMissingQueue, an ErrUnavailable too: a queue bound to its type does not exist,
+// checked before the batch is sent and again after the acks. Whatever the error, the
+// message may or may not be in the broker: the caller publishes it again later.
 func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message) []error {
 	errs := make([]error, len(msgs))
 	fail := func(err error) []error {

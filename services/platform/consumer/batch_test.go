@@ -94,7 +94,7 @@ func poisonous(env event.Envelope) bool {
 	return d.Poison
 }
 
-func (b *batchRun) handle(ctx context.Context, env event.Envelope) (consumer.Outcome, error) {
+func (b *batchRun) handle(ctx context.Context, env event.Envelope) (inbox.Outcome, error) {
 	b.wait()
 	b.mu.Lock()
 	b.singles[env.ID]++
@@ -105,7 +105,7 @@ func (b *batchRun) handle(ctx context.Context, env event.Envelope) (consumer.Out
 	return b.harness.handle(ctx, env)
 }
 
-func (b *batchRun) handleBatch(ctx context.Context, msgs []consumer.Message) ([]consumer.Outcome, error) {
+func (b *batchRun) handleBatch(ctx context.Context, msgs []inbox.Message) ([]inbox.Outcome, error) {
 	b.wait()
 	envs := make([]event.Envelope, len(msgs))
 	ids := make([]string, len(msgs))
@@ -117,7 +117,7 @@ func (b *batchRun) handleBatch(ctx context.Context, msgs []consumer.Message) ([]
 	b.mu.Lock()
 	b.batches = append(b.batches, ids)
 	b.mu.Unlock()
-	fail := func(err error) ([]consumer.Outcome, error) {
+	fail := func(err error) ([]inbox.Outcome, error) {
 		b.mu.Lock()
 		b.failed = append(b.failed, ids)
 		b.mu.Unlock()
@@ -141,9 +141,9 @@ func (b *batchRun) handleBatch(ctx context.Context, msgs []consumer.Message) ([]
 	if err != nil {
 		return fail(err)
 	}
-	outcomes := make([]consumer.Outcome, len(msgs))
+	outcomes := make([]inbox.Outcome, len(msgs))
 	for i := range outcomes {
-		outcomes[i] = consumer.Processed
+		outcomes[i] = inbox.Processed
 	}
 	return outcomes, nil
 }

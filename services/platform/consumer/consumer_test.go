@@ -57,7 +57,7 @@ func newHarness(t *testing.T) *harness {
 	return h
 }
 
-func (h *harness) handle(ctx context.Context, env event.Envelope) (consumer.Outcome, error) {
+func (h *harness) handle(ctx context.Context, env event.Envelope) (inbox.Outcome, error) {
 	h.callsMu.Lock()
 	h.calls[env.ID]++
 	h.callsMu.Unlock()
@@ -73,9 +73,9 @@ func (h *harness) handle(ctx context.Context, env event.Envelope) (consumer.Outc
 		return 0, err
 	}
 	if !processed {
-		return consumer.Duplicate, nil
+		return inbox.Duplicate, nil
 	}
-	return consumer.Processed, nil
+	return inbox.Processed, nil
 }
 
 // run starts the consumer, with the harness's settings changed by tune, and stops it when
@@ -265,9 +265,9 @@ func TestInboxLetsOneOfFiftyConcurrentCopiesThrough(t *testing.T) {
 				t.Error(err)
 			}
 			switch out {
-			case consumer.Processed:
+			case inbox.Processed:
 				processed.Add(1)
-			case consumer.Duplicate:
+			case inbox.Duplicate:
 				duplicates.Add(1)
 			}
 		}()

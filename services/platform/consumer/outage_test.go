@@ -11,6 +11,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/platform/inbox"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
 
@@ -106,7 +107,7 @@ func TestShutdownReturnsPrefetchedDeliveriesUnstarted(t *testing.T) {
 	started := make(chan struct{}, 10)
 	release := make(chan struct{})
 	var once sync.Once
-	handle := func(ctx context.Context, env event.Envelope) (consumer.Outcome, error) {
+	handle := func(ctx context.Context, env event.Envelope) (inbox.Outcome, error) {
 		started <- struct{}{}
 		once.Do(func() { <-release }) // the first delivery is still at work at shutdown
 		return h.handle(ctx, env)

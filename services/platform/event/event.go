@@ -10,7 +10,6 @@ package event
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +20,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/bookstore-go/bookstore/services/platform/strictjson"
 )
 
 // ContentType is the AMQP content type of every event body.
@@ -175,122 +176,10 @@ func (e Envelope) DecodeData(v any) error {
 	if err := dec.Decode(v); err != nil {
 		return Poison(ReasonInvalidData, fmt.Errorf("%s data: %w", e.Type, err))
 	}
-	keys := json.NewDecoder(bytes.NewReader(e.Data))
-	keys.UseNumber()
-	if err := exactKeys(keys, reflect.TypeOf(v), ""); err != nil {
+	if err := strictjson.CheckKeys(e.Data, reflect.TypeOf(v)); err != nil {
 		return Poison(ReasonInvalidData, fmt.Errorf("%s data: %w", e.Type, err))
 	}
 	return nil
-}
-
-var (
-	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
-	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
-)
-
-// exactKeys reads the next JSON value from dec beside the Go type t it was decoded into,
-// and returns an error for the first object key that is not exactly the JSON name of a
-// field of t, or that appears twice. Values json.Unmarshal already took are assumed well
-// formed: only the keys are checked.
-func exactKeys(dec *json.Decoder, t reflect.Type, path string) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return err
-	}
-	for t != nil && t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	delim, ok := tok.(json.Delim)
-	if !ok {
-		return nil // a scalar
-	}
-	own := t == nil || t.Kind() == reflect.Interface ||
-		reflect.PointerTo(t).Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler)
-	switch {
-	case delim == '[':
-		var elem reflect.Type
-		if !own && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
-			elem = t.Elem()
-		}
-		for i := 0; dec.More(); i++ {
-			if err := exactKeys(dec, elem, fmt.Sprintf("%s[%d]", path, i)); err != nil {
-				return err
-			}
-		}
-	case !own && t.Kind() == reflect.Struct:
-		fields := jsonFields(t)
-		seen := map[string]bool{}
-		for dec.More() {
-			key, err := nextKey(dec, path, seen)
-			if err != nil {
-				return err
-			}
-			ft, ok := fields[key]
-			if !ok {
-				return fmt.Errorf("%s: unknown field (names are case-sensitive)", join(path, key))
-			}
-			if err := exactKeys(dec, ft, join(path, key)); err != nil {
-				return err
-			}
-		}
-	default: // a map, or a type that reads itself: any key, but each once
-		var elem reflect.Type
-		if !own && t.Kind() == reflect.Map {
-			elem = t.Elem()
-		}
-		seen := map[string]bool{}
-		for dec.More() {
-			key, err := nextKey(dec, path, seen)
-			if err != nil {
-				return err
-			}
-			if err := exactKeys(dec, elem, join(path, key)); err != nil {
-				return err
-			}
-		}
-	}
-	_, err = dec.Token() // the closing ] or }
-	return err
-}
-
-func nextKey(dec *json.Decoder, path string, seen map[string]bool) (string, error) {
-	tok, err := dec.Token()
-	if err != nil {
-		return "", err
-	}
-	key, _ := tok.(string)
-	if seen[key] {
-		return "", fmt.Errorf("%s: appears more than once", join(path, key))
-	}
-	seen[key] = true
-	return key, nil
-}
-
-// jsonFields maps the JSON names of struct t's fields, as encoding/json names them, to
-// their types.
-func jsonFields(t reflect.Type) map[string]reflect.Type {
-	fields := map[string]reflect.Type{}
-	for _, f := range reflect.VisibleFields(t) {
-		if !f.IsExported() || (f.Anonymous && f.Tag.Get("json") == "") {
-			continue
-		}
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		switch name {
-		case "-":
-			continue
-		case "":
-			name = f.Name
-		}
-		fields[name] = f.Type
-	}
-	return fields
-}
-
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
 }
 
 // ContentHash fingerprints what an event means (type, source, subject, sequence and the

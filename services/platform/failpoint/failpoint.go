@@ -1,18 +1,13 @@
 // Package failpoint opens the failure windows that the rest of a system claims to
-// survive. A failpoint is a named place in the code (Bookstore's "ordering/before-commit")
-// where a test or the chaos run can make the process die as a power cut would, return an
-// error, or stall. Without a failpoint the windows between "written" and "committed", or
-// "published" and "marked", could only be argued about; with one they are run.
-//
-// The system names its failpoints (Bookstore's are in services/contracts) and gives
-// Configure the list; the package runs them. Failpoints are configured once, from
-// BOOKSTORE_FAILPOINTS:
+// survive: a named place in the code (Bookstore's "ordering/before-commit") where a test
+// or the chaos run makes the process die as a power cut would, return an error, or stall.
+// The system names its failpoints (Bookstore's are in services/contracts); they are
+// configured once, from BOOKSTORE_FAILPOINTS:
 //
 //	BOOKSTORE_FAILPOINTS="ordering/before-commit=crash;relay/after-publish=p(0.05)*crash"
 //
-// Actions: crash (SIGKILL to this process), error, delay(50ms); each may be prefixed by
-// p(0.05)* to fire with that probability. When the variable is unset, Inject is one
-// atomic load and a nil check.
+// Actions: crash (SIGKILL), error, delay(50ms), each optionally prefixed by p(0.05)*.
+// Unset, Inject is one atomic load and a nil check.
 package failpoint
 
 import (

@@ -202,12 +202,12 @@ type position struct {
 	ID        uuid.UUID `json:"id"`
 }
 
-func (p position) ValidCursor() bool { return !p.CreatedAt.IsZero() && p.ID != uuid.Nil }
+func (p position) Known() bool { return !p.CreatedAt.IsZero() && p.ID != uuid.Nil }
 
 // kind is a list's sort key as notification's is: one of a few words.
 type kind string
 
-func (k kind) ValidCursor() bool { return k == "order-confirmed" || k == "order-rejected" }
+func (k kind) Known() bool { return k == "order-confirmed" || k == "order-rejected" }
 
 // checkPage fails unless ParsePage[K] of query either refuses it with a 400 naming limit
 // or after, or reads a limit of 1 to MaxPageLimit spelled as the one limit given (the
@@ -245,7 +245,7 @@ func checkPage[K any](t *testing.T, rawQuery string) {
 	if err != nil || len(afters) != 1 || base64.RawURLEncoding.EncodeToString(b) != afters[0] {
 		t.Fatalf("%q: after %+v is not the cursor %q (%s, %v)", rawQuery, *page.After, afters, b, err)
 	}
-	if k, ok := any(*page.After).(httpapi.CursorKey); ok && !k.ValidCursor() {
+	if k, ok := any(*page.After).(httpapi.CursorKey); ok && !k.Known() {
 		t.Fatalf("%q: after %+v is not a key the list writes", rawQuery, *page.After)
 	}
 	if s, ok := any(*page.After).(kind); ok && !httpapitest.Storable(string(s)) {

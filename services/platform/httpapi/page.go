@@ -42,10 +42,11 @@ type Page[K any] struct {
 // tell whether another page follows without a second query.
 func (p Page[K]) Fetch() int { return p.Limit + 1 }
 
-// CursorKey is implemented by a sort key that can tell a key it could have written from
-// one it could not (a zero time, a nil id): ParsePage refuses the latter as malformed.
+// CursorKey is a sort key that knows its own values: Known reports whether the key is one
+// the list could have written (not a zero time, a nil id, an unknown kind). ParsePage
+// refuses a cursor whose key is not as malformed.
 type CursorKey interface {
-	ValidCursor() bool
+	Known() bool
 }
 
 // ParsePage reads the query parameters limit (default DefaultPageLimit, 1 to
@@ -165,7 +166,7 @@ func decodeCursor(cursor string, key any) error {
 	if again, err := encodeCursor(key); err != nil || again != cursor {
 		return errors.New("not a cursor this list writes")
 	}
-	if k, ok := key.(CursorKey); ok && !k.ValidCursor() {
+	if k, ok := key.(CursorKey); ok && !k.Known() {
 		return errors.New("not a cursor this list writes")
 	}
 	return nil

@@ -23,7 +23,7 @@ type emailKey struct {
 	ID        uuid.UUID `json:"id"`
 }
 
-func (k emailKey) ValidCursor() bool { return !k.CreatedAt.IsZero() && k.ID != uuid.Nil }
+func (k emailKey) Known() bool { return !k.CreatedAt.IsZero() && k.ID != uuid.Nil }
 
 func cursorOf(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
 

@@ -10,16 +10,12 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 )
 
-// NewRouter returns the router every API is mapped on. What chi answers by itself is
-// answered here as every other error is, as problem+json:
-//   - an unknown path is a 404 problem, not chi's text/plain "404 page not found";
-//   - a known path with another method is a 405 problem with an Allow header naming the
-//     methods the path has, not an empty body;
-//   - HEAD is served wherever GET is (RFC 9110 asks it of every GET resource);
-//   - a POST, PUT or PATCH whose body is not declared application/json is a 415 problem
-//     before the handler reads it. A browser sends text/plain, a form or multipart body
-//     cross-site without asking first (no CORS preflight); application/json it must ask
-//     for, and no API here says yes, so a page on another origin cannot place an order.
+// NewRouter returns the router every API is mapped on, which answers what chi answers by
+// itself as problem+json: an unknown path is a 404; another method on a known path is a
+// 405 with Allow; HEAD is served wherever GET is (RFC 9110); a POST, PUT or PATCH not
+// declared application/json is a 415 before the handler reads it, since a browser sends
+// text/plain, forms and multipart cross-site without a CORS preflight, and application/json
+// only after one, to which no API here says yes.
 func NewRouter() chi.Router {
 	r := chi.NewRouter()
 	r.NotFound(func(w http.ResponseWriter, req *http.Request) {

@@ -1,25 +1,15 @@
 // Package idempotency is the server side of an Idempotency-Key header: a client that
-// cannot know whether its request got through (a timeout, a crash, a lost response) sends
-// it again with the same key, and the server does the work once and answers the retry as
-// it answered the first time.
+// cannot know whether its request got through sends it again with the same key, and the
+// server does the work once and answers the retry as it answered the first time.
 //
-// Do runs inside the transaction that does the work and stores the response, so the work
-// and the key commit together or not at all: a crash before the commit leaves no key, and
-// the client's retry does the work afresh. The order of its steps is the point:
+// Do runs inside the work's transaction and stores the response there, so work and key
+// commit together or not at all. Its steps, in this order:
 //
-//  1. Try to take a transaction-scoped advisory lock on the key, without waiting. The
-//     first copy of a request holds it while it works, until it commits or rolls back.
-//  2. Look the key up. A request whose first copy has committed is a replay (or, with
-//     another body, a mismatch), whether or not step 1 took the lock: any number of
-//     replays may run at once, and none is told "in flight" for a request that finished
-//     long ago.
-//  3. Not found and not locked: another copy is at work right now. This one gets
-//     ErrInFlight (409) rather than doing the work a second time.
-//  4. Not found and locked: this is the first copy. Do the work, which stores the
-//     response under the key in the same transaction.
-//
-// Steps 1 and 2 are two statements sent to Postgres together, in one round trip (see
-// Do for why they can share it and why they must stay two).
+//  1. Try the key's transaction-scoped advisory lock, without waiting.
+//  2. Look the key up. Found: a replay (or, with another body, a mismatch), lock or not,
+//     so no finished request is ever told "in flight".
+//  3. Not found, not locked: another copy is at work now: ErrInFlight (409).
+//  4. Not found, locked: the first copy. Do the work and store the response.
 package idempotency
 
 import (
@@ -66,15 +56,11 @@ type Key struct {
 // query on db, and returns an error wrapping pgx.ErrNoRows when nothing was; work does
 // the work, stores its response under the key in tx, and returns that response.
 //
-// The lock and the lookup share a round trip: db sends the lookup's query in one batch
-// behind the lock's statement. They can, because the lookup does not depend on what the
-// lock answers: whatever it says, a key found is a replay. They must stay two statements,
-// in this order, because in READ COMMITTED each statement reads from a snapshot taken
-// when it starts. A holder releases the lock only once its commit is visible, so when
-// the lock statement takes the lock, the lookup that starts after it sees the first
-// copy's row if that copy committed. Folded into one statement, the lookup would read
-// from a snapshot taken before the lock, could miss a first copy that committed in
-// between, and would do the work a second time.
+// The lock and the lookup share a round trip but stay two statements, in this order: in
+// READ COMMITTED each reads from a snapshot taken when it starts, and a holder releases
+// the lock only once its commit is visible, so a lookup after the lock sees a first copy
+// that committed. One statement would read from a snapshot before the lock and could do
+// the work twice.
 func Do(ctx context.Context, tx pgx.Tx, k Key, lookup func(db *LookupDB) (Stored, error), work func() ([]byte, error)) (Result, error) {
 	db := &LookupDB{tx: tx, lock: k.Scope + ":" + k.Key}
 	prev, err := lookup(db)

@@ -1,14 +1,11 @@
 // Package inbox makes a consumer idempotent where it matters: in the same transaction as
 // the work.
 //
-// The broker delivers at least once, and a relay publishes at least once, so every
-// message may arrive twice, even twice at the same moment on two consumers. Checking
-// "have I seen it?" and then doing the work lets both copies pass the check. Instead
-// Process inserts the (message id, consumer) row as the first statement of the work's
-// transaction: the primary key decides. The second copy's insert waits for the first
-// transaction; if that commits, the insert finds a conflict and the copy is skipped; if it
-// rolls back (a crash before commit), the second copy does the work. Either way the work is
-// done once.
+// Every message may arrive twice, even at the same moment on two consumers, and "have I
+// seen it?" followed by the work lets both copies pass. Instead Process inserts the
+// (message id, consumer) row as the first statement of the work's transaction: the
+// primary key decides. The second copy's insert waits for the first transaction and is
+// skipped if it commits, or does the work if it rolled back. Either way, the work is done once.
 package inbox
 
 import (

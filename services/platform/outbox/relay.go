@@ -84,32 +84,24 @@ func (c Config) withDefaults() Config {
 // Relay publishes committed outbox rows to the broker. Several relays may run against one
 // database: they claim disjoint batches, and a dead relay's claims expire.
 //
-// Each relay process holds its id's advisory lock while it runs, and only then relays: a
-// process that holds the lock knows that every other claim under its id was made by a
-// process now dead, and takes those back at once instead of waiting out their lease. A
-// second process started under a live relay's id by mistake refuses to relay, and its
-// Ready says so, until the lock is free: were it to relay, the holder would take back
-// the rows it has in flight and publish them a second time.
-//
-// It tells two kinds of failure apart. A nack or a return on a healthy channel belongs to
-// one row: it spends one of the row's MaxAttempts, and a row out of attempts is parked
-// as dead, for an operator to see and retry (parked.go); its aggregate's later events
-// wait behind it, so that none overtakes it. A failure of the
-// broker, the link or the database belongs to no row: the claims are released untouched
-// and the relay itself backs off, so an outage of any length costs time, never an
-// attempt, and the rows drain by themselves when it ends.
+// A relay process relays only while it holds its id's advisory lock: it then knows every
+// other claim under its id is a dead process's and takes it back at once. A second
+// process under a live relay's id refuses to relay (Ready says so): it would publish the
+// holder's rows in flight a second time. A nack or return spends one of a row's
+// MaxAttempts (out of them, it is parked as dead, its aggregate's later events behind
+// it); a failure of the broker, link or database spends none: the relay backs off.
 type Relay struct {
-	pool   *pgxpool.Pool
-	q      *store.Queries
-	pub    *broker.Publisher
-	cfg    Config
-	token  uuid.UUID             // this process's claims; see ClaimOutbox
-	solo   atomic.Bool           // this process holds the relay id's lock: no live twin shares cfg.ID
-	twin   atomic.Bool           // another live process holds the relay id's lock
-	down   atomic.Pointer[error] // why the last batch could not run; nil once one ran
-	log    *slog.Logger
-	tracer trace.Tracer
-	m      relayMetrics
+	pool      *pgxpool.Pool
+	q         *store.Queries
+	pub       *broker.Publisher
+	cfg       Config
+	token     uuid.UUID             // this process's claims; see ClaimOutbox
+	holdsLock atomic.Bool           // this process holds the relay id's lock: no live twin shares cfg.ID
+	twin      atomic.Bool           // another live process holds the relay id's lock
+	down      atomic.Pointer[error] // why the last batch could not run; nil once one ran
+	log       *slog.Logger
+	tracer    trace.Tracer
+	m         relayMetrics
 }
 
 // leaseMargin is what a lease must leave beyond the longest publish: the claim, the
@@ -164,7 +156,7 @@ func (r *Relay) Ready(context.Context) error {
 	if err := r.down.Load(); err != nil {
 		return *err
 	}
-	if !r.solo.Load() && !r.cfg.ShareID {
+	if !r.holdsLock.Load() && !r.cfg.ShareID {
 		return errNoLock
 	}
 	return nil
@@ -189,7 +181,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	failures := 0
 	for {
 		n, err := 0, error(nil)
-		if r.solo.Load() || r.cfg.ShareID {
+		if r.holdsLock.Load() || r.cfg.ShareID {
 			n, err = r.RunOnce(ctx)
 		}
 		if ctx.Err() != nil {
@@ -258,17 +250,17 @@ func (r *Relay) listenOnce(ctx context.Context, wake chan<- struct{}) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	defer r.solo.Store(false)
-	solo, err := store.New(conn).TryRelayLock(ctx, r.cfg.ID)
+	defer r.holdsLock.Store(false)
+	locked, err := store.New(conn).TryRelayLock(ctx, r.cfg.ID)
 	if err != nil {
 		return err
 	}
-	if !solo && !r.twin.Load() {
+	if !locked && !r.twin.Load() {
 		r.log.ErrorContext(ctx, "another live process relays under this RELAY_ID: this one publishes nothing while that one lives (give every relay process an id of its own)")
 	}
-	r.twin.Store(!solo)
-	r.solo.Store(solo)
-	if !solo && !r.cfg.ShareID {
+	r.twin.Store(!locked)
+	r.holdsLock.Store(locked)
+	if !locked && !r.cfg.ShareID {
 		return ErrTwin
 	}
 	if _, err := conn.Exec(ctx, "LISTEN outbox"); err != nil {
@@ -314,7 +306,7 @@ func (r *Relay) runOnce(ctx context.Context) (int, error) {
 		BatchSize:    int32(r.cfg.BatchSize),
 		RelayID:      &r.cfg.ID,
 		ClaimToken:   r.token,
-		ReclaimOwn:   r.solo.Load(),
+		ReclaimOwn:   r.holdsLock.Load(),
 		LeaseSeconds: r.cfg.Lease.Seconds(),
 	})
 	if err != nil {
@@ -454,29 +446,21 @@ type relayMetrics struct {
 }
 
 func newRelayMetrics(m metric.Meter, q *store.Queries) (relayMetrics, error) {
-	var rm relayMetrics
-	var err, e error
-	rm.published, e = m.Int64Counter("bookstore.outbox.published", metric.WithDescription("Events the broker confirmed."))
-	err = errors.Join(err, e)
-	rm.failures, e = m.Int64Counter("bookstore.outbox.publish_failures", metric.WithDescription("Publishes the broker nacked or returned: each spends one of its row's attempts."))
-	err = errors.Join(err, e)
-	rm.outages, e = m.Int64Counter("bookstore.outbox.relay_outages", metric.WithDescription("Relay batches that could not run because the broker, the link or the database failed; no row's attempts are spent."))
-	err = errors.Join(err, e)
-	rm.latency, e = m.Float64Histogram("bookstore.outbox.publish_latency", metric.WithUnit("s"),
-		metric.WithDescription("From the outbox row's commit to the broker's confirm."),
-		metric.WithExplicitBucketBoundaries(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
-	err = errors.Join(err, e)
-	pending, e := m.Int64ObservableGauge("bookstore.outbox.pending", metric.WithDescription("Rows not yet published."))
-	err = errors.Join(err, e)
-	dead, e := m.Int64ObservableGauge("bookstore.outbox.dead", metric.WithDescription("Rows parked after too many failed publishes."))
-	err = errors.Join(err, e)
-	oldest, e := m.Float64ObservableGauge("bookstore.outbox.oldest_pending_age", metric.WithUnit("s"),
-		metric.WithDescription("Age of the oldest unpublished row: the relay's lag."))
-	err = errors.Join(err, e)
-	if err != nil {
-		return rm, fmt.Errorf("outbox metrics: %w", err)
+	in := telemetry.NewInstruments(m)
+	rm := relayMetrics{
+		published: in.Counter("bookstore.outbox.published", "Events the broker confirmed."),
+		failures:  in.Counter("bookstore.outbox.publish_failures", "Publishes the broker nacked or returned: each spends one of its row's attempts."),
+		outages:   in.Counter("bookstore.outbox.relay_outages", "Relay batches that could not run because the broker, the link or the database failed; no row's attempts are spent."),
+		latency: in.Float64Histogram("bookstore.outbox.publish_latency", "From the outbox row's commit to the broker's confirm.", metric.WithUnit("s"),
+			metric.WithExplicitBucketBoundaries(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)),
 	}
-	_, err = m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+	pending := in.Int64Gauge("bookstore.outbox.pending", "Rows not yet published.")
+	dead := in.Int64Gauge("bookstore.outbox.dead", "Rows parked after too many failed publishes.")
+	oldest := in.Float64Gauge("bookstore.outbox.oldest_pending_age", "Age of the oldest unpublished row: the relay's lag.", metric.WithUnit("s"))
+	if err := in.Err("outbox"); err != nil {
+		return rm, err
+	}
+	_, err := m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		s, err := q.OutboxStats(ctx)

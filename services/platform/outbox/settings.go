@@ -7,9 +7,10 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/config"
 )
 
-// Settings are the relay's environment variables, the same in every service that runs a
-// relay.
-type Settings struct {
+// EnvSettings are the relay's settings as the environment gives them (RELAY_*), the same
+// in every service that runs a relay; Config and Publisher turn them into what the relay
+// runs with.
+type EnvSettings struct {
 	ID             string
 	Lease          time.Duration
 	ConfirmTimeout time.Duration
@@ -19,9 +20,9 @@ type Settings struct {
 	Twin           string // refuse, or share: the wrong way
 }
 
-// Variables returns the relay's variables for config.Parse, bound to the Settings.
-func Variables() (*Settings, []config.Var) {
-	s := &Settings{}
+// EnvVariables returns the relay's variables for config.Parse, bound to the EnvSettings.
+func EnvVariables() (*EnvSettings, []config.Var) {
+	s := &EnvSettings{}
 	d := DefaultConfig
 	return s, []config.Var{
 		config.String("RELAY_ID", "", "this relay's name in outbox claims; a restarted relay takes back its claims at once; empty: random", &s.ID),
@@ -36,14 +37,14 @@ func Variables() (*Settings, []config.Var) {
 	}
 }
 
-// Config is the relay's Config for the service appID.
-func (s *Settings) Config(appID string) Config {
+// Config is the relay's Config for the service appID, from these settings.
+func (s *EnvSettings) Config(appID string) Config {
 	return Config{ID: s.ID, AppID: appID, BatchSize: s.BatchSize, Lease: s.Lease, MaxAttempts: s.MaxAttempts, ShareID: s.Twin == "share"}
 }
 
 // Publisher is the relay's publisher on conn to t, the system's whole topology: the
 // queues bound to an event's type are what it checks before publishing the event.
-func (s *Settings) Publisher(conn *broker.Conn, t broker.Topology) *broker.Publisher {
+func (s *EnvSettings) Publisher(conn *broker.Conn, t broker.Topology) *broker.Publisher {
 	pub := broker.NewPublisher(conn, t, s.ConfirmTimeout)
 	if s.QueueCheck == "mandatory" {
 		pub.TrustMandatory()

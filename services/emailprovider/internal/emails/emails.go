@@ -26,10 +26,11 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/emailprovider/internal/store"
 	"github.com/bookstore-go/bookstore/services/platform/backoff"
-	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 	"github.com/bookstore-go/bookstore/services/platform/idempotency"
+	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 )
 
 // StatusSent is the only status an email the provider knows has: it was sent.
@@ -55,7 +56,7 @@ func (r Request) Valid() map[string]string {
 	case r.To == "":
 		problems["to"] = "is required"
 	default:
-		if p := httpapi.AddressProblem(r.To); p != "" {
+		if p := contracts.AddressProblem(r.To); p != "" {
 			problems["to"] = p
 		}
 	}
@@ -261,9 +262,9 @@ type Cursor struct {
 // CursorOf is the position of an email in ListByRecipient.
 func CursorOf(e Delivered) Cursor { return Cursor{CreatedAt: e.CreatedAt, ID: e.ID} }
 
-// ValidCursor reports whether c could be an email's position: a cursor with no time or
+// Known reports whether c could be an email's position: a cursor with no time or
 // no id is not one the API wrote.
-func (c Cursor) ValidCursor() bool { return !c.CreatedAt.IsZero() && c.ID != uuid.Nil }
+func (c Cursor) Known() bool { return !c.CreatedAt.IsZero() && c.ID != uuid.Nil }
 
 // ListByRecipient returns at most limit emails sent to an address, oldest first, those
 // after the cursor after (from the first when it is nil).
@@ -305,18 +306,13 @@ type metrics struct {
 
 func newMetrics(m metric.Meter) (metrics, error) {
 	var out metrics
-	var errs []error
-	counter := func(name, desc string) metric.Int64Counter {
-		c, err := m.Int64Counter(name, metric.WithDescription(desc))
-		errs = append(errs, err)
-		return c
-	}
-	out.sent = counter("bookstore.emailprovider.sent", "Emails sent: first requests of their Idempotency-Key.")
-	out.replays = counter("bookstore.emailprovider.replays", "Requests answered from a key's stored response, sending nothing.")
-	out.faults = counter("bookstore.emailprovider.faults", "Injected faults that fired, by fault.")
-	out.relayFailures = counter("bookstore.emailprovider.smtp_failures", "Sent emails the SMTP relay could not pass on.")
-	if err := errors.Join(errs...); err != nil {
-		return out, fmt.Errorf("emailprovider metrics: %w", err)
+	in := telemetry.NewInstruments(m)
+	out.sent = in.Counter("bookstore.emailprovider.sent", "Emails sent: first requests of their Idempotency-Key.")
+	out.replays = in.Counter("bookstore.emailprovider.replays", "Requests answered from a key's stored response, sending nothing.")
+	out.faults = in.Counter("bookstore.emailprovider.faults", "Injected faults that fired, by fault.")
+	out.relayFailures = in.Counter("bookstore.emailprovider.smtp_failures", "Sent emails the SMTP relay could not pass on.")
+	if err := in.Err("emailprovider"); err != nil {
+		return out, err
 	}
 	return out, nil
 }

@@ -26,12 +26,11 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/config"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
-	"github.com/bookstore-go/bookstore/services/platform/deadletter"
 	"github.com/bookstore-go/bookstore/services/platform/failpoint"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 	"github.com/bookstore-go/bookstore/services/platform/inbox"
+	"github.com/bookstore-go/bookstore/services/platform/ops"
 	"github.com/bookstore-go/bookstore/services/platform/outbox"
-	"github.com/bookstore-go/bookstore/services/platform/parked"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 )
@@ -55,7 +54,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		config.String("INVENTORY_ADMIN", "0", "1: allow PUT /books/{id}, which creates books and sets their stock", &admin),
 		config.Int("CONSUMER_CONCURRENCY", "4", "orders handled at once", &concurrency),
 	)
-	relayCfg, relayVars := outbox.Variables()
+	relayCfg, relayVars := outbox.EnvVariables()
 	vars = append(vars, relayVars...)
 	retry, retryVars := consumer.RetryVariables("10s")
 	vars = append(vars, retryVars...)
@@ -66,8 +65,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	if rest := config.Rest(args); len(rest) > 0 {
-		if parked.IsCommand(rest[0]) {
-			return parked.Run(ctx, parkedCommands, cfg, rest, stdout) // does its work and exits: nothing below starts
+		if ops.IsCommand(rest[0]) {
+			return ops.Run(ctx, parkedCommands, cfg, rest, stdout) // does its work and exits: nothing below starts
 		}
 		return fmt.Errorf("unknown command %q (inventory takes dlq or outbox)", rest[0])
 	}
@@ -143,7 +142,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	if err := deadletter.ObserveDepth(tel, consumeConn, contracts.QueueInventoryOrderPlaced); err != nil {
+	if err := consumer.ObserveDeadLetters(tel, consumeConn, contracts.QueueInventoryOrderPlaced); err != nil {
 		return err
 	}
 	ready := []httpapi.Check{

@@ -25,8 +25,8 @@ import (
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/wrongways"
-	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/platform/inbox"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 )
 
@@ -161,7 +161,7 @@ func (l *Lab) InboxDeliveredTwice(ctx context.Context) (InboxTwiceResult, error)
 		if err != nil {
 			return r, fmt.Errorf("inbox delivery %d: %w", i+1, err)
 		}
-		r.Processed[i] = outcome == consumer.Processed
+		r.Processed[i] = outcome == inbox.Processed
 	}
 	r.DuneReserved, err = l.duneReserved(ctx)
 	return r, err
@@ -278,7 +278,7 @@ func (l *Lab) InboxTwoCopiesAtOnce(ctx context.Context) (ConcurrentResult, error
 	defer letGo()
 
 	type done struct {
-		outcome consumer.Outcome
+		outcome inbox.Outcome
 		err     error
 	}
 	firstDone, secondDone := make(chan done, 1), make(chan done, 1)
@@ -307,7 +307,7 @@ func (l *Lab) InboxTwoCopiesAtOnce(ctx context.Context) (ConcurrentResult, error
 	if f.err != nil || s.err != nil {
 		return r, fmt.Errorf("copies: first %v, second %v", f.err, s.err)
 	}
-	r.Processed = [2]bool{f.outcome == consumer.Processed, s.outcome == consumer.Processed}
+	r.Processed = [2]bool{f.outcome == inbox.Processed, s.outcome == inbox.Processed}
 	r.SecondWaited = pid != 0 && !returnedEarly
 	r.DuneReserved, err = l.duneReserved(ctx)
 	return r, err

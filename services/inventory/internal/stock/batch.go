@@ -15,7 +15,6 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/store"
-	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/failpoint"
 	"github.com/bookstore-go/bookstore/services/platform/inbox"
@@ -36,7 +35,7 @@ var errCancellationInBatch = errors.New("a cancellation is applied alone")
 // the decisions reserve would make one order after another. Anything unusual rolls the
 // batch back, and the consumer hands each message to HandleOrderEvent alone.
 // docs/performance.md says why this form exists and what it saves.
-func (s *Service) HandleOrderEvents(ctx context.Context, msgs []consumer.Message) ([]consumer.Outcome, error) {
+func (s *Service) HandleOrderEvents(ctx context.Context, msgs []inbox.Message) ([]inbox.Outcome, error) {
 	envs := make([]event.Envelope, len(msgs))
 	orders := make([]Order, len(msgs))
 	causes := make([]trace.SpanContext, len(msgs))
@@ -70,7 +69,7 @@ func (s *Service) HandleOrderEvents(ctx context.Context, msgs []consumer.Message
 	for _, d := range decisions {
 		s.Count(ctx, d.Outcome())
 	}
-	return slices.Repeat([]consumer.Outcome{consumer.Processed}, len(msgs)), nil
+	return slices.Repeat([]inbox.Outcome{inbox.Processed}, len(msgs)), nil
 }
 
 // reserveAll is reserve for several orders in one transaction. Every book of the batch

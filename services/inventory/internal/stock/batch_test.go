@@ -43,14 +43,14 @@ var (
 
 // batchOf makes the consumer's messages of envs, each with a span of a trace of its own,
 // as the consumer gives them to a batch handler.
-func batchOf(envs ...event.Envelope) []consumer.Message {
-	msgs := make([]consumer.Message, len(envs))
+func batchOf(envs ...event.Envelope) []inbox.Message {
+	msgs := make([]inbox.Message, len(envs))
 	for i, env := range envs {
 		var tid trace.TraceID
 		var sid trace.SpanID
 		_, _ = rand.Read(tid[:])
 		_, _ = rand.Read(sid[:])
-		msgs[i] = consumer.Message{Envelope: env, Span: trace.NewSpanContext(trace.SpanContextConfig{
+		msgs[i] = inbox.Message{Envelope: env, Span: trace.NewSpanContext(trace.SpanContextConfig{
 			TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true,
 		})}
 	}
@@ -118,7 +118,7 @@ func TestBatchReservesWhatTheSameOrdersOneAtATimeWould(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := slices.Repeat([]consumer.Outcome{consumer.Processed}, len(envs)); !slices.Equal(got, want) {
+	if want := slices.Repeat([]inbox.Outcome{inbox.Processed}, len(envs)); !slices.Equal(got, want) {
 		t.Errorf("outcomes = %v, want %v", got, want)
 	}
 
@@ -195,7 +195,7 @@ func TestBatchDecidesAsTheSameOrdersOneAfterAnotherWould(t *testing.T) {
 	}
 	one := service(t, alone)
 	for _, env := range envs {
-		if o, err := one.HandleOrderEvent(context.Background(), env); err != nil || o != consumer.Processed {
+		if o, err := one.HandleOrderEvent(context.Background(), env); err != nil || o != inbox.Processed {
 			t.Fatalf("HandleOrderEvent = %v, %v", o, err)
 		}
 	}
@@ -255,7 +255,7 @@ func TestBatchHoldingAMessageSeenBeforeWritesNothing(t *testing.T) {
 			last := orderPlaced(t, contracts.Line{BookID: neuromancer, Quantity: 1})
 			batch := []event.Envelope{first, seen, last}
 			if before {
-				if o, err := svc.HandleOrderEvent(ctx, seen); err != nil || o != consumer.Processed {
+				if o, err := svc.HandleOrderEvent(ctx, seen); err != nil || o != inbox.Processed {
 					t.Fatalf("HandleOrderEvent = %v, %v", o, err)
 				}
 			} else {
@@ -271,11 +271,11 @@ func TestBatchHoldingAMessageSeenBeforeWritesNothing(t *testing.T) {
 				t.Errorf("the refused batch wrote: before %v; after %v", was, is)
 			}
 
-			want := []consumer.Outcome{consumer.Processed, consumer.Processed, consumer.Processed}
+			want := []inbox.Outcome{inbox.Processed, inbox.Processed, inbox.Processed}
 			if before {
-				want[1] = consumer.Duplicate
+				want[1] = inbox.Duplicate
 			} else {
-				want = append(want, consumer.Duplicate)
+				want = append(want, inbox.Duplicate)
 			}
 			for i, env := range batch {
 				if o, err := svc.HandleOrderEvent(ctx, env); err != nil || o != want[i] {
@@ -322,7 +322,7 @@ func TestBatchHoldingAnOrderAnsweredBeforeUnderAnotherIDWritesNothing(t *testing
 			last := orderPlaced(t, contracts.Line{BookID: hyperion, Quantity: 1})
 			batch := []event.Envelope{first, again, last}
 			if c.before {
-				if o, err := svc.HandleOrderEvent(ctx, order); err != nil || o != consumer.Processed {
+				if o, err := svc.HandleOrderEvent(ctx, order); err != nil || o != inbox.Processed {
 					t.Fatalf("HandleOrderEvent = %v, %v", o, err)
 				}
 				if c.cleaned {
@@ -346,9 +346,9 @@ func TestBatchHoldingAnOrderAnsweredBeforeUnderAnotherIDWritesNothing(t *testing
 			}
 
 			for _, env := range batch {
-				want := consumer.Processed
+				want := inbox.Processed
 				if env.ID == again.ID {
-					want = consumer.Duplicate
+					want = inbox.Duplicate
 				}
 				if o, err := svc.HandleOrderEvent(ctx, env); err != nil || o != want {
 					t.Errorf("message %s alone: HandleOrderEvent = %v, %v; want %v", env.ID, o, err, want)

@@ -16,6 +16,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/platform/inbox"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
@@ -75,14 +76,14 @@ func BenchmarkConsumerAgainstBareAck(b *testing.B) {
 
 		var handled atomic.Int64
 		done := make(chan struct{})
-		counting := func(ctx context.Context, env event.Envelope) (consumer.Outcome, error) {
+		counting := func(ctx context.Context, env event.Envelope) (inbox.Outcome, error) {
 			o, err := svc.HandleOrderEvent(ctx, env)
 			if err == nil && handled.Add(1) == messages {
 				close(done)
 			}
 			return o, err
 		}
-		countingBatch := func(ctx context.Context, msgs []consumer.Message) ([]consumer.Outcome, error) {
+		countingBatch := func(ctx context.Context, msgs []inbox.Message) ([]inbox.Outcome, error) {
 			outcomes, err := svc.HandleOrderEvents(ctx, msgs)
 			if err == nil && handled.Add(int64(len(msgs))) == messages {
 				close(done)

@@ -11,8 +11,8 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
-	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/platform/inbox"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
 
@@ -61,7 +61,7 @@ func releasedLines(t testing.TB, env event.Envelope) []contracts.Line {
 	return d.Lines
 }
 
-func handle(t testing.TB, svc *stock.Service, env event.Envelope) consumer.Outcome {
+func handle(t testing.TB, svc *stock.Service, env event.Envelope) inbox.Outcome {
 	t.Helper()
 	out, err := svc.HandleOrderEvent(context.Background(), env)
 	if err != nil {
@@ -85,13 +85,13 @@ func TestCancellationReleasesTheReservationOnce(t *testing.T) {
 		t.Fatalf("after the placement: Dune reserved %d, want %d", got, before+2)
 	}
 	cancel := orderCancelled(t, placed, 3)
-	if got := handle(t, svc, cancel); got != consumer.Processed {
+	if got := handle(t, svc, cancel); got != inbox.Processed {
 		t.Fatalf("cancellation: %v", got)
 	}
-	if got := handle(t, svc, cancel); got != consumer.Duplicate {
+	if got := handle(t, svc, cancel); got != inbox.Duplicate {
 		t.Errorf("its redelivery: %v, want duplicate", got)
 	}
-	if got := handle(t, svc, orderCancelled(t, placed, 3)); got != consumer.Duplicate {
+	if got := handle(t, svc, orderCancelled(t, placed, 3)); got != inbox.Duplicate {
 		t.Errorf("the same cancellation under another message id: %v, want duplicate", got)
 	}
 	if got := reserved(t, pool, dune); got != before {
@@ -116,13 +116,13 @@ func TestCancellationBeforeItsPlacementReservesNothing(t *testing.T) {
 	before := reserved(t, pool, dune)
 	placed := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 2})
 
-	if got := handle(t, svc, orderCancelled(t, placed, 2)); got != consumer.Processed {
+	if got := handle(t, svc, orderCancelled(t, placed, 2)); got != inbox.Processed {
 		t.Fatalf("cancellation first: %v", got)
 	}
 	if _, err := svc.HandleOrderEvents(context.Background(), batchOf(placed)); err == nil {
 		t.Fatal("a batch with the cancelled order's placement committed")
 	}
-	if got := handle(t, svc, placed); got != consumer.Duplicate {
+	if got := handle(t, svc, placed); got != inbox.Duplicate {
 		t.Errorf("the placement after its cancellation: %v, want duplicate", got)
 	}
 	if got := reserved(t, pool, dune); got != before {
@@ -170,7 +170,7 @@ func TestTenCopiesOfACancellationAtOnceReleaseOnce(t *testing.T) {
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	got := map[consumer.Outcome]int{}
+	got := map[inbox.Outcome]int{}
 	for range copies {
 		wg.Add(1)
 		go func() {
@@ -188,7 +188,7 @@ func TestTenCopiesOfACancellationAtOnceReleaseOnce(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
-	if got[consumer.Processed] != 1 || got[consumer.Duplicate] != copies-1 {
+	if got[inbox.Processed] != 1 || got[inbox.Duplicate] != copies-1 {
 		t.Errorf("outcomes %v, want 1 processed and %d duplicates", got, copies-1)
 	}
 	if r := reserved(t, pool, dune); r != before {
@@ -273,7 +273,7 @@ func TestAForgottenTombstoneLetsALatePlacementReserveForACancelledOrder(t *testi
 	if _, err := pool.Exec(context.Background(), "DELETE FROM outbox WHERE aggregate_id = $1", placed.Subject); err != nil {
 		t.Fatal(err)
 	}
-	if got := handle(t, svc, placed); got != consumer.Processed {
+	if got := handle(t, svc, placed); got != inbox.Processed {
 		t.Fatalf("late placement: %v", got)
 	}
 	if got := reserved(t, pool, dune); got != before+1 {

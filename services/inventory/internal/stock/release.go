@@ -14,7 +14,6 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/store"
-	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/failpoint"
 	"github.com/bookstore-go/bookstore/services/platform/inbox"
@@ -76,7 +75,7 @@ func (r Release) Outcome() string {
 //     reservation's first event when the cancellation came before its placement.
 //  4. Commit. A crash before it (the failpoint inventory/before-release-commit) leaves
 //     none of it and the redelivery starts afresh; a crash after it meets the inbox row.
-func (s *Service) releaseStock(ctx context.Context, env event.Envelope) (consumer.Outcome, error) {
+func (s *Service) releaseStock(ctx context.Context, env event.Envelope) (inbox.Outcome, error) {
 	c, err := CancellationOf(env)
 	if err != nil {
 		return 0, err
@@ -103,21 +102,21 @@ func (s *Service) releaseStock(ctx context.Context, env event.Envelope) (consume
 		return 0, err
 	}
 	if !processed {
-		return consumer.Duplicate, nil
+		return inbox.Duplicate, nil
 	}
 	return s.released(ctx, env, c, r), nil
 }
 
 // released counts a claimed cancellation and says what the consumer reports: a stale one
 // is a duplicate.
-func (s *Service) released(ctx context.Context, env event.Envelope, c Cancellation, r Release) consumer.Outcome {
+func (s *Service) released(ctx context.Context, env event.Envelope, c Cancellation, r Release) inbox.Outcome {
 	s.Count(ctx, r.Outcome())
 	if r.Stale {
 		s.log.WarnContext(ctx, "cancellation at or below the order's last sequence; nothing done",
 			"order_id", c.OrderID, "sequence", c.Sequence, "message_id", env.ID)
-		return consumer.Duplicate
+		return inbox.Duplicate
 	}
-	return consumer.Processed
+	return inbox.Processed
 }
 
 // sequenceAfter is StockReleased's place in the order's reservation: after its outcome

@@ -11,7 +11,6 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/store"
-	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/failpoint"
 	"github.com/bookstore-go/bookstore/services/platform/inbox"
@@ -27,7 +26,7 @@ import (
 // so the primary key decides between two copies before either touches a book: a second
 // copy waits for the first, then skips if it committed or does the work if it rolled
 // back. A crash before the commit leaves nothing; one after it meets the inbox row.
-func (s *Service) HandleOrderEvent(ctx context.Context, env event.Envelope) (consumer.Outcome, error) {
+func (s *Service) HandleOrderEvent(ctx context.Context, env event.Envelope) (inbox.Outcome, error) {
 	if env.Type == contracts.OrderCancelled {
 		return s.releaseStock(ctx, env)
 	}
@@ -52,7 +51,7 @@ func (s *Service) HandleOrderEvent(ctx context.Context, env event.Envelope) (con
 		return 0, err
 	}
 	if !processed {
-		return consumer.Duplicate, nil
+		return inbox.Duplicate, nil
 	}
 	return s.answered(ctx, env, o, d), nil
 }
@@ -60,19 +59,19 @@ func (s *Service) HandleOrderEvent(ctx context.Context, env event.Envelope) (con
 // answered counts the answer to a claimed placement and says what the consumer reports:
 // an order answered before, under another message id or by its cancellation, is a
 // duplicate.
-func (s *Service) answered(ctx context.Context, env event.Envelope, o Order, d Decision) consumer.Outcome {
+func (s *Service) answered(ctx context.Context, env event.Envelope, o Order, d Decision) inbox.Outcome {
 	s.Count(ctx, d.Outcome())
 	switch {
 	case d.cancelledFirst:
 		s.log.InfoContext(ctx, "order cancelled before its placement arrived; nothing reserved",
 			"order_id", o.ID, "message_id", env.ID)
-		return consumer.Duplicate
+		return inbox.Duplicate
 	case d.alreadyAnswered:
 		s.log.WarnContext(ctx, "order already answered under another message id; nothing done",
 			"order_id", o.ID, "message_id", env.ID)
-		return consumer.Duplicate
+		return inbox.Duplicate
 	}
-	return consumer.Processed
+	return inbox.Processed
 }
 
 // reserve does the work of one order inside tx: decide on the locked books, record the

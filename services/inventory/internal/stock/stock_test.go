@@ -15,8 +15,8 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
-	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/platform/inbox"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
@@ -116,7 +116,7 @@ func TestTwentyCopiesAtOnceReserveOnce(t *testing.T) {
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	got := map[consumer.Outcome]int{}
+	got := map[inbox.Outcome]int{}
 	var errs []error
 	for range copies {
 		wg.Add(1)
@@ -137,7 +137,7 @@ func TestTwentyCopiesAtOnceReserveOnce(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatalf("%d copies failed, first: %v", len(errs), errs[0])
 	}
-	if got[consumer.Processed] != 1 || got[consumer.Duplicate] != copies-1 {
+	if got[inbox.Processed] != 1 || got[inbox.Duplicate] != copies-1 {
 		t.Errorf("outcomes = %v, want 1 processed and %d duplicates", got, copies-1)
 	}
 	if n := reserved(t, pool, dune); n != 2 {
@@ -170,7 +170,7 @@ func TestReservedEventCarriesTheOrder(t *testing.T) {
 	svc := service(t, pool)
 	lines := []contracts.Line{{BookID: neuromancer, Quantity: 3}, {BookID: dune, Quantity: 1}}
 	msg := orderPlaced(t, lines...)
-	if o, err := svc.HandleOrderEvent(context.Background(), msg); err != nil || o != consumer.Processed {
+	if o, err := svc.HandleOrderEvent(context.Background(), msg); err != nil || o != inbox.Processed {
 		t.Fatalf("HandleOrderEvent = %v, %v", o, err)
 	}
 	evs := outcomes(t, pool, msg.Subject)
@@ -205,7 +205,7 @@ func TestOneShortLineRejectsTheWholeOrder(t *testing.T) {
 	pool := database(t, 4)
 	svc := service(t, pool)
 	msg := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 2}, contracts.Line{BookID: hyperion, Quantity: 4})
-	if o, err := svc.HandleOrderEvent(context.Background(), msg); err != nil || o != consumer.Processed {
+	if o, err := svc.HandleOrderEvent(context.Background(), msg); err != nil || o != inbox.Processed {
 		t.Fatalf("HandleOrderEvent = %v, %v", o, err)
 	}
 	if d, h := reserved(t, pool, dune), reserved(t, pool, hyperion); d != 0 || h != 0 {
@@ -234,7 +234,7 @@ func TestUnknownBookRejectsTheOrder(t *testing.T) {
 	svc := service(t, pool)
 	unknown := uuid.Must(uuid.NewV7())
 	msg := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 1}, contracts.Line{BookID: unknown, Quantity: 1})
-	if o, err := svc.HandleOrderEvent(context.Background(), msg); err != nil || o != consumer.Processed {
+	if o, err := svc.HandleOrderEvent(context.Background(), msg); err != nil || o != inbox.Processed {
 		t.Fatalf("HandleOrderEvent = %v, %v; want processed (a rejection), not poison", o, err)
 	}
 	evs := outcomes(t, pool, msg.Subject)

@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
-	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/platform/inbox"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
 
@@ -119,14 +119,14 @@ func TestSameOrderAsV1AndAsV2IsAnsweredOnce(t *testing.T) {
 			if !v1First {
 				first, second = v2, v1
 			}
-			if o, err := svc.HandleOrderEvent(context.Background(), first); err != nil || o != consumer.Processed {
+			if o, err := svc.HandleOrderEvent(context.Background(), first); err != nil || o != inbox.Processed {
 				t.Fatalf("%s: outcome %v, err %v, want processed", first.Type, o, err)
 			}
 			o, err := svc.HandleOrderEvent(context.Background(), second)
 			if err != nil {
 				t.Fatalf("%s: %v", second.Type, err)
 			}
-			if o != consumer.Duplicate {
+			if o != inbox.Duplicate {
 				t.Errorf("%s of an order answered under %s: %v, want a duplicate", second.Type, first.Type, o)
 			}
 			if n := reserved(t, pool, dune); n != 2 {

@@ -9,7 +9,6 @@ import (
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/store"
-	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/failpoint"
 	"github.com/bookstore-go/bookstore/services/platform/inbox"
@@ -20,7 +19,7 @@ import (
 // nothing to release, so nothing remembered. The placement that comes later finds no
 // row and reserves for a cancelled order. StockReleased is always the reservation's
 // second event, leaving the first to that placement.
-func (c *Consumer) releaseIgnoringSequence(ctx context.Context, env event.Envelope) (consumer.Outcome, error) {
+func (c *Consumer) releaseIgnoringSequence(ctx context.Context, env event.Envelope) (inbox.Outcome, error) {
 	cn, err := stock.CancellationOf(env)
 	if err != nil {
 		return 0, err
@@ -42,15 +41,15 @@ func (c *Consumer) releaseIgnoringSequence(ctx context.Context, env event.Envelo
 		return 0, err
 	}
 	if !processed {
-		return consumer.Duplicate, nil
+		return inbox.Duplicate, nil
 	}
 	c.stock.Count(ctx, r.Outcome())
 	if r.Stale {
 		c.log.WarnContext(ctx, "cancellation at or below the order's last sequence; nothing done",
 			"order_id", cn.OrderID, "sequence", cn.Sequence, "message_id", env.ID)
-		return consumer.Duplicate, nil
+		return inbox.Duplicate, nil
 	}
-	return consumer.Processed, nil
+	return inbox.Processed, nil
 }
 
 // releaseWithoutTombstone is stock.Cancel, then the order's row forgotten if the

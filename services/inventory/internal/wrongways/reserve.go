@@ -8,7 +8,6 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/store"
-	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/inbox"
 )
@@ -16,7 +15,7 @@ import (
 // reserveNaive applies every delivery: each redelivery reserves the order again and
 // announces it again. Correct only on a broker that delivers exactly once, which no
 // broker does.
-func (c *Consumer) reserveNaive(ctx context.Context, env event.Envelope) (consumer.Outcome, error) {
+func (c *Consumer) reserveNaive(ctx context.Context, env event.Envelope) (inbox.Outcome, error) {
 	o, err := stock.OrderOf(env)
 	if err != nil {
 		return 0, err
@@ -31,7 +30,7 @@ func (c *Consumer) reserveNaive(ctx context.Context, env event.Envelope) (consum
 		return 0, err
 	}
 	c.stock.Count(ctx, d.Outcome())
-	return consumer.Processed, nil
+	return inbox.Processed, nil
 }
 
 // reserveCheckThenProcess is the usual first attempt: check, process, record, as three
@@ -40,7 +39,7 @@ func (c *Consumer) reserveNaive(ctx context.Context, env event.Envelope) (consum
 // reserves again; and two copies at once, which both check before either records.
 // Recording first and working second turns the window round: a crash between them loses
 // the reservation instead (at most once).
-func (c *Consumer) reserveCheckThenProcess(ctx context.Context, env event.Envelope) (consumer.Outcome, error) {
+func (c *Consumer) reserveCheckThenProcess(ctx context.Context, env event.Envelope) (inbox.Outcome, error) {
 	o, err := stock.OrderOf(env)
 	if err != nil {
 		return 0, err
@@ -52,7 +51,7 @@ func (c *Consumer) reserveCheckThenProcess(ctx context.Context, env event.Envelo
 		return 0, fmt.Errorf("check inbox: %w", err)
 	}
 	if seen {
-		return consumer.Duplicate, nil
+		return inbox.Duplicate, nil
 	}
 	d, err := c.reserveInOwnTransaction(ctx, o)
 	if err != nil {
@@ -70,7 +69,7 @@ func (c *Consumer) reserveCheckThenProcess(ctx context.Context, env event.Envelo
 		return 0, fmt.Errorf("record message: %w", err)
 	}
 	c.stock.Count(ctx, d.Outcome())
-	return consumer.Processed, nil
+	return inbox.Processed, nil
 }
 
 // reserveInOwnTransaction reserves and announces in one transaction, as stock does, and

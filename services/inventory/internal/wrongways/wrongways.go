@@ -17,9 +17,9 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
-	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/failpoint"
+	"github.com/bookstore-go/bookstore/services/platform/inbox"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 )
 
@@ -115,7 +115,7 @@ func New(pool *pgxpool.Pool, tel *telemetry.Telemetry, svc *stock.Service, opts 
 
 // HandleOrderEvent is the consumer's handler, as stock.Service.HandleOrderEvent is, for
 // the ways Options chose.
-func (c *Consumer) HandleOrderEvent(ctx context.Context, env event.Envelope) (consumer.Outcome, error) {
+func (c *Consumer) HandleOrderEvent(ctx context.Context, env event.Envelope) (inbox.Outcome, error) {
 	switch {
 	case env.Type == contracts.OrderCancelled && c.ignoreSequence:
 		return c.releaseIgnoringSequence(ctx, env)

@@ -16,8 +16,8 @@ import (
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/wrongways"
-	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/platform/inbox"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
@@ -93,7 +93,7 @@ func duneReserved(t *testing.T, pool *pgxpool.Pool) int {
 	return n
 }
 
-func handle(t *testing.T, c *wrongways.Consumer, env event.Envelope) consumer.Outcome {
+func handle(t *testing.T, c *wrongways.Consumer, env event.Envelope) inbox.Outcome {
 	t.Helper()
 	out, err := c.HandleOrderEvent(context.Background(), env)
 	if err != nil {
@@ -108,7 +108,7 @@ func TestNaiveReservesAgainOnEveryDelivery(t *testing.T) {
 	naive := wrongWay(t, pool, wrongways.Options{Strategy: wrongways.Naive})
 	msg := orderPlaced(t, 2)
 	for range 3 {
-		if o := handle(t, naive, msg); o != consumer.Processed {
+		if o := handle(t, naive, msg); o != inbox.Processed {
 			t.Fatalf("HandleOrderEvent = %v", o)
 		}
 	}
@@ -183,7 +183,7 @@ func TestIgnoringTheSequenceReservesForACancelledOrder(t *testing.T) {
 	before := duneReserved(t, pool)
 	placed := orderPlaced(t, 1)
 	handle(t, c, orderCancelled(t, placed))
-	if got := handle(t, c, placed); got != consumer.Processed {
+	if got := handle(t, c, placed); got != inbox.Processed {
 		t.Fatalf("late placement: %v", got)
 	}
 	if got := duneReserved(t, pool); got != before+1 {

@@ -25,11 +25,10 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/config"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
-	"github.com/bookstore-go/bookstore/services/platform/deadletter"
 	"github.com/bookstore-go/bookstore/services/platform/failpoint"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 	"github.com/bookstore-go/bookstore/services/platform/inbox"
-	"github.com/bookstore-go/bookstore/services/platform/parked"
+	"github.com/bookstore-go/bookstore/services/platform/ops"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 	"github.com/bookstore-go/bookstore/sql"
@@ -66,8 +65,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	if rest := config.Rest(args); len(rest) > 0 {
-		if parked.IsCommand(rest[0]) {
-			return parked.Run(ctx, parkedCommands, cfg, rest, stdout) // does its work and exits: nothing below starts
+		if ops.IsCommand(rest[0]) {
+			return ops.Run(ctx, parkedCommands, cfg, rest, stdout) // does its work and exits: nothing below starts
 		}
 		return fmt.Errorf("unknown command %q (notification takes dlq)", rest[0])
 	}
@@ -128,7 +127,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	if err := deadletter.ObserveDepth(tel, conn, contracts.QueueNotificationStockEvents); err != nil {
+	if err := consumer.ObserveDeadLetters(tel, conn, contracts.QueueNotificationStockEvents); err != nil {
 		return err
 	}
 

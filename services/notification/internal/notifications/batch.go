@@ -12,7 +12,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/bookstore-go/bookstore/services/notification/internal/store"
-	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/inbox"
 )
@@ -32,7 +31,7 @@ var errCancellationAlone = errors.New("a cancellation email is handled alone")
 // Anything else returns an error: an existing record before any send, or a send that did
 // not complete. The consumer then hands each event to HandleStockEvent, which finds the
 // completed records duplicates and reconciles the rest, so no email is sent twice.
-func (s *Service) HandleStockEvents(ctx context.Context, msgs []consumer.Message) ([]consumer.Outcome, error) {
+func (s *Service) HandleStockEvents(ctx context.Context, msgs []inbox.Message) ([]inbox.Outcome, error) {
 	envs := make([]event.Envelope, len(msgs))
 	var create store.CreateNotificationsParams
 	for i, m := range msgs {
@@ -94,5 +93,5 @@ func (s *Service) HandleStockEvents(ctx context.Context, msgs []consumer.Message
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return slices.Repeat([]consumer.Outcome{consumer.Processed}, len(msgs)), nil
+	return slices.Repeat([]inbox.Outcome{inbox.Processed}, len(msgs)), nil
 }

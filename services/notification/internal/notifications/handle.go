@@ -18,7 +18,6 @@ import (
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/notification/internal/provider"
 	"github.com/bookstore-go/bookstore/services/notification/internal/store"
-	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/failpoint"
 	"github.com/bookstore-go/bookstore/services/platform/inbox"
@@ -86,7 +85,7 @@ func NewService(pool *pgxpool.Pool, client *provider.Client, cfg Config, tel *te
 //   - claimed by someone else right now: requeue and look again later; only one
 //     attempt talks to the provider for a key at a time.
 //   - 'failed': dead-letter, as the first message for it was.
-func (s *Service) HandleStockEvent(ctx context.Context, env event.Envelope) (consumer.Outcome, error) {
+func (s *Service) HandleStockEvent(ctx context.Context, env event.Envelope) (inbox.Outcome, error) {
 	e, err := emailFor(env)
 	if err != nil {
 		return 0, err
@@ -101,7 +100,7 @@ func (s *Service) HandleStockEvent(ctx context.Context, env event.Envelope) (con
 	if !claimed {
 		switch Status(rec.Status) {
 		case Completed:
-			return consumer.Duplicate, nil
+			return inbox.Duplicate, nil
 		case Failed:
 			return 0, event.Poison(ReasonNotificationFailed, fmt.Errorf("email %s failed earlier after %d attempts: %s",
 				rec.IdempotencyKey, rec.Attempts, deref(rec.LastError)))
@@ -118,7 +117,7 @@ func (s *Service) HandleStockEvent(ctx context.Context, env event.Envelope) (con
 	if err != nil {
 		return 0, err
 	}
-	return consumer.Processed, nil
+	return inbox.Processed, nil
 }
 
 // ErrConfirmationFirst: a cancellation email waits for the confirmation email of its
@@ -348,20 +347,15 @@ type metrics struct {
 
 func newMetrics(m metric.Meter) (metrics, error) {
 	var out metrics
-	var errs []error
-	counter := func(name, desc string) metric.Int64Counter {
-		c, err := m.Int64Counter(name, metric.WithDescription(desc))
-		errs = append(errs, err)
-		return c
-	}
-	out.sent = counter("bookstore.notification.sent", "Emails the provider accepted and sent on our request, by kind.")
-	out.replayed = counter("bookstore.notification.replayed_by_provider", "Sends the provider answered from its Idempotency-Key record: sent before, not again.")
-	out.reconciled = counter("bookstore.notification.reconciled", "Reconciliation lookups at the provider, by outcome (found, not-found, error) and trigger.")
-	out.failed = counter("bookstore.notification.failed", "Records that failed for good, by kind.")
-	out.deferred = counter("bookstore.notification.deferred", "Cancellation emails requeued because the order's confirmation email was not sent yet.")
-	out.swept = counter("bookstore.notification.swept", "Stale records the sweeper took up, by result.")
-	if err := errors.Join(errs...); err != nil {
-		return out, fmt.Errorf("notification metrics: %w", err)
+	in := telemetry.NewInstruments(m)
+	out.sent = in.Counter("bookstore.notification.sent", "Emails the provider accepted and sent on our request, by kind.")
+	out.replayed = in.Counter("bookstore.notification.replayed_by_provider", "Sends the provider answered from its Idempotency-Key record: sent before, not again.")
+	out.reconciled = in.Counter("bookstore.notification.reconciled", "Reconciliation lookups at the provider, by outcome (found, not-found, error) and trigger.")
+	out.failed = in.Counter("bookstore.notification.failed", "Records that failed for good, by kind.")
+	out.deferred = in.Counter("bookstore.notification.deferred", "Cancellation emails requeued because the order's confirmation email was not sent yet.")
+	out.swept = in.Counter("bookstore.notification.swept", "Stale records the sweeper took up, by result.")
+	if err := in.Err("notification"); err != nil {
+		return out, err
 	}
 	// A counter appears on /metrics only once it has counted. The ones that should stay at
 	// zero are exported at zero from the start, so a dashboard shows "none" instead of

@@ -38,9 +38,9 @@ const (
 	OrderCancelled Kind = "order-cancelled" // for inventory.stock-released.v1
 )
 
-// ValidCursor reports whether k is a kind, as the cursor of GET /notifications (the
+// Known reports whether k is a kind, as the cursor of GET /notifications (the
 // position after a record) must be.
-func (k Kind) ValidCursor() bool {
+func (k Kind) Known() bool {
 	return k == OrderConfirmed || k == OrderRejected || k == OrderCancelled
 }
 

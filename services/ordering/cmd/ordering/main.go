@@ -29,12 +29,11 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/config"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
-	"github.com/bookstore-go/bookstore/services/platform/deadletter"
 	"github.com/bookstore-go/bookstore/services/platform/failpoint"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 	"github.com/bookstore-go/bookstore/services/platform/inbox"
+	"github.com/bookstore-go/bookstore/services/platform/ops"
 	"github.com/bookstore-go/bookstore/services/platform/outbox"
-	"github.com/bookstore-go/bookstore/services/platform/parked"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 	"github.com/bookstore-go/bookstore/sql"
@@ -62,7 +61,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		config.Int("ORDERING_ORDER_PLACED_VERSION", "1", "the version of ordering.order-placed written for a new order: 1, or 2 once every consumer reads v2 (docs/schema-evolution.md)", &placedVersion),
 		config.Int("CONSUMER_CONCURRENCY", "4", "stock events handled at once", &concurrency),
 	)
-	relayCfg, relayVars := outbox.Variables()
+	relayCfg, relayVars := outbox.EnvVariables()
 	vars = append(vars, relayVars...)
 	retry, retryVars := consumer.RetryVariables("10s")
 	vars = append(vars, retryVars...)
@@ -74,8 +73,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	mode := "serve"
 	if rest := config.Rest(args); len(rest) > 0 {
-		if parked.IsCommand(rest[0]) {
-			return parked.Run(ctx, parkedCommands, cfg, rest, stdout) // does its work and exits: nothing below starts
+		if ops.IsCommand(rest[0]) {
+			return ops.Run(ctx, parkedCommands, cfg, rest, stdout) // does its work and exits: nothing below starts
 		}
 		mode = rest[0]
 	}
@@ -174,7 +173,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	if err := deadletter.ObserveDepth(tel, consumeConn, contracts.QueueOrderingStockEvents); err != nil {
+	if err := consumer.ObserveDeadLetters(tel, consumeConn, contracts.QueueOrderingStockEvents); err != nil {
 		return err
 	}
 	ready = append(ready, httpapi.Check{Name: "consumer", Ping: stockEvents.Ready})

@@ -2,17 +2,17 @@ package main
 
 import (
 	"github.com/bookstore-go/bookstore/services/contracts"
-	"github.com/bookstore-go/bookstore/services/platform/parked"
+	"github.com/bookstore-go/bookstore/services/platform/ops"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/sql"
 )
 
 // parkedCommands is what ordering parks: the stock events its queue dead-lettered and
-// the OrderPlaced events its relay gave up on (package parked).
+// the OrderPlaced events its relay gave up on (package ops).
 //
 //	ordering dlq list|replay [ordering.stock-events] [--id ID ...]
 //	ordering outbox list-dead|retry-dead [--id ID ...]
-var parkedCommands = parked.Service{
+var parkedCommands = ops.Service{
 	Name:   "ordering",
 	Queues: []string{contracts.QueueOrderingStockEvents},
 	Outbox: true,

@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
-	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 	"github.com/bookstore-go/bookstore/services/platform/idempotency"
 )
 
@@ -74,7 +73,7 @@ func (r PlaceOrderRequest) lines() []Line {
 }
 
 // Valid returns a problem per invalid field, keyed by its JSON path; empty when valid.
-// The customer's email is checked by httpapi.AddressProblem, the same rule the email
+// The customer's email is checked by contracts.AddressProblem, the same rule the email
 // provider applies, so an order is not taken for an address its email would be refused
 // for; the limits of its lines are contracts.MaxLines and contracts.MaxQuantity, which
 // inventory checks too.
@@ -84,7 +83,7 @@ func (r PlaceOrderRequest) Valid() map[string]string {
 	case r.CustomerEmail == "":
 		problems["customer_email"] = "is required"
 	default:
-		if p := httpapi.AddressProblem(r.CustomerEmail); p != "" {
+		if p := contracts.AddressProblem(r.CustomerEmail); p != "" {
 			problems["customer_email"] = p
 		}
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/ordering/internal/store"
-	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/failpoint"
 	"github.com/bookstore-go/bookstore/services/platform/inbox"
@@ -27,7 +26,7 @@ var StockEventTypes = []string{contracts.StockReserved, contracts.StockRejected,
 // ApplyStockOutcome moves an order to confirmed or rejected when inventory has decided.
 // The inbox row and the status change commit together, so a redelivery is a duplicate
 // and never a second transition.
-func (s *Service) ApplyStockOutcome(ctx context.Context, env event.Envelope) (consumer.Outcome, error) {
+func (s *Service) ApplyStockOutcome(ctx context.Context, env event.Envelope) (inbox.Outcome, error) {
 	if env.Type == contracts.StockReleased {
 		return s.recordRelease(ctx, env)
 	}
@@ -54,9 +53,9 @@ func (s *Service) ApplyStockOutcome(ctx context.Context, env event.Envelope) (co
 		return 0, err
 	}
 	if !processed {
-		return consumer.Duplicate, nil
+		return inbox.Duplicate, nil
 	}
-	return consumer.Processed, nil
+	return inbox.Processed, nil
 }
 
 // errNotAllPending: an outcome of the batch met an order that is not pending. The batch
@@ -72,7 +71,7 @@ var errReleaseInBatch = errors.New("a release is recorded alone")
 // transaction, one inbox claim and one update for all of them. Anything unusual (a copy
 // of a message processed before, an order not pending) rolls the batch back, and the
 // consumer applies each outcome alone.
-func (s *Service) ApplyStockOutcomes(ctx context.Context, msgs []consumer.Message) ([]consumer.Outcome, error) {
+func (s *Service) ApplyStockOutcomes(ctx context.Context, msgs []inbox.Message) ([]inbox.Outcome, error) {
 	envs := make([]event.Envelope, len(msgs))
 	var changes store.ApplyStockOutcomesParams
 	for i, m := range msgs {
@@ -103,7 +102,7 @@ func (s *Service) ApplyStockOutcomes(ctx context.Context, msgs []consumer.Messag
 	if err := failpoint.Inject(ctx, contracts.OrderingAfterCommit); err != nil {
 		return nil, err
 	}
-	return slices.Repeat([]consumer.Outcome{consumer.Processed}, len(msgs)), nil
+	return slices.Repeat([]inbox.Outcome{inbox.Processed}, len(msgs)), nil
 }
 
 // explainNoTransition handles an outcome that changed no row. An order that already has
@@ -158,7 +157,7 @@ func validOrderID(id uuid.UUID, env event.Envelope) error {
 // back what it had reserved for it (StockReleased, one per cancellation). The inbox row
 // and the history row commit together; the history's primary key keeps a second
 // StockReleased under another message id from adding a second entry.
-func (s *Service) recordRelease(ctx context.Context, env event.Envelope) (consumer.Outcome, error) {
+func (s *Service) recordRelease(ctx context.Context, env event.Envelope) (inbox.Outcome, error) {
 	var d contracts.StockReleasedData
 	if err := env.DecodeData(&d); err != nil {
 		return 0, err
@@ -189,7 +188,7 @@ func (s *Service) recordRelease(ctx context.Context, env event.Envelope) (consum
 		return 0, err
 	}
 	if !processed {
-		return consumer.Duplicate, nil
+		return inbox.Duplicate, nil
 	}
-	return consumer.Processed, nil
+	return inbox.Processed, nil
 }

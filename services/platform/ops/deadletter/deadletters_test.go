@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/bookstore-go/bookstore/services/platform/broker"
-	"github.com/bookstore-go/bookstore/services/platform/deadletter"
+	"github.com/bookstore-go/bookstore/services/platform/consumer"
+	"github.com/bookstore-go/bookstore/services/platform/ops/deadletter"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
@@ -23,7 +24,7 @@ func gaugeLines(t *testing.T, conn *broker.Conn, queues ...string) func() []stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := deadletter.ObserveDepth(tel, conn, queues...); err != nil {
+	if err := consumer.ObserveDeadLetters(tel, conn, queues...); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(tel.Metrics)
@@ -78,7 +79,7 @@ func TestDeadLetterGaugeShowsNoValueWhenTheBrokerIsUnreachable(t *testing.T) {
 	if got := scrape(); len(got) != 0 {
 		t.Errorf("gauge lines with the broker down = %q, want none", got)
 	}
-	if took := time.Since(start); took > deadletter.ProbeTimeout+time.Second {
-		t.Errorf("scrape took %v with the broker down, want at most the probe timeout %v", took, deadletter.ProbeTimeout)
+	if took := time.Since(start); took > consumer.DeadLetterProbeTimeout+time.Second {
+		t.Errorf("scrape took %v with the broker down, want at most the probe timeout %v", took, consumer.DeadLetterProbeTimeout)
 	}
 }

@@ -1,4 +1,4 @@
-package deadletter
+package consumer
 
 import (
 	"context"
@@ -14,21 +14,18 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 )
 
-// ProbeTimeout bounds how long a /metrics scrape waits for the broker to report the depth
-// of the dead-letter queues. A scrape that waits longer shows no value for them.
-const ProbeTimeout = 2 * time.Second
+// DeadLetterProbeTimeout bounds how long a /metrics scrape waits for the broker to report
+// the depth of the dead-letter queues. A scrape that waits longer shows no value for them.
+const DeadLetterProbeTimeout = 2 * time.Second
 
-// ObserveDepth exports the gauge bookstore.consumer.dead_letters{queue}: how many messages
-// wait in each queue's dead-letter queue for an operator (`dlq list QUEUE` shows them,
-// `dlq replay QUEUE` sends them back). Nothing else brings them back, so a value above zero
-// is an alert, not a statistic.
+// ObserveDeadLetters exports the gauge bookstore.consumer.dead_letters{queue}: how many
+// messages wait in each queue's dead-letter queue for an operator (`dlq list QUEUE`,
+// `dlq replay QUEUE`). Nothing else brings them back, so above zero is an alert.
 //
-// Each scrape asks the broker with a passive queue declaration on a channel of the gauge's
-// own from conn, bounded by ProbeTimeout. While the broker is unreachable, or a probe is
-// still waiting for it, the gauge shows no value rather than a stale or a false zero; a
-// probe that hangs (a black-holed link) ends with the connection, and until then later
-// scrapes do not start another.
-func ObserveDepth(tel *telemetry.Telemetry, conn *broker.Conn, queues ...string) error {
+// Each scrape asks the broker with a passive queue declaration on the gauge's own channel
+// from conn, bounded by DeadLetterProbeTimeout. While the broker is unreachable or a probe
+// still waits, the gauge shows no value rather than a stale or a false zero.
+func ObserveDeadLetters(tel *telemetry.Telemetry, conn *broker.Conn, queues ...string) error {
 	m := tel.Meter("deadletter")
 	gauge, err := m.Int64ObservableGauge("bookstore.consumer.dead_letters",
 		metric.WithDescription("Messages waiting in the queue's dead-letter queue (<queue>.dlq) until an operator replays them."))
@@ -48,6 +45,7 @@ func ObserveDepth(tel *telemetry.Telemetry, conn *broker.Conn, queues ...string)
 	return nil
 }
 
+// probe asks the broker for the depth of the queues' DLQs, one scrape at a time.
 type probe struct {
 	conn   *broker.Conn
 	queues []string
@@ -57,12 +55,12 @@ type probe struct {
 }
 
 // depths returns the depth of each queue's DLQ that the broker reported within
-// ProbeTimeout; a queue it could not ask about is missing.
+// DeadLetterProbeTimeout; a queue it could not ask about is missing.
 func (p *probe) depths(ctx context.Context) map[string]int {
 	if !p.busy.TryLock() {
 		return nil // the last probe is still waiting for the broker
 	}
-	ctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
+	ctx, cancel := context.WithTimeout(ctx, DeadLetterProbeTimeout)
 	defer cancel()
 	done := make(chan map[string]int, 1)
 	go func() {
@@ -89,7 +87,7 @@ func (p *probe) ask(ctx context.Context) map[string]int {
 			}
 			p.ch = ch
 		}
-		q, err := p.ch.QueueDeclarePassive(DLQ(queue), true, false, false, false, nil)
+		q, err := p.ch.QueueDeclarePassive(broker.Queue{Name: queue}.DLQ(), true, false, false, false, nil)
 		if err != nil {
 			continue
 		}

@@ -1,10 +1,10 @@
-package httpapi_test
+package contracts_test
 
 import (
 	"strings"
 	"testing"
 
-	"github.com/bookstore-go/bookstore/services/platform/httpapi"
+	"github.com/bookstore-go/bookstore/services/contracts"
 )
 
 func TestAnAddressMustNameAMailboxOnTheInternet(t *testing.T) {
@@ -49,7 +49,7 @@ func TestAnAddressMustNameAMailboxOnTheInternet(t *testing.T) {
 		{"ada\x7f@example.com", false},
 		{"ada@exam\xffple.com", false},
 	} {
-		problem := httpapi.AddressProblem(c.address)
+		problem := contracts.AddressProblem(c.address)
 		if (problem == "") != c.ok {
 			t.Errorf("%q: problem %q, want accepted %v", c.address, problem, c.ok)
 		}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bookstore-go/bookstore/services/platform/deadletter"
+	"github.com/bookstore-go/bookstore/services/platform/ops/deadletter"
 )
 
 // BenchmarkListAndReplayOfAThousandDeadLetters measures what an operator waits for: the

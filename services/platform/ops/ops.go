@@ -1,20 +1,16 @@
-// Package parked is the operator's side of what the system parks until someone looks: the
-// messages a service's queues dead-lettered (package deadletter) and the rows its outbox
-// relay gave up on (outbox.ListDead, outbox.RetryDead). Nothing else brings them back, and
-// while they wait, the orders they carry wait too.
-//
-// Every consuming service offers the same subcommands through its run function, for its
-// own queues only:
+// Package ops is the operator's command line for what the system parks until someone
+// looks: the messages a service's queues dead-lettered (package ops/deadletter) and the
+// rows its outbox relay gave up on (outbox.ListDead, outbox.RetryDead). Nothing else
+// brings them back. Every consuming service offers, for its own queues only:
 //
 //	<service> dlq list [QUEUE]                     what QUEUE dead-lettered, oldest first
 //	<service> dlq replay [QUEUE] [--id ID ...]     move it back to QUEUE, after the fix
 //	<service> outbox list-dead                     the outbox rows parked as dead
 //	<service> outbox retry-dead [--id ID ...]      send them again, with a fresh budget
 //
-// They do their work, print a table and exit; no server, consumer or relay starts.
-// Replaying is safe to repeat: a message, or an event, that was processed already is a
-// duplicate in the consumer's inbox and changes nothing.
-package parked
+// Each prints a table and exits. Replaying is safe to repeat: the consumer's inbox takes
+// a message or event processed already as a duplicate.
+package ops
 
 import (
 	"context"
@@ -32,7 +28,7 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/config"
-	"github.com/bookstore-go/bookstore/services/platform/deadletter"
+	"github.com/bookstore-go/bookstore/services/platform/ops/deadletter"
 	"github.com/bookstore-go/bookstore/services/platform/outbox"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 )

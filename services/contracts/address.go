@@ -1,4 +1,4 @@
-package httpapi
+package contracts
 
 import (
 	"net/mail"
@@ -11,12 +11,12 @@ import (
 const MaxAddressLen = 254
 
 // AddressProblem says what is wrong with s as a customer's email address, or "" when it
-// is one: a plain address (no display name, no comments), whose domain is a name on the
-// internet: at least two dot-separated labels of letters, digits and inner hyphens, not
-// an IP literal and not a single label such as localhost, which would make a shop send
-// mail into its own network. No character may be a control or a format character (the
-// bidi overrides U+202A–U+202E and U+2066–U+2069 among them), which would make the
-// address read differently from what it is on every page that shows it.
+// is one: the rule ordering applies to an order's customer and the email provider to a
+// recipient. A plain address (no display name, no comments) whose domain is a name on
+// the internet: two or more dot-separated labels of letters, digits and inner hyphens,
+// not an IP literal nor a single label such as localhost (mail into the shop's own
+// network). No control or format character (the bidi overrides among them), which would
+// make the address read differently from what it is on every page that shows it.
 func AddressProblem(s string) string {
 	const plain = "must be a plain email address such as ada@example.com"
 	if len(s) > MaxAddressLen {

@@ -11,7 +11,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/bookstore-go/bookstore/services/platform/broker"
-	"github.com/bookstore-go/bookstore/services/platform/deadletter"
+	"github.com/bookstore-go/bookstore/services/platform/ops/deadletter"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
 

@@ -1,4 +1,4 @@
-package parked
+package ops
 
 import (
 	"errors"

@@ -1,18 +1,10 @@
-// Package deadletter lets an operator see what a queue dead-lettered and move it back to
-// the queue once the cause is fixed.
+// Package deadletter lets an operator see what a queue dead-lettered (poison, or past
+// x-delivery-limit) and move it back once the cause is fixed. A dead letter waits in
+// <queue>.dlq until someone looks, and the order it carries stays unanswered meanwhile.
 //
-// A consumer dead-letters a message it can never process (poison), and the broker
-// dead-letters one that failed too often (x-delivery-limit). Either way it waits in the
-// queue's dead-letter queue, <queue>.dlq, until someone looks: the order it carries stays
-// unanswered. List shows what is there without taking it away; Replay moves messages back.
-//
-// Replay never loses a message: it publishes the copy to the queue, waits for the broker's
-// confirm, and only then acknowledges the dead-lettered original. A crash between the two
-// leaves the message in both queues, and the consumer's inbox drops the second copy as a
-// duplicate, exactly as it drops a replay of a message it had already processed.
-//
-// The package knows the naming convention of the topology (broker.Queue.DLQ) and nothing
-// else: which queues a service may touch is the caller's business.
+// Replay never loses a message: it acks the original only after the broker confirmed the
+// copy, so a crash in between leaves it in both queues, and the inbox drops the second
+// as a duplicate. Which queues a service may touch is the caller's business.
 package deadletter
 
 import (
@@ -77,20 +69,14 @@ func List(ctx context.Context, ch *amqp.Channel, queue string) ([]Message, error
 }
 
 // Replay moves messages from queue's dead-letter queue back to queue: all of them, or only
-// those whose message id is in ids. It returns how many it moved.
+// those whose message id is in ids. It returns how many it moved; an id not in the
+// dead-letter queue fails the call before anything moves.
 //
-// Each message is published to the default exchange with routing key queue (so it reaches
-// that queue alone, not every queue bound to its event type), mandatory and with publisher
-// confirms, with its body and properties as they were: message id, type, app id, trace
-// context and every other header. Only after the broker confirmed the copy is the
-// original acknowledged; a copy the broker nacks is published again a few times
-// (NackRetries) before Replay gives up. The messages not selected stay in the dead-letter
-// queue in their order (behind any dead-lettered while Replay ran: a quorum queue puts
-// returned messages at its tail). An id that is not in the dead-letter queue fails the
-// call before anything moves.
-//
-// Replay puts ch in confirm mode and listens for returns on it: give it a channel of its
-// own, and close it afterwards.
+// Each copy goes to the default exchange with routing key queue (that queue alone),
+// mandatory and confirmed, with its body and properties as they were; only after the
+// confirm is the original acked, and a nacked copy is tried NackRetries times. The rest
+// stay in the DLQ in their order. Give Replay a channel of its own (it sets confirm mode
+// and listens for returns) and close it afterwards.
 func Replay(ctx context.Context, ch *amqp.Channel, queue string, ids ...string) (int, error) {
 	dlq := DLQ(queue)
 	// A typo or a deleted queue must fail here, not as a returned message later.
