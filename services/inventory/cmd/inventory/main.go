@@ -9,66 +9,40 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
-	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/api"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/wrongways"
-	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/config"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
-	"github.com/bookstore-go/bookstore/services/platform/failpoint"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
-	"github.com/bookstore-go/bookstore/services/platform/inbox"
-	"github.com/bookstore-go/bookstore/services/platform/ops"
-	"github.com/bookstore-go/bookstore/services/platform/outbox"
-	"github.com/bookstore-go/bookstore/services/platform/pgdb"
-	"github.com/bookstore-go/bookstore/services/platform/telemetry"
+	"github.com/bookstore-go/bookstore/services/platform/service"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "inventory:", err)
-		os.Exit(1)
-	}
-}
+func main() { service.Main("inventory", run) }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	cfg, vars := config.Standard("inventory", 8082)
+	s := service.New(service.Spec{Name: "inventory", Port: 8082, Postgres: true, RabbitMQ: true,
+		Failpoints: contracts.Failpoints, Parked: &parkedCommands})
+	defer s.Close()
 	var strategyName, admin, cancellations string
 	var concurrency int
-	vars = append(vars,
+	s.Vars(
 		config.String("INVENTORY_STRATEGY", "inbox", "inbox, or the wrong ways for demonstrations: check-then-process (double-reserves after a crash between work and record) or naive (double-reserves on every redelivery)", &strategyName),
 		config.String("INVENTORY_CANCELLATIONS", "sequence", "sequence, or the wrong way for demonstrations: ignore-sequence (a cancellation that overtakes its placement leaves no tombstone, so the late placement reserves for a cancelled order)", &cancellations),
 		config.String("INVENTORY_ADMIN", "0", "1: allow PUT /books/{id}, which creates books and sets their stock", &admin),
 		config.Int("CONSUMER_CONCURRENCY", "4", "orders handled at once", &concurrency),
 	)
-	relayCfg, relayVars := outbox.EnvVariables()
-	vars = append(vars, relayVars...)
-	retry, retryVars := consumer.RetryVariables("10s")
-	vars = append(vars, retryVars...)
-	if err := config.Parse("inventory", args, getenv, stdout, vars); err != nil {
-		if errors.Is(err, config.ErrHelp) {
-			return nil
-		}
-		return err
+	s.RelayVariables()
+	s.RetryVariables("10s")
+	if done, err := s.Parse(ctx, args, getenv, stdout); done {
+		return err // --help, an operator command (dlq, outbox) or a wrong variable
 	}
-	if rest := config.Rest(args); len(rest) > 0 {
-		if ops.IsCommand(rest[0]) {
-			return ops.Run(ctx, parkedCommands, cfg, rest, stdout) // does its work and exits: nothing below starts
-		}
-		return fmt.Errorf("unknown command %q (inventory takes dlq or outbox)", rest[0])
+	if cmd := s.Command(); cmd != "" {
+		return fmt.Errorf("unknown command %q (inventory takes dlq or outbox)", cmd)
 	}
 	strategy, err := wrongways.ParseStrategy(strategyName)
 	if err != nil {
@@ -80,34 +54,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if admin != "0" && admin != "1" {
 		return fmt.Errorf("INVENTORY_ADMIN=%q: want 0 or 1", admin)
 	}
-	if err := failpoint.Configure(cfg.Failpoints, contracts.Failpoints); err != nil {
-		return err
-	}
 
-	tel, err := telemetry.Setup(ctx, telemetry.Options{Service: "inventory", LogLevel: cfg.LogLevel, OTLPEndpoint: cfg.OTLPEndpoint, Stdout: stdout})
+	tel, err := s.Begin(ctx)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = tel.Shutdown(context.WithoutCancel(ctx)) }()
-	log := tel.Logger
-
-	// Migrations (and the seeded catalogue) before anything listens: no order meets an
-	// empty or old schema.
-	pool, err := pgdb.Open(ctx, cfg.DatabaseAdminURL, cfg.PoolURL(), stock.Migrations...)
+	// The migrations seed the catalogue too: no order meets an empty or old schema.
+	pool, err := s.Database(ctx, stock.Migrations...)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-
-	// Publishing and consuming on connections of their own: a broker that blocks the
-	// publisher (a memory or disk alarm) must not stop the consumer's acks.
-	pubConn := broker.NewConn(cfg.AMQPURL, "inventory-publish")
-	defer pubConn.Close()
-	pub := relayCfg.Publisher(pubConn, contracts.Topology)
-	defer pub.Close()
-	consumeConn := broker.NewConn(cfg.AMQPURL, "inventory-consume")
-	defer consumeConn.Close()
-
+	pub := s.Publisher(s.BrokerConn("publish"), contracts.Topology)
+	consumeConn := s.BrokerConn("consume")
 	svc, err := stock.NewService(pool, tel, stock.Options{})
 	if err != nil {
 		return err
@@ -116,52 +74,30 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	relayConfig := relayCfg.Config("inventory")
-	relayConfig.AfterPublishFailpoint = contracts.RelayAfterPublish
-	relay, err := outbox.NewRelay(pool, pub, tel, relayConfig)
+	relay, err := s.Relay(pool, pub, contracts.RelayAfterPublish)
 	if err != nil {
 		return err
 	}
 	ordersCfg := consumer.Config{
-		Name:           stock.ConsumerName,
-		Queue:          contracts.QueueInventoryOrderPlaced,
-		Topology:       contracts.InventoryTopology,
-		Types:          stock.OrderEventTypes,
-		Concurrency:    concurrency,
-		RetryBase:      retry.Base,
-		RetryMax:       retry.Max,
-		RequeueRefused: retry.OnRefusal == "requeue",
-		Healthy:        pool.Ping,
+		Name:        stock.ConsumerName,
+		Queue:       contracts.QueueInventoryOrderPlaced,
+		Topology:    contracts.InventoryTopology,
+		Types:       stock.OrderEventTypes,
+		Concurrency: concurrency,
 	}
 	if strategy == wrongways.Inbox {
 		// Orders that arrive together are reserved in one transaction. The wrong
 		// strategies stay one message at a time, as the demonstrations show them.
 		ordersCfg.Batch = svc.HandleOrderEvents
 	}
-	orders, err := consumer.New(consumeConn, tel, ordersCfg, handle)
-	if err != nil {
+	if err := s.Consume(consumeConn, ordersCfg, handle); err != nil {
 		return err
 	}
-	if err := consumer.ObserveDeadLetters(tel, consumeConn, contracts.QueueInventoryOrderPlaced); err != nil {
-		return err
-	}
-	ready := []httpapi.Check{
-		{Name: "postgres", Ping: pool.Ping},
-		{Name: "rabbitmq", Ping: pubConn.Ping},
-		{Name: "consumer", Ping: orders.Ready},
-		{Name: "relay", Ping: relay.Ready},
-	}
-
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return httpapi.ServeProfiles(ctx, cfg.PprofAddr, log) })
-	g.Go(func() error { return relay.Run(ctx) })
-	g.Go(func() error { return orders.Run(ctx) })
-	g.Go(func() error { inbox.RunCleanup(ctx, pool, inbox.Retention, time.Hour, log); return nil })
-	handler := api.NewServer(svc, admin == "1", tel, ready...)
-	g.Go(func() error { return httpapi.Serve(ctx, cfg.HTTPAddr, handler, log, nil) })
+	s.Go(relay.Run, httpapi.Check{Name: "relay", Ping: relay.Ready})
+	s.Serve(api.NewServer(svc, admin == "1", tel, s.Checks()...))
 	if strategy != wrongways.Inbox {
-		log.WarnContext(ctx, "INVENTORY_STRATEGY is not inbox: redelivered orders CAN BE RESERVED TWICE", "strategy", strategy)
+		s.Log.WarnContext(ctx, "INVENTORY_STRATEGY is not inbox: redelivered orders CAN BE RESERVED TWICE", "strategy", strategy)
 	}
-	log.InfoContext(ctx, "inventory started", "http_addr", cfg.HTTPAddr, "strategy", strategy, "admin", admin == "1")
-	return g.Wait()
+	s.Log.InfoContext(ctx, "inventory started", "http_addr", s.Config.HTTPAddr, "strategy", strategy, "admin", admin == "1")
+	return s.Wait(ctx)
 }

@@ -11,49 +11,35 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"slices"
-	"syscall"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/ordering/internal/api"
 	"github.com/bookstore-go/bookstore/services/ordering/internal/orders"
-	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/config"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
-	"github.com/bookstore-go/bookstore/services/platform/failpoint"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
-	"github.com/bookstore-go/bookstore/services/platform/inbox"
-	"github.com/bookstore-go/bookstore/services/platform/ops"
-	"github.com/bookstore-go/bookstore/services/platform/outbox"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
-	"github.com/bookstore-go/bookstore/services/platform/telemetry"
+	"github.com/bookstore-go/bookstore/services/platform/service"
 	"github.com/bookstore-go/bookstore/sql"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "ordering:", err)
-		os.Exit(1)
-	}
-}
+func main() { service.Main("ordering", run) }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	cfg, vars := config.Standard("ordering", 8081)
+	s := service.New(service.Spec{Name: "ordering", Port: 8081, Postgres: true, RabbitMQ: true,
+		Failpoints: contracts.Failpoints, Parked: &parkedCommands})
+	defer s.Close()
 	var publisher, inProcessRelay string
 	var concurrency, placedVersion int
 	var keyRetention, poolWait time.Duration
-	vars = append(vars,
+	s.Vars(
 		config.Duration("IDEMPOTENCY_KEY_RETENTION", "24h", "how long POST /orders remembers an Idempotency-Key; a retry after it places a new order", &keyRetention),
 		config.Duration("ORDERING_POOL_WAIT", orders.DefaultPoolWait.String(), "how long an API request waits for a database connection; then 503 with Retry-After, nothing done (load shedding)", &poolWait),
 		config.String("ORDERING_PUBLISHER", "outbox", "outbox, or direct: commit then publish, no outbox (the wrong way, for demonstrations)", &publisher),
@@ -61,23 +47,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		config.Int("ORDERING_ORDER_PLACED_VERSION", "1", "the version of ordering.order-placed written for a new order: 1, or 2 once every consumer reads v2 (docs/schema-evolution.md)", &placedVersion),
 		config.Int("CONSUMER_CONCURRENCY", "4", "stock events handled at once", &concurrency),
 	)
-	relayCfg, relayVars := outbox.EnvVariables()
-	vars = append(vars, relayVars...)
-	retry, retryVars := consumer.RetryVariables("10s")
-	vars = append(vars, retryVars...)
-	if err := config.Parse("ordering", args, getenv, stdout, vars); err != nil {
-		if errors.Is(err, config.ErrHelp) {
-			return nil
-		}
-		return err
+	relaySettings := s.RelayVariables()
+	s.RetryVariables("10s")
+	if done, err := s.Parse(ctx, args, getenv, stdout); done {
+		return err // --help, an operator command (dlq, outbox) or a wrong variable
 	}
-	mode := "serve"
-	if rest := config.Rest(args); len(rest) > 0 {
-		if ops.IsCommand(rest[0]) {
-			return ops.Run(ctx, parkedCommands, cfg, rest, stdout) // does its work and exits: nothing below starts
-		}
-		mode = rest[0]
-	}
+	mode := cmp.Or(s.Command(), "serve")
 	if mode != "serve" && mode != "relay" {
 		return fmt.Errorf("unknown command %q (want none, relay, dlq or outbox)", mode)
 	}
@@ -93,97 +68,59 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if !slices.Contains(orders.OrderPlacedVersions, placedVersion) {
 		return fmt.Errorf("ORDERING_ORDER_PLACED_VERSION=%d: want one of %v", placedVersion, orders.OrderPlacedVersions)
 	}
-	if err := failpoint.Configure(cfg.Failpoints, contracts.Failpoints); err != nil {
-		return err
-	}
 
-	tel, err := telemetry.Setup(ctx, telemetry.Options{Service: "ordering", LogLevel: cfg.LogLevel, OTLPEndpoint: cfg.OTLPEndpoint, Stdout: stdout})
+	tel, err := s.Begin(ctx, "mode", mode)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = tel.Shutdown(context.WithoutCancel(ctx)) }()
-	log := tel.Logger.With("mode", mode)
-
-	// Migrations run before anything listens: no request or event meets an old schema.
-	pool, err := pgdb.Open(ctx, cfg.DatabaseAdminURL, cfg.PoolURL(),
+	pool, err := s.Database(ctx,
 		pgdb.Migrations{FS: sql.Platform, VersionTable: "goose_platform_version"},
 		pgdb.Migrations{FS: sql.Ordering, VersionTable: "goose_ordering_version"})
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-
-	// Publishing and consuming on connections of their own: a broker that blocks the
-	// publisher (a memory or disk alarm) must not stop the consumer's acks.
-	pubConn := broker.NewConn(cfg.AMQPURL, "ordering-"+mode+"-publish")
-	defer pubConn.Close()
-	pub := relayCfg.Publisher(pubConn, contracts.Topology)
-	defer pub.Close()
-
-	ready := []httpapi.Check{
-		{Name: "postgres", Ping: pool.Ping},
-		{Name: "rabbitmq", Ping: pubConn.Ping},
-	}
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return httpapi.ServeProfiles(ctx, cfg.PprofAddr, log) })
-	relayConfig := relayCfg.Config("ordering")
-	relayConfig.AfterPublishFailpoint = contracts.RelayAfterPublish
-	relay, err := outbox.NewRelay(pool, pub, tel, relayConfig)
+	pub := s.Publisher(s.BrokerConn(mode+"-publish"), contracts.Topology)
+	relay, err := s.Relay(pool, pub, contracts.RelayAfterPublish)
 	if err != nil {
 		return err
 	}
 	// ORDERING_RELAY=0 leaves the outbox to an `ordering relay` beside this process: the
 	// API still writes every row, and they wait pending until that relay publishes them.
 	if publisher == "outbox" && inProcessRelay == "1" {
-		g.Go(func() error { return relay.Run(ctx) })
-		ready = append(ready, httpapi.Check{Name: "relay", Ping: relay.Ready})
+		s.Go(relay.Run, httpapi.Check{Name: "relay", Ping: relay.Ready})
 	}
 
 	if mode == "relay" {
-		addr := cfg.HTTPAddr
 		if getenv("HTTP_ADDR") == "" {
-			addr = "127.0.0.1:8091" // beside an ordering API on the same machine; loopback, as HTTP_ADDR's default
+			s.Config.HTTPAddr = "127.0.0.1:8091" // beside an ordering API on the same machine; loopback, as HTTP_ADDR's default
 		}
-		g.Go(func() error { return httpapi.Serve(ctx, addr, api.NewProbes(tel, ready...), log, nil) })
-		log.InfoContext(ctx, "ordering relay started", "relay_id", relayCfg.ID)
-		return g.Wait()
+		s.Serve(api.NewProbes(tel, s.Checks()...))
+		s.Log.InfoContext(ctx, "ordering relay started", "relay_id", relaySettings.ID)
+		return s.Wait(ctx)
 	}
 
 	var direct orders.Publisher
 	if publisher == "direct" {
 		direct = directPublisher{pub}
-		log.WarnContext(ctx, "ORDERING_PUBLISHER=direct: events are published after commit without an outbox and CAN BE LOST")
+		s.Log.WarnContext(ctx, "ORDERING_PUBLISHER=direct: events are published after commit without an outbox and CAN BE LOST")
 	}
-	svc := orders.NewService(pool, tel.Tracer("orders"), log, direct, placedVersion)
+	svc := orders.NewService(pool, tel.Tracer("orders"), s.Log, direct, placedVersion)
 	svc.SetPoolWait(poolWait)
-	consumeConn := broker.NewConn(cfg.AMQPURL, "ordering-consume")
-	defer consumeConn.Close()
-	stockEvents, err := consumer.New(consumeConn, tel, consumer.Config{
-		Name:           orders.ConsumerName,
-		Queue:          contracts.QueueOrderingStockEvents,
-		Topology:       contracts.OrderingTopology,
-		Types:          orders.StockEventTypes,
-		Concurrency:    concurrency,
-		RetryBase:      retry.Base,
-		RetryMax:       retry.Max,
-		RequeueRefused: retry.OnRefusal == "requeue",
-		Healthy:        pool.Ping,
-		Batch:          svc.ApplyStockOutcomes,
+	err = s.Consume(s.BrokerConn("consume"), consumer.Config{
+		Name:        orders.ConsumerName,
+		Queue:       contracts.QueueOrderingStockEvents,
+		Topology:    contracts.OrderingTopology,
+		Types:       orders.StockEventTypes,
+		Concurrency: concurrency,
+		Batch:       svc.ApplyStockOutcomes,
 	}, svc.ApplyStockOutcome)
 	if err != nil {
 		return err
 	}
-	if err := consumer.ObserveDeadLetters(tel, consumeConn, contracts.QueueOrderingStockEvents); err != nil {
-		return err
-	}
-	ready = append(ready, httpapi.Check{Name: "consumer", Ping: stockEvents.Ready})
-	g.Go(func() error { return stockEvents.Run(ctx) })
-	g.Go(func() error { inbox.RunCleanup(ctx, pool, inbox.Retention, time.Hour, log); return nil })
-	g.Go(func() error {
-		orders.RunForgetIdempotencyKeys(ctx, pool, keyRetention, time.Minute, log)
-		return nil
+	s.Loop(func(ctx context.Context) {
+		orders.RunForgetIdempotencyKeys(ctx, pool, keyRetention, time.Minute, s.Log)
 	})
-	g.Go(func() error { return httpapi.Serve(ctx, cfg.HTTPAddr, api.NewServer(svc, tel, ready...), log, nil) })
-	log.InfoContext(ctx, "ordering started", "http_addr", cfg.HTTPAddr, "publisher", publisher, "in_process_relay", inProcessRelay == "1")
-	return g.Wait()
+	s.Serve(api.NewServer(svc, tel, s.Checks()...))
+	s.Log.InfoContext(ctx, "ordering started", "http_addr", s.Config.HTTPAddr, "publisher", publisher, "in_process_relay", inProcessRelay == "1")
+	return s.Wait(ctx)
 }

@@ -10,45 +10,25 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/bookstore-go/bookstore/services/platform/config"
-	"github.com/bookstore-go/bookstore/services/platform/httpapi"
-	"github.com/bookstore-go/bookstore/services/platform/telemetry"
+	"github.com/bookstore-go/bookstore/services/platform/service"
 	"github.com/bookstore-go/bookstore/services/storefront/internal/web"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "storefront:", err)
-		os.Exit(1)
-	}
-}
+func main() { service.Main("storefront", run) }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	cfg, standard := config.Standard("storefront", 8080)
-	var vars []config.Var
-	for _, v := range standard {
-		switch v.Name {
-		case "HTTP_ADDR", "OTEL_EXPORTER_OTLP_ENDPOINT", "LOG_LEVEL", "PPROF_ADDR":
-			vars = append(vars, v) // no database, no broker, no failpoints here
-		}
-	}
+	s := service.New(service.Spec{Name: "storefront", Port: 8080}) // no database, no broker, no failpoints
+	defer s.Close()
 	var urls web.URLs
 	var jaegerURL, sourceURL, demos, relayPID string
 	var relayPause time.Duration
-	vars = append(vars,
+	s.Vars(
 		config.String("ORDERING_URL", "http://127.0.0.1:8081", "base URL of ordering's API", &urls.Ordering),
 		config.String("INVENTORY_URL", "http://127.0.0.1:8082", "base URL of inventory's API", &urls.Inventory),
 		config.String("NOTIFICATION_URL", "http://127.0.0.1:8083", "base URL of notification's API", &urls.Notification),
@@ -59,14 +39,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		config.String("STOREFRONT_RELAY_PID", "", "with demos: the pid of an `ordering relay` process (beside ordering with ORDERING_RELAY=0), which the panel pauses with SIGSTOP and SIGCONT; checked through /proc (Linux only); empty: no pause button (make run sets it with STOREFRONT_DEMOS=1)", &relayPID),
 		config.Duration("STOREFRONT_RELAY_PAUSE", "15s", "how long the panel's button pauses the relay", &relayPause),
 	)
-	if err := config.Parse("storefront", args, getenv, stdout, vars); err != nil {
-		if errors.Is(err, config.ErrHelp) {
-			return nil
-		}
-		return err
+	if done, err := s.Parse(ctx, args, getenv, stdout); done {
+		return err // --help or a wrong variable
 	}
-	if rest := config.Rest(args); len(rest) > 0 {
-		return fmt.Errorf("unknown command %q (storefront takes none)", rest[0])
+	if cmd := s.Command(); cmd != "" {
+		return fmt.Errorf("unknown command %q (storefront takes none)", cmd)
 	}
 	if demos != "0" && demos != "1" {
 		return fmt.Errorf("STOREFRONT_DEMOS=%q: want 0 or 1", demos)
@@ -82,30 +59,24 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 	}
 
-	tel, err := telemetry.Setup(ctx, telemetry.Options{Service: "storefront", LogLevel: cfg.LogLevel, OTLPEndpoint: cfg.OTLPEndpoint, Stdout: stdout})
+	tel, err := s.Begin(ctx)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = tel.Shutdown(context.WithoutCancel(ctx)) }()
-	log := tel.Logger
-
 	// No readiness check of its own: the services it reads are theirs to report, and a
 	// page that says one of them is down is more use than a storefront out of rotation.
-	handler := web.NewServer(web.Options{URLs: urls, JaegerURL: jaegerURL, SourceURL: sourceURL, Demos: demos == "1", Relay: relay}, tel)
+	s.Serve(web.NewServer(web.Options{URLs: urls, JaegerURL: jaegerURL, SourceURL: sourceURL, Demos: demos == "1", Relay: relay}, tel))
 	if relay != nil {
 		// Never leave the relay stopped: a pause still running when the storefront stops
 		// ends here (all but SIGKILL of the storefront come this way).
 		defer func() {
 			if err := relay.Resume(); err != nil {
-				log.ErrorContext(ctx, "continue the relay at shutdown failed", "err", err)
+				s.Log.ErrorContext(ctx, "continue the relay at shutdown failed", "err", err)
 			}
 		}()
 	}
-	log.InfoContext(ctx, "storefront started", "http_addr", cfg.HTTPAddr, "ordering_url", urls.Ordering,
+	s.Log.InfoContext(ctx, "storefront started", "http_addr", s.Config.HTTPAddr, "ordering_url", urls.Ordering,
 		"inventory_url", urls.Inventory, "notification_url", urls.Notification, "emailprovider_url", urls.EmailProvider,
 		"jaeger_url", jaegerURL, "demos", demos == "1", "relay_pid", relayPID)
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return httpapi.ServeProfiles(ctx, cfg.PprofAddr, log) })
-	g.Go(func() error { return httpapi.Serve(ctx, cfg.HTTPAddr, handler, log, nil) })
-	return g.Wait()
+	return s.Wait(ctx)
 }
