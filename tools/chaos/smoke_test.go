@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // The smoke tests run the real thing, small: the four service binaries built from this
@@ -90,9 +90,9 @@ func smokeConfig(t *testing.T, bin string) config {
 	}
 	cfg := defaultConfig
 	cfg.Prefix = strings.TrimPrefix(u.Path, "/")
-	cfg.AdminURL = testenv.AdminURL
-	cfg.AMQPURL = testenv.AMQPBase
-	cfg.ManagementURL = testenv.ManagementURL
+	cfg.AdminURL = testenv.AdminURL()
+	cfg.AMQPURL = testenv.AMQPBase()
+	cfg.ManagementURL = testenv.ManagementURL()
 	cfg.BinDir = bin
 	cfg.ReportRoot = t.TempDir()
 	if dir := os.Getenv("CHAOS_SMOKE_REPORTS"); dir != "" {

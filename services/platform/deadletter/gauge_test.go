@@ -12,7 +12,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/deadletter"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // metrics serves the gauge of conn's queues the way a service does, and returns the

@@ -13,7 +13,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // The migration from ordering.order-placed.v1 to v2 (docs/schema-evolution.md): while
