@@ -409,7 +409,7 @@ type system struct {
 
 // startSystem starts the services in dependency order (the provider before notification)
 // with a fresh database each, one shared fresh vhost and free ports, each through
-// testenv.StartProcess, which waits for its /readyz and prints its log if the test fails.
+// sut.StartProcess, which waits for its /readyz and prints its log if the test fails.
 func startSystem(t *testing.T, binaries map[string]string, services []string, amqpURL string) system {
 	t.Helper()
 	sys := system{urls: map[string]string{}}

@@ -139,7 +139,7 @@ func TestOutboxRetryDeadSendsTheParkedAnswerOnceAfterTheFix(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Published on this channel: testenv.Publish would declare the topology, bindings and all.
+	// Published on this channel: sut.Publish would declare the topology, bindings and all.
 	second := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 2})
 	if err := ch.PublishWithContext(t.Context(), contracts.Exchange, second.Type, true, false, relayed(t, second)); err != nil {
 		t.Fatal(err)
