@@ -3,11 +3,12 @@
 
 SHELL   := /bin/bash
 PKGS    := github.com/bookstore-go/bookstore/...
-# The race pass covers the code that runs concurrently in-process: the shared module and
-# every service, whose tests also start the service binaries built with -race. e2e, deploy
-# and the chaos harness run those same binaries again as whole systems; under -race they
-# would double .ci/run's time for no code the pass has not already watched.
-RACE_PKGS := github.com/bookstore-go/bookstore/services/...
+# The race pass covers the code that runs concurrently in-process: the shared module, its
+# test scaffolding and every service, whose tests also start the service binaries built
+# with -race. e2e, deploy and the chaos harness run those same binaries again as whole
+# systems; under -race they would double .ci/run's time for no code the pass has not
+# already watched.
+RACE_PKGS := github.com/bookstore-go/bookstore/services/... github.com/bookstore-go/bookstore/testenv/...
 SERVICES := ordering inventory notification emailprovider storefront
 SQLC    := cd tools/sqlc && GOWORK=off go tool sqlc -f ../../sqlc.yaml
 
@@ -59,7 +60,7 @@ generate-k8s: ## regenerate deploy/k8s's derived files from deploy/ and services
 
 .PHONY: lint
 lint: ## gofmt, go vet, the sqlc drift check and the contracts (api/: OpenAPI, AsyncAPI, JSON Schema)
-	@test -z "$$(gofmt -l services sql tools deploy api)" || { gofmt -l services sql tools deploy api; echo "gofmt: files above need formatting"; exit 1; }
+	@test -z "$$(gofmt -l services sql tools deploy api testenv)" || { gofmt -l services sql tools deploy api testenv; echo "gofmt: files above need formatting"; exit 1; }
 	go vet $(PKGS)
 	$(SQLC) diff
 	go test -count=1 github.com/bookstore-go/bookstore/api/...

@@ -26,7 +26,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 const (
@@ -371,7 +371,7 @@ func TestDashboardMetricsAreExported(t *testing.T) {
 	// refused (ACCESS_REFUSED) creating it; now that /readyz waits for the consumer,
 	// notification, started first into an empty vhost, would never be ready. So the
 	// queues are declared here first, as the definitions would have them.
-	testenv.Channel(t, amqpURL)
+	sut.Channel(t, amqpURL)
 	sys := startSystem(t, binaries, running, amqpURL)
 
 	drive(t, sys, amqpURL)
@@ -409,7 +409,7 @@ type system struct {
 
 // startSystem starts the services in dependency order (the provider before notification)
 // with a fresh database each, one shared fresh vhost and free ports, each through
-// testenv.StartProcess, which waits for its /readyz and prints its log if the test fails.
+// sut.StartProcess, which waits for its /readyz and prints its log if the test fails.
 func startSystem(t *testing.T, binaries map[string]string, services []string, amqpURL string) system {
 	t.Helper()
 	sys := system{urls: map[string]string{}}
@@ -444,7 +444,7 @@ func startSystem(t *testing.T, binaries map[string]string, services []string, am
 				env[k] = v
 			}
 		}
-		sys.urls[name] = testenv.StartProcess(t, binaries[name], nil, env).Base
+		sys.urls[name] = sut.StartProcess(t, binaries[name], nil, env).Base
 	}
 	return sys
 }
@@ -484,7 +484,7 @@ func drive(t *testing.T, sys system, amqpURL string) {
 		publishEvent(t, amqpURL, env)
 	}
 	for _, key := range []string{contracts.OrderPlaced, contracts.StockRejected} {
-		testenv.PublishPoison(t, amqpURL, broker.Message{RoutingKey: key, Publishing: amqp.Publishing{MessageId: uuid.NewString(), Type: key, ContentType: event.ContentType, Body: []byte("not json")}})
+		sut.PublishPoison(t, amqpURL, broker.Message{RoutingKey: key, Publishing: amqp.Publishing{MessageId: uuid.NewString(), Type: key, ContentType: event.ContentType, Body: []byte("not json")}})
 	}
 
 	if withProvider && withNotification {
@@ -524,7 +524,7 @@ func drive(t *testing.T, sys system, amqpURL string) {
 		v, ok := testenv.MetricOK(t, sys.urls["ordering"], "bookstore_outbox_pending")
 		return ok && v == 0
 	})
-	if err := testenv.Channel(t, amqpURL).QueueUnbind(contracts.QueueInventoryOrderPlaced, contracts.OrderPlaced, contracts.Exchange, nil); err != nil {
+	if err := sut.Channel(t, amqpURL).QueueUnbind(contracts.QueueInventoryOrderPlaced, contracts.OrderPlaced, contracts.Exchange, nil); err != nil {
 		t.Fatal(err)
 	}
 	placeOrder(t, sys.urls["ordering"], uuid.NewString(), false)
@@ -571,7 +571,7 @@ func publishEvent(t testing.TB, amqpURL string, env event.Envelope) {
 
 func publish(t testing.TB, amqpURL, key string, msg amqp.Publishing) {
 	t.Helper()
-	testenv.Publish(t, amqpURL, broker.Message{RoutingKey: key, Publishing: msg})
+	sut.Publish(t, amqpURL, broker.Message{RoutingKey: key, Publishing: msg})
 }
 
 func httpDo(t testing.TB, method, url, idempotencyKey, body string, want int) []byte {

@@ -7,12 +7,14 @@ replace (
 	github.com/bookstore-go/bookstore/services/contracts => ../services/contracts
 	github.com/bookstore-go/bookstore/services/platform => ../services/platform
 	github.com/bookstore-go/bookstore/sql => ../sql
+	github.com/bookstore-go/bookstore/testenv => ../testenv
 )
 
 require (
 	github.com/bookstore-go/bookstore/api v0.0.0
 	github.com/bookstore-go/bookstore/services/contracts v0.0.0
 	github.com/bookstore-go/bookstore/services/platform v0.0.0
+	github.com/bookstore-go/bookstore/testenv v0.0.0
 	github.com/compose-spec/compose-go/v2 v2.16.2
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.13.0

@@ -25,7 +25,7 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 const definitionsFile = "deploy/rabbitmq/definitions.json"
@@ -234,7 +234,7 @@ func TestDefinitionsMatchTopology(t *testing.T) {
 // management calls the RabbitMQ management API of the local broker as testenv does.
 func management(t testing.TB, method, path string, body any) []byte {
 	t.Helper()
-	u, err := url.Parse(testenv.ManagementURL)
+	u, err := url.Parse(testenv.ManagementURL())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/bookstore-go/bookstore/api/apitest"
 	"github.com/bookstore-go/bookstore/services/contracts"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // contractService is one row of the services table of docs/contracts.md.
@@ -200,9 +200,13 @@ func builtBinaries(t testing.TB) map[string]string {
 	return built.binaries
 }
 
+// sut is the system under test, as testenv's helpers see it.
+var sut = testenv.System{
+	Topology:  contracts.Topology, // what testenv's helpers declare and publish to
+	Contracts: apitest.Checker{},  // every request, response and event against api/
+}
+
 func TestMain(m *testing.M) {
-	testenv.Topology = contracts.Topology // what testenv's helpers declare and publish to
-	testenv.Contracts = apitest.Checker{} // every request, response and event against api/
 	code := m.Run()
 	if built.dir != "" {
 		_ = os.RemoveAll(built.dir)

@@ -20,7 +20,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // The tests of deploy/local/run.sh hold what `make run` promises a user: the system starts
@@ -220,7 +220,7 @@ func TestLocalBrokerUsers(t *testing.T) {
 	script := filepath.Join(repoRoot(t), "deploy", "local", "rabbitmq-users.sh")
 	for range 2 { // idempotent: a second run succeeds and changes nothing
 		cmd := exec.Command(script)
-		cmd.Env = append(os.Environ(), "RABBITMQ_MANAGEMENT_URL="+testenv.ManagementURL)
+		cmd.Env = append(os.Environ(), "RABBITMQ_MANAGEMENT_URL="+testenv.ManagementURL())
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("%s: %v\n%s", script, err, out)
 		}
@@ -280,7 +280,7 @@ func TestLocalBrokerUsers(t *testing.T) {
 	}
 
 	// Log in as run.sh would have each service log in, and look at the connection.
-	base, err := url.Parse(testenv.AMQPBase)
+	base, err := url.Parse(testenv.AMQPBase())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/bookstore-go/bookstore/api/apitest"
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/event"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // TestEveryEventOfARealFlowMatchesItsSchema captures every event the running system
@@ -31,7 +31,7 @@ func TestEveryEventOfARealFlowMatchesItsSchema(t *testing.T) {
 	s := startSystem(t, nil)
 
 	// A queue of the test's own, bound to every routing key, sees a copy of every event.
-	ch := testenv.Channel(t, s.AMQPURL)
+	ch := sut.Channel(t, s.AMQPURL)
 	capture := testenv.Name("e2e.capture")
 	if _, err := ch.QueueDeclare(capture, false, true, true, false, nil); err != nil {
 		t.Fatal(err)
@@ -51,8 +51,8 @@ func TestEveryEventOfARealFlowMatchesItsSchema(t *testing.T) {
 	}
 	settle("confirmed@example.com", 1, "confirmed")
 	settle("rejected@example.com", 50, "rejected")
-	v2 := testenv.StartProcess(t, testenv.Build(t, "github.com/bookstore-go/bookstore/services/ordering/cmd/ordering"), nil, map[string]string{
-		"DATABASE_URL": s.DB["ordering"], "DATABASE_ADMIN_URL": testenv.AdminURL, "AMQP_URL": s.AMQPURL,
+	v2 := sut.StartProcess(t, testenv.Build(t, "github.com/bookstore-go/bookstore/services/ordering/cmd/ordering"), nil, map[string]string{
+		"DATABASE_URL": s.DB["ordering"], "DATABASE_ADMIN_URL": testenv.AdminURL(), "AMQP_URL": s.AMQPURL,
 		"LOG_LEVEL": "info", "ORDERING_ORDER_PLACED_VERSION": "2",
 	})
 	s.procs["ordering"].Stop(t)
@@ -70,7 +70,7 @@ func TestEveryEventOfARealFlowMatchesItsSchema(t *testing.T) {
 			if !ok {
 				break
 			}
-			testenv.CheckDelivery(t, d)
+			sut.CheckDelivery(t, d)
 			if d.AppId == "" || d.DeliveryMode != amqp.Persistent {
 				t.Errorf("event %s: app_id %q, delivery_mode %d", d.MessageId, d.AppId, d.DeliveryMode)
 			}

@@ -57,9 +57,11 @@ func TestDependenciesPointInwards(t *testing.T) {
 			}
 			dep := serviceOf(imp)
 			switch {
-			case owner == "platform" && dep == "contracts":
+			case dep == "testenv" && slices.Contains(p.Imports, imp) && owner != "testenv" && owner != "tools":
+				t.Errorf("%s imports %s outside its tests: the test scaffolding is for tests and the chaos harness only", p.ImportPath, imp)
+			case (owner == "platform" || owner == "testenv") && dep == "contracts":
 				t.Errorf("%s imports %s: the platform is given a system's names, it does not know them", p.ImportPath, imp)
-			case owner == "platform" && dep != "platform" && dep != "sql":
+			case (owner == "platform" || owner == "testenv") && dep != "platform" && dep != "sql" && dep != "testenv":
 				t.Errorf("%s imports %s: the platform must not know a service", p.ImportPath, imp)
 			case owner == "contracts" && dep != "contracts" && imp != module+"services/platform/broker":
 				t.Errorf("%s imports %s: the vocabulary may import only the broker, whose Topology it fills in", p.ImportPath, imp)
@@ -85,11 +87,12 @@ var systemNames = []string{
 	"ordering/", "inventory/", "notification/",
 }
 
-// TestPlatformSpellsNoSystemName reads every string literal of the platform's non-test
-// Go files; comments may name Bookstore as an example, code may not.
+// TestPlatformSpellsNoSystemName reads every string literal of the non-test Go files of
+// the platform and of its test scaffolding (testenv); comments may name Bookstore as an
+// example, code may not.
 func TestPlatformSpellsNoSystemName(t *testing.T) {
 	files := 0
-	err := filepath.WalkDir("../services/platform", func(name string, e fs.DirEntry, err error) error {
+	walk := func(name string, e fs.DirEntry, err error) error {
 		if err != nil || e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
 			return err
 		}
@@ -119,12 +122,14 @@ func TestPlatformSpellsNoSystemName(t *testing.T) {
 				}
 			}
 		}
-	})
-	if err != nil {
-		t.Fatal(err)
+	}
+	for _, root := range []string{"../services/platform", "../testenv"} {
+		if err := filepath.WalkDir(root, walk); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if files < 30 {
-		t.Fatalf("read only %d files of services/platform", files)
+		t.Fatalf("read only %d files of services/platform and testenv", files)
 	}
 }
 

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // The migration of docs/schema-evolution.md, on the whole system: inventory already reads
@@ -31,8 +31,8 @@ func TestOrderingSwitchesToOrderPlacedV2WhileTheSystemRuns(t *testing.T) {
 	first := settle("v1@example.com") // ordering writes v1, its default
 
 	v1 := s.procs["ordering"]
-	v2 := testenv.StartProcess(t, testenv.Build(t, "github.com/bookstore-go/bookstore/services/ordering/cmd/ordering"), nil, map[string]string{
-		"DATABASE_URL": s.DB["ordering"], "DATABASE_ADMIN_URL": testenv.AdminURL, "AMQP_URL": s.AMQPURL,
+	v2 := sut.StartProcess(t, testenv.Build(t, "github.com/bookstore-go/bookstore/services/ordering/cmd/ordering"), nil, map[string]string{
+		"DATABASE_URL": s.DB["ordering"], "DATABASE_ADMIN_URL": testenv.AdminURL(), "AMQP_URL": s.AMQPURL,
 		"LOG_LEVEL": "info", "ORDERING_ORDER_PLACED_VERSION": "2",
 	})
 	s.URL["ordering"] = v2.Base

@@ -19,14 +19,18 @@ import (
 	"github.com/bookstore-go/bookstore/api/apitest"
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 var services = []string{"emailprovider", "inventory", "ordering", "notification"}
 
+// sut is the system under test, as testenv's helpers see it.
+var sut = testenv.System{
+	Topology:  contracts.Topology,
+	Contracts: apitest.Checker{}, // every request, response and event against api/
+}
+
 func TestMain(m *testing.M) {
-	testenv.Topology = contracts.Topology
-	testenv.Contracts = apitest.Checker{} // every request, response and event against api/
 	testenv.Main(m)
 }
 
@@ -57,7 +61,7 @@ func startSystem(t testing.TB, extra map[string]map[string]string) *system {
 			env["INVENTORY_ADMIN"] = "1" // the tests set the stock with PUT /books/{id}
 		}
 		maps.Copy(env, extra[name])
-		s.procs[name] = testenv.StartProcess(t, bin, nil, env)
+		s.procs[name] = sut.StartProcess(t, bin, nil, env)
 		s.URL[name], s.DB[name] = s.procs[name].Base, db
 	}
 	return s

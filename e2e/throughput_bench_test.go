@@ -31,8 +31,8 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/outbox"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
 	"github.com/bookstore-go/bookstore/sql"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // Orders per run. The system does some 100-300 orders/s on a 2-core machine, so each run
@@ -225,7 +225,7 @@ func sharedProcesses(b *testing.B, db *pgxpool.Pool, ownDatabases ...string) map
 	var nodes []struct {
 		OSPid string `json:"os_pid"`
 	}
-	if err := (broker.Management{URL: testenv.ManagementURL}).Do(context.Background(), http.MethodGet, "/api/nodes", "", &nodes); err != nil {
+	if err := (broker.Management{URL: testenv.ManagementURL()}).Do(context.Background(), http.MethodGet, "/api/nodes", "", &nodes); err != nil {
 		b.Fatalf("the RabbitMQ node: %v", err)
 	}
 	var brokers []int

@@ -286,8 +286,8 @@ func (b *replay) Read(p []byte) (int, error) {
 
 func (b *replay) Close() error { return nil }
 
-// Checker is Bookstore's contracts for testenv.Contracts: set it in each test package's
-// TestMain, beside testenv.Topology.
+// Checker is Bookstore's contracts for a testenv.System: each test package gives it to
+// its System, beside the topology.
 type Checker struct{}
 
 // Watch implements testenv.ContractChecker: name selects the service's document when it

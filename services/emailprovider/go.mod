@@ -6,12 +6,14 @@ replace (
 	github.com/bookstore-go/bookstore/api => ../../api
 	github.com/bookstore-go/bookstore/services/platform => ../platform
 	github.com/bookstore-go/bookstore/sql => ../../sql
+	github.com/bookstore-go/bookstore/testenv => ../../testenv
 )
 
 require (
 	github.com/bookstore-go/bookstore/api v0.0.0
 	github.com/bookstore-go/bookstore/services/platform v0.0.0
 	github.com/bookstore-go/bookstore/sql v0.0.0
+	github.com/bookstore-go/bookstore/testenv v0.0.0
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.12.0

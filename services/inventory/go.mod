@@ -7,6 +7,7 @@ replace (
 	github.com/bookstore-go/bookstore/services/contracts => ../contracts
 	github.com/bookstore-go/bookstore/services/platform => ../platform
 	github.com/bookstore-go/bookstore/sql => ../../sql
+	github.com/bookstore-go/bookstore/testenv => ../../testenv
 )
 
 require (
@@ -14,6 +15,7 @@ require (
 	github.com/bookstore-go/bookstore/services/contracts v0.0.0
 	github.com/bookstore-go/bookstore/services/platform v0.0.0
 	github.com/bookstore-go/bookstore/sql v0.0.0
+	github.com/bookstore-go/bookstore/testenv v0.0.0
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/rabbitmq/amqp091-go v1.16.0

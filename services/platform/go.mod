@@ -3,6 +3,7 @@ module github.com/bookstore-go/bookstore/services/platform
 go 1.26.0
 
 require (
+	github.com/bookstore-go/bookstore/testenv v0.0.0
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.12.0
@@ -51,3 +52,5 @@ require (
 	google.golang.org/grpc v1.85.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+replace github.com/bookstore-go/bookstore/testenv => ../../testenv

@@ -7,12 +7,14 @@ replace (
 	github.com/bookstore-go/bookstore/services/contracts => ../contracts
 	github.com/bookstore-go/bookstore/services/platform => ../platform
 	github.com/bookstore-go/bookstore/sql => ../../sql
+	github.com/bookstore-go/bookstore/testenv => ../../testenv
 )
 
 require (
 	github.com/bookstore-go/bookstore/api v0.0.0
 	github.com/bookstore-go/bookstore/services/contracts v0.0.0
 	github.com/bookstore-go/bookstore/services/platform v0.0.0
+	github.com/bookstore-go/bookstore/testenv v0.0.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/google/uuid v1.6.0
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0

@@ -6,12 +6,14 @@ replace (
 	github.com/bookstore-go/bookstore/services/contracts => ../../services/contracts
 	github.com/bookstore-go/bookstore/services/platform => ../../services/platform
 	github.com/bookstore-go/bookstore/sql => ../../sql
+	github.com/bookstore-go/bookstore/testenv => ../../testenv
 )
 
 require (
 	github.com/Shopify/toxiproxy/v2 v2.12.0
 	github.com/bookstore-go/bookstore/services/contracts v0.0.0
 	github.com/bookstore-go/bookstore/services/platform v0.0.0-00010101000000-000000000000
+	github.com/bookstore-go/bookstore/testenv v0.0.0
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/rabbitmq/amqp091-go v1.16.0

@@ -7,18 +7,19 @@ import (
 	"time"
 
 	"github.com/bookstore-go/bookstore/services/platform/broker"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
+// sut is the system under test, as testenv's helpers see it.
 // The platform knows no system: its tests speak the example system's names.
-func init() { testenv.Topology = testenv.ExampleTopology }
+var sut = testenv.System{Topology: testenv.ExampleTopology}
 
 // alarmed returns a publisher on vhostURL whose connection runs through an AMQP-aware
 // proxy, so the test can play a broker alarm on it.
 func alarmed(t *testing.T, name string) (*testenv.Proxy, *broker.Conn, *broker.Publisher, string) {
 	t.Helper()
 	vhostURL := testenv.VHost(t)
-	testenv.Channel(t, vhostURL) // the example queue exists before anything is published
+	sut.Channel(t, vhostURL) // the example queue exists before anything is published
 	u, err := url.Parse(vhostURL)
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +83,7 @@ func TestAPublisherWhoseBlockedConnectionDropsRedialsAndPublishes(t *testing.T) 
 	if errs := pub.PublishBatch(ctx, []broker.Message{example("00000000-0000-7000-8000-000000000002")}); errs[0] != nil {
 		t.Fatalf("publish after the redial: %v", errs[0])
 	}
-	got := testenv.Drain(t, vhostURL, testenv.ExampleQueue, 200*time.Millisecond)
+	got := sut.Drain(t, vhostURL, testenv.ExampleQueue, 200*time.Millisecond)
 	if len(got) != 1 || got[0].MessageId != "00000000-0000-7000-8000-000000000002" {
 		t.Fatalf("the queue holds %d messages, want the one published after the redial", len(got))
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/bookstore-go/bookstore/services/platform/broker"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // A queue that appears while the publisher watches may not be bound yet: a passive
@@ -27,7 +27,7 @@ func TestAQueueThatAppearsIsUsedOnlyOnceItHasSettled(t *testing.T) {
 	if !errors.Is(err, broker.ErrMissingQueue) || !broker.Unavailable(err) || !strings.Contains(err.Error(), testenv.ExampleQueue) {
 		t.Fatalf("publish with the queue missing = %v, want an ErrMissingQueue naming %s", err, testenv.ExampleQueue)
 	}
-	testenv.Channel(t, vhostURL) // declares the queue and binds it
+	sut.Channel(t, vhostURL) // declares the queue and binds it
 	declared := time.Now()
 	if err := publish("00000000-0000-7000-8000-000000000012"); !errors.Is(err, broker.ErrMissingQueue) {
 		t.Fatalf("publish right after the queue appeared = %v, want ErrMissingQueue until it settles", err)
@@ -38,7 +38,7 @@ func TestAQueueThatAppearsIsUsedOnlyOnceItHasSettled(t *testing.T) {
 	if waited := time.Since(declared); waited < broker.QueueSettle {
 		t.Errorf("published %v after the queue appeared, want at least %v", waited, broker.QueueSettle)
 	}
-	if got := testenv.Drain(t, vhostURL, testenv.ExampleQueue, 200*time.Millisecond); len(got) != 1 {
+	if got := sut.Drain(t, vhostURL, testenv.ExampleQueue, 200*time.Millisecond); len(got) != 1 {
 		t.Errorf("the queue received %d messages, want the one published after it settled", len(got))
 	}
 }

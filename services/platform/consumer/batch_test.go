@@ -20,7 +20,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/inbox"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // batchRun is the harness's consumer with a batch handler beside its single handler. Both
@@ -61,7 +61,7 @@ func (b *batchRun) start(t *testing.T, tune ...func(*consumer.Config)) *consumer
 	b.metrics = srv.URL
 	conn := broker.NewConn(b.amqpURL, "consumer-test")
 	cfg := consumer.Config{
-		Name: "test", Queue: testenv.ExampleQueue, Types: []string{testenv.ExampleType}, Topology: testenv.Topology,
+		Name: "test", Queue: testenv.ExampleQueue, Types: []string{testenv.ExampleType}, Topology: sut.Topology,
 		Concurrency: 2, Batch: b.handleBatch, BatchSize: 16,
 		RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond, Healthy: b.db.Ping,
 	}
@@ -268,7 +268,7 @@ func TestMessagesAlreadyWaitingGoToTheBatchHandlerTogether(t *testing.T) {
 	b := newBatchRun(t)
 	const n, batchSize = 200, 16
 	envs, msgs := valid(t, n)
-	testenv.Publish(t, b.amqpURL, msgs...)
+	sut.Publish(t, b.amqpURL, msgs...)
 	// The default prefetch with a batch handler is 2×Concurrency×BatchSize = 64.
 	b.holdUntilPrefetched(t, n-2*2*batchSize)
 
@@ -346,7 +346,7 @@ func TestPoisonInABatchDoesNotFailItsNeighbours(t *testing.T) {
 			envs, msgs := valid(t, n)
 			poison := c.poison(t)
 			msgs = slices.Insert(msgs, n/2, poison)
-			testenv.Publish(t, b.amqpURL, msgs...)
+			sut.Publish(t, b.amqpURL, msgs...)
 			b.holdUntilPrefetched(t, 0) // 41 messages, a prefetch of 64
 
 			testenv.Eventually(t, 30*time.Second, "the neighbours processed and the poison dead-lettered", func() bool {
@@ -355,7 +355,7 @@ func TestPoisonInABatchDoesNotFailItsNeighbours(t *testing.T) {
 			})
 			b.processedOnce(t, envs)
 			b.queuesEmpty(t, 1)
-			dead := testenv.Drain(t, b.amqpURL, testenv.ExampleQueue+".dlq", 100*time.Millisecond)
+			dead := sut.Drain(t, b.amqpURL, testenv.ExampleQueue+".dlq", 100*time.Millisecond)
 			if len(dead) != 1 || string(dead[0].Body) != string(poison.Publishing.Body) {
 				t.Errorf("DLQ holds %d messages, want the poison alone", len(dead))
 			} else if c := deliveryCount(dead[0]); c > 0 {
@@ -399,7 +399,7 @@ func TestBatchHandlerErrorFallsBackToTheSingleHandlerForEveryMessageOfTheBatch(t
 	b.failBatches.Store(1)
 	const n = 40
 	envs, msgs := valid(t, n)
-	testenv.Publish(t, b.amqpURL, msgs...)
+	sut.Publish(t, b.amqpURL, msgs...)
 	b.holdUntilPrefetched(t, 0)
 
 	testenv.Eventually(t, 30*time.Second, "every message processed and acked", func() bool {
@@ -450,7 +450,7 @@ func TestCopiesInABatchAreAckedAsDuplicatesAndProcessedOnce(t *testing.T) {
 	b := newBatchRun(t)
 	const n = 24
 	envs, msgs := valid(t, n)
-	testenv.Publish(t, b.amqpURL, slices.Concat(msgs, msgs)...)
+	sut.Publish(t, b.amqpURL, slices.Concat(msgs, msgs)...)
 	b.holdUntilPrefetched(t, 0)
 
 	testenv.Eventually(t, 30*time.Second, "every copy acked", func() bool {
@@ -479,7 +479,7 @@ func TestWithoutABatchHandlerMessagesGoOneAtATimeWhateverTheBatchSize(t *testing
 	b := newBatchRun(t)
 	const n = 20
 	envs, msgs := valid(t, n)
-	testenv.Publish(t, b.amqpURL, msgs...)
+	sut.Publish(t, b.amqpURL, msgs...)
 	b.holdUntilPrefetched(t, n-4, func(cfg *consumer.Config) { cfg.Batch = nil })
 
 	testenv.Eventually(t, 30*time.Second, "every message processed and acked", func() bool {

@@ -20,12 +20,13 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/inbox"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
 	"github.com/bookstore-go/bookstore/sql"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
+// sut is the system under test, as testenv's helpers see it.
 // The platform knows no system: its tests speak the example system's names.
-func init() { testenv.Topology = testenv.ExampleTopology }
+var sut = testenv.System{Topology: testenv.ExampleTopology}
 
 // harness runs a real consumer of the example queue in a fresh vhost, whose handler
 // records each processed event in a table through the real inbox.
@@ -53,7 +54,7 @@ func newHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	h := &harness{pool: pool, db: pool, amqpURL: testenv.VHost(t), calls: map[string]int{}}
-	h.ch = testenv.Channel(t, h.amqpURL)
+	h.ch = sut.Channel(t, h.amqpURL)
 	return h
 }
 
@@ -85,7 +86,7 @@ func (h *harness) run(t *testing.T, tune ...func(*consumer.Config)) *consumer.Co
 	tel := telemetryFor(t)
 	conn := broker.NewConn(h.amqpURL, "consumer-test")
 	cfg := consumer.Config{
-		Name: "test", Queue: testenv.ExampleQueue, Types: []string{testenv.ExampleType}, Topology: testenv.Topology,
+		Name: "test", Queue: testenv.ExampleQueue, Types: []string{testenv.ExampleType}, Topology: sut.Topology,
 		Concurrency: 2, RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond,
 		Healthy: h.db.Ping,
 	}
@@ -121,7 +122,7 @@ func (h *harness) callsOf(id string) int {
 
 func (h *harness) publish(t *testing.T, id, typ string, body []byte) {
 	t.Helper()
-	err := h.ch.PublishWithContext(context.Background(), testenv.Topology.Exchange, testenv.ExampleType, true, false,
+	err := h.ch.PublishWithContext(context.Background(), sut.Topology.Exchange, testenv.ExampleType, true, false,
 		amqp.Publishing{MessageId: id, Type: typ, ContentType: event.ContentType, DeliveryMode: amqp.Persistent, Body: body})
 	if err != nil {
 		t.Fatal(err)

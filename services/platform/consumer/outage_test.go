@@ -12,7 +12,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/inbox"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // The handler's database is unreachable for longer than the queue's delivery limit times
@@ -78,15 +78,15 @@ func TestConsumerResubscribesAfterItsQueueIsDeletedAndDeclaredAgain(t *testing.T
 	c := h.run(t, func(cfg *consumer.Config) { cfg.RetryBase = time.Second })
 	testenv.Eventually(t, 10*time.Second, "consumer consuming", func() bool { return c.Ready(context.Background()) == nil })
 
-	q := testenv.Topology.Queues[0]
+	q := sut.Topology.Queues[0]
 	if q.Name != testenv.ExampleQueue {
-		t.Fatalf("testenv.Topology.Queues[0] is %s", q.Name)
+		t.Fatalf("sut.Topology.Queues[0] is %s", q.Name)
 	}
 	if _, err := h.ch.QueueDelete(q.Name, false, false, false); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 5*time.Second, "consumer reports it is not consuming", func() bool { return c.Ready(context.Background()) != nil })
-	if err := testenv.Topology.Declare(h.ch); err != nil {
+	if err := sut.Topology.Declare(h.ch); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 15*time.Second, "consumer consuming again", func() bool { return c.Ready(context.Background()) == nil })
@@ -117,7 +117,7 @@ func TestShutdownReturnsPrefetchedDeliveriesUnstarted(t *testing.T) {
 	conn := broker.NewConn(h.amqpURL, "consumer-test")
 	defer conn.Close()
 	c, err := consumer.New(conn, tel, consumer.Config{
-		Name: "test", Queue: testenv.ExampleQueue, Types: []string{testenv.ExampleType}, Topology: testenv.Topology,
+		Name: "test", Queue: testenv.ExampleQueue, Types: []string{testenv.ExampleType}, Topology: sut.Topology,
 		Concurrency: 1, Prefetch: 10,
 	}, handle)
 	if err != nil {

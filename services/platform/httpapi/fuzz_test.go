@@ -16,7 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
-	"github.com/bookstore-go/bookstore/services/platform/httpapi/httpapitest"
+	"github.com/bookstore-go/bookstore/testenv/httpapitest"
 )
 
 // printableASCII is the contract's Idempotency-Key: 1 to 255 characters of 0x20-0x7e.

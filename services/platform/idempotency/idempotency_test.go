@@ -13,7 +13,7 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/platform/idempotency"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // keys is a service's table of keys, as ordering and the email provider each have one.

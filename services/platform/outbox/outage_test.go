@@ -11,7 +11,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/failpoint"
 	"github.com/bookstore-go/bookstore/services/platform/outbox"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // viaProxy returns amqpURL with a proxy in between that the test can cut or stall.
@@ -44,7 +44,7 @@ func TestBrokerOutageLongerThanTheRelayBudgetSpendsNoAttempt(t *testing.T) {
 	defer conn.Close()
 	cfg := outbox.Config{ID: "relay", MaxAttempts: 2, BackoffBase: time.Millisecond, BackoffMax: 2 * time.Millisecond,
 		OutageMax: 20 * time.Millisecond, PollInterval: 20 * time.Millisecond}
-	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, testenv.Topology, time.Second), tel, cfg)
+	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, sut.Topology, time.Second), tel, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestConfirmTimeoutReleasesTheClaimsWithoutSpendingAttempts(t *testing.T) {
 	proxy, proxied := viaProxy(t, amqpURL)
 	conn := broker.NewConn(proxied, "relay")
 	defer conn.Close()
-	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, testenv.Topology, 300*time.Millisecond), tel, outbox.Config{ID: "relay", MaxAttempts: 1})
+	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, sut.Topology, 300*time.Millisecond), tel, outbox.Config{ID: "relay", MaxAttempts: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestRelayRefusesALeaseAPublishCanOutlast(t *testing.T) {
 	pool, amqpURL, tel := setup(t)
 	conn := broker.NewConn(amqpURL, "relay")
 	defer conn.Close()
-	pub := broker.NewPublisher(conn, testenv.Topology, 10*time.Second)
+	pub := broker.NewPublisher(conn, sut.Topology, 10*time.Second)
 	if _, err := outbox.NewRelay(pool, pub, tel, outbox.Config{Lease: 5 * time.Second}); err == nil {
 		t.Error("a 5s lease under a 10s confirm timeout was accepted")
 	}
@@ -145,7 +145,7 @@ const afterPublish = "relay/after-publish"
 // can come between.
 func holdAfterPublish(t *testing.T, amqpURL string) {
 	t.Helper()
-	if err := testenv.Topology.Declare(testenv.Channel(t, amqpURL)); err != nil {
+	if err := sut.Topology.Declare(sut.Channel(t, amqpURL)); err != nil {
 		t.Fatal(err)
 	}
 	names := []string{afterPublish}
@@ -171,7 +171,7 @@ func TestALateConfirmMarksAParkedRowPublished(t *testing.T) {
 	writeEvents(t, pool, testenv.ExampleType, "late", 1, 1)
 	conn := broker.NewConn(amqpURL, "relay")
 	defer conn.Close()
-	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, testenv.Topology, 10*time.Second), tel, outbox.Config{ID: "relay", AfterPublishFailpoint: afterPublish})
+	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, sut.Topology, 10*time.Second), tel, outbox.Config{ID: "relay", AfterPublishFailpoint: afterPublish})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestTwoProcessesUnderOneRelayIDNeverShareInFlightRows(t *testing.T) {
 	newRelay := func() *outbox.Relay {
 		conn := broker.NewConn(amqpURL, "twin")
 		t.Cleanup(func() { conn.Close() })
-		relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, testenv.Topology, 10*time.Second), tel, outbox.Config{ID: "twin", AfterPublishFailpoint: afterPublish})
+		relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, sut.Topology, 10*time.Second), tel, outbox.Config{ID: "twin", AfterPublishFailpoint: afterPublish})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/outbox"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // parkedType is an event type no queue is bound to until a test "fixes" it: the broker
@@ -27,7 +27,7 @@ func parkingRelay(t *testing.T, pool *pgxpool.Pool, amqpURL string, tel *telemet
 	t.Helper()
 	conn := broker.NewConn(amqpURL, "relay-"+t.Name())
 	t.Cleanup(func() { _ = conn.Close() })
-	pub := broker.NewPublisher(conn, testenv.Topology, 10*time.Second)
+	pub := broker.NewPublisher(conn, sut.Topology, 10*time.Second)
 	t.Cleanup(pub.Close)
 	cfg.MaxAttempts, cfg.BackoffBase, cfg.BackoffMax = 2, time.Millisecond, 2*time.Millisecond
 	relay, err := outbox.NewRelay(pool, pub, tel, cfg)
@@ -67,11 +67,11 @@ func rowState(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) (state string, att
 // bindQueue is the fix: a queue for parkedType, read by the test.
 func bindQueue(t *testing.T, amqpURL, queue string) *amqp.Channel {
 	t.Helper()
-	ch := testenv.Channel(t, amqpURL)
+	ch := sut.Channel(t, amqpURL)
 	if _, err := ch.QueueDeclare(queue, true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := ch.QueueBind(queue, parkedType, testenv.Topology.Exchange, false, nil); err != nil {
+	if err := ch.QueueBind(queue, parkedType, sut.Topology.Exchange, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	return ch

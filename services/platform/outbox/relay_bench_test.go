@@ -11,7 +11,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/outbox"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // BenchmarkRelayAgainstBarePublish measures, in one run on the same broker, how fast the
@@ -25,11 +25,11 @@ func BenchmarkRelayAgainstBarePublish(b *testing.B) {
 
 	conn := broker.NewConn(amqpURL, "bench")
 	defer conn.Close()
-	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, testenv.Topology, 10*time.Second), tel, outbox.Config{ID: "bench", BatchSize: batch})
+	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, sut.Topology, 10*time.Second), tel, outbox.Config{ID: "bench", BatchSize: batch})
 	if err != nil {
 		b.Fatal(err)
 	}
-	ch := testenv.Channel(b, amqpURL)
+	ch := sut.Channel(b, amqpURL)
 	if err := ch.Confirm(false); err != nil {
 		b.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func BenchmarkRelayAgainstBarePublish(b *testing.B) {
 		for sent := 0; sent < events; sent += batch {
 			confirms := make([]*amqp.DeferredConfirmation, 0, batch)
 			for j := 0; j < batch && sent+j < events; j++ {
-				dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, testenv.Topology.Exchange, testenv.ExampleType, true, false,
+				dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, sut.Topology.Exchange, testenv.ExampleType, true, false,
 					amqp.Publishing{DeliveryMode: amqp.Persistent, ContentType: event.ContentType, Body: body})
 				if err != nil {
 					b.Fatal(err)
@@ -96,13 +96,13 @@ func BenchmarkRelayQueueCheck(b *testing.B) {
 	for _, batch := range []int{1, 256} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			pool, amqpURL, tel := setup(b)
-			ch := testenv.Channel(b, amqpURL)
+			ch := sut.Channel(b, amqpURL)
 			events := 200 * min(batch, 10)
 			relays := map[bool]*outbox.Relay{}
 			for _, checked := range []bool{true, false} {
 				conn := broker.NewConn(amqpURL, "bench")
 				b.Cleanup(func() { _ = conn.Close() })
-				pub := broker.NewPublisher(conn, testenv.Topology, 10*time.Second)
+				pub := broker.NewPublisher(conn, sut.Topology, 10*time.Second)
 				if !checked {
 					pub.TrustMandatory()
 				}

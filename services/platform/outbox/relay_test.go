@@ -17,8 +17,8 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/outbox"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
 	"github.com/bookstore-go/bookstore/sql"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 func setup(t testing.TB) (*pgxpool.Pool, string, *telemetry.Telemetry) {
@@ -36,15 +36,16 @@ func setup(t testing.TB) (*pgxpool.Pool, string, *telemetry.Telemetry) {
 	}
 	// The test is the deployment: the topology exists before any relay publishes.
 	amqpURL := testenv.VHost(t)
-	testenv.Channel(t, amqpURL)
+	sut.Channel(t, amqpURL)
 	return pool, amqpURL, tel
 }
 
+// sut is the system under test, as testenv's helpers see it.
+// The platform knows no system: its tests speak the example system's names.
+var sut = testenv.System{Topology: testenv.ExampleTopology}
+
 // writeEvents writes aggregates×perAggregate outbox rows, sequences 1..perAggregate for
 // each aggregate, in a few large transactions.
-// The platform knows no system: its tests speak the example system's names.
-func init() { testenv.Topology = testenv.ExampleTopology }
-
 func writeEvents(t testing.TB, pool *pgxpool.Pool, typ, prefix string, aggregates, perAggregate int) {
 	t.Helper()
 	ctx := context.Background()
@@ -79,7 +80,7 @@ type received struct {
 
 func consumeAll(t testing.TB, ctx context.Context, amqpURL, queue string) *received {
 	t.Helper()
-	ch := testenv.Channel(t, amqpURL)
+	ch := sut.Channel(t, amqpURL)
 	if err := ch.Qos(500, 0, false); err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func TestTwoRelaysRaceOverTenThousandRows(t *testing.T) {
 	for _, id := range []string{"relay-a", "relay-b"} {
 		conn := broker.NewConn(amqpURL, id)
 		defer conn.Close()
-		relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, testenv.Topology, 10*time.Second), tel, outbox.Config{ID: id, BatchSize: 200, PollInterval: 50 * time.Millisecond})
+		relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, sut.Topology, 10*time.Second), tel, outbox.Config{ID: id, BatchSize: 200, PollInterval: 50 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +182,7 @@ func TestExpiredClaimIsTakenOverByAnotherRelay(t *testing.T) {
 	}
 	conn := broker.NewConn(amqpURL, "relay-b")
 	defer conn.Close()
-	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, testenv.Topology, 10*time.Second), tel, outbox.Config{ID: "relay-b"})
+	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, sut.Topology, 10*time.Second), tel, outbox.Config{ID: "relay-b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +205,7 @@ func TestUnroutableEventIsRetriedThenParkedWithoutBlockingOthers(t *testing.T) {
 	ctx := context.Background()
 	conn := broker.NewConn(amqpURL, "relay")
 	defer conn.Close()
-	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, testenv.Topology, 10*time.Second), tel,
+	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, sut.Topology, 10*time.Second), tel,
 		outbox.Config{ID: "relay", MaxAttempts: 3, BackoffBase: time.Millisecond, BackoffMax: 2 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -271,7 +272,7 @@ func TestCleanupDeletesOnlyOldPublishedRows(t *testing.T) {
 	}
 	conn := broker.NewConn(amqpURL, "relay")
 	defer conn.Close()
-	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, testenv.Topology, time.Second), tel, outbox.Config{Retention: 72 * time.Hour})
+	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, sut.Topology, time.Second), tel, outbox.Config{Retention: 72 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

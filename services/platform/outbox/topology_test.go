@@ -12,7 +12,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/failpoint"
 	"github.com/bookstore-go/bookstore/services/platform/outbox"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // twoQueues is a system whose event type is bound to two queues, as Bookstore's stock
@@ -43,7 +43,7 @@ func runRelay(t *testing.T, relay *outbox.Relay) {
 // both consumers get every event.
 func TestAnEventWaitsUntilEveryQueueBoundToItsTypeExists(t *testing.T) {
 	pool, amqpURL, tel := setup(t)
-	if err := twoQueues.Subset("example.first").Declare(testenv.Channel(t, amqpURL)); err != nil {
+	if err := twoQueues.Subset("example.first").Declare(sut.Channel(t, amqpURL)); err != nil {
 		t.Fatal(err)
 	}
 	const events = 4
@@ -67,14 +67,14 @@ func TestAnEventWaitsUntilEveryQueueBoundToItsTypeExists(t *testing.T) {
 		t.Errorf("Ready = %v, want the missing queue named", err)
 	}
 
-	if err := twoQueues.Subset("example.second").Declare(testenv.Channel(t, amqpURL)); err != nil {
+	if err := twoQueues.Subset("example.second").Declare(sut.Channel(t, amqpURL)); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 10*time.Second, "every row published once both queues exist", func() bool {
 		return testenv.Count(t, pool, "SELECT count(*) FROM outbox WHERE state = 'published' AND attempts = 0") == events
 	})
 	for _, q := range []string{"example.first", "example.second"} {
-		if got := testenv.Drain(t, amqpURL, q, 300*time.Millisecond); len(got) != events {
+		if got := sut.Drain(t, amqpURL, q, 300*time.Millisecond); len(got) != events {
 			t.Errorf("%s received %d events, want %d", q, len(got), events)
 		}
 	}
@@ -93,7 +93,7 @@ const twinAfterPublish = "twin/after-publish"
 // and says so in its readiness, and every event is published once.
 func TestASecondProcessUnderALiveRelaysIDRelaysNothing(t *testing.T) {
 	pool, amqpURL, tel := setup(t)
-	if err := testenv.Topology.Declare(testenv.Channel(t, amqpURL)); err != nil {
+	if err := sut.Topology.Declare(sut.Channel(t, amqpURL)); err != nil {
 		t.Fatal(err)
 	}
 	names := []string{twinAfterPublish}
@@ -104,7 +104,7 @@ func TestASecondProcessUnderALiveRelaysIDRelaysNothing(t *testing.T) {
 	newRelay := func(url, fp string) *outbox.Relay {
 		conn := broker.NewConn(url, "twin")
 		t.Cleanup(func() { conn.Close() })
-		relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, testenv.Topology, 10*time.Second), tel, outbox.Config{
+		relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, sut.Topology, 10*time.Second), tel, outbox.Config{
 			ID: "shared", AfterPublishFailpoint: fp, OutageMax: 20 * time.Millisecond, PollInterval: 20 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
@@ -134,7 +134,7 @@ func TestASecondProcessUnderALiveRelaysIDRelaysNothing(t *testing.T) {
 	testenv.Eventually(t, 15*time.Second, "every row published", func() bool {
 		return testenv.Count(t, pool, "SELECT count(*) FROM outbox WHERE state = 'published'") == events
 	})
-	if got := testenv.Drain(t, amqpURL, testenv.ExampleQueue, 300*time.Millisecond); len(got) != events {
+	if got := sut.Drain(t, amqpURL, testenv.ExampleQueue, 300*time.Millisecond); len(got) != events {
 		t.Errorf("%d events published as %d messages: the twin's rows in flight were published again", events, len(got))
 	}
 	if err := twin.Ready(context.Background()); !errors.Is(err, outbox.ErrTwin) {

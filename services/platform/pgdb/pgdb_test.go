@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
 	"github.com/bookstore-go/bookstore/sql"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // Several instances of a service start at once on an empty server: each creates the role

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // GET /v1/emails?to= used to stop at 1,000 emails without a word. Now it is read a page

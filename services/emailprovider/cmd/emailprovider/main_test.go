@@ -12,13 +12,15 @@ import (
 
 	"github.com/bookstore-go/bookstore/api/apitest"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
+// sut is the system under test, as testenv's helpers see it.
 // Every request the tests send the provider, and every response, is checked against
 // api/openapi/emailprovider.yaml.
+var sut = testenv.System{Contracts: apitest.Checker{}}
+
 func TestMain(m *testing.M) {
-	testenv.Contracts = apitest.Checker{}
 	testenv.Main(m)
 }
 
@@ -43,7 +45,7 @@ func start(t *testing.T, extra ...string) provider {
 	for i := 0; i+1 < len(extra); i += 2 {
 		vars[extra[i]] = extra[i+1]
 	}
-	return provider{base: testenv.StartInProcess(t, run, vars), databaseURL: db}
+	return provider{base: sut.StartInProcess(t, run, vars), databaseURL: db}
 }
 
 type response struct {

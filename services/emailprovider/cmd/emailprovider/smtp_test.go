@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // The relay to an SMTP server (Mailpit in docker compose): each sent email once.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
-	"github.com/bookstore-go/bookstore/services/platform/httpapi/httpapitest"
+	"github.com/bookstore-go/bookstore/testenv/httpapitest"
 )
 
 // FuzzSendRequestIsAcceptedOnlyWhenValid: whatever the body of POST /v1/emails, the

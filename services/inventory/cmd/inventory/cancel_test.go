@@ -9,7 +9,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 func orderCancelled(t *testing.T, placed event.Envelope, seq int64) event.Envelope {
@@ -54,7 +54,7 @@ func TestCrashBeforeReleaseCommitReleasesOnceAfterRestart(t *testing.T) {
 		t.Errorf("Dune reserved %d, want %d", n, before)
 	}
 	var types []string
-	for _, m := range distinctIDs(testenv.Drain(t, e.amqpURL, outcomesQueue, time.Second)) {
+	for _, m := range distinctIDs(sut.Drain(t, e.amqpURL, outcomesQueue, time.Second)) {
 		types = append(types, m.Type)
 	}
 	if len(types) != 2 {

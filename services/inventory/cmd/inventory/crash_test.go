@@ -6,7 +6,7 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // Each test kills the real inventory process (SIGKILL, from the failpoint) inside one
@@ -47,7 +47,7 @@ func crashAndRestart(t *testing.T, c crashCase) {
 	if n := reserved(t, db, dune); n != c.reservedAtEnd {
 		t.Errorf("Dune reserved = %d, want %d", n, c.reservedAtEnd)
 	}
-	outcomes := distinctIDs(testenv.Drain(t, e.amqpURL, outcomesQueue, time.Second))
+	outcomes := distinctIDs(sut.Drain(t, e.amqpURL, outcomesQueue, time.Second))
 	if len(outcomes) != c.outcomesAtEnd {
 		t.Errorf("distinct outcome events published = %d, want %d", len(outcomes), c.outcomesAtEnd)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // The tests of this package start the real inventory service, in-process through run()
@@ -29,10 +29,13 @@ var dune = uuid.MustParse("018f2b1e-0000-7000-8000-000000000001")
 // inventory announced: the contracts' queues are consumed by ordering and notification.
 const outcomesQueue = "test.inventory-outcomes"
 
-// The helpers of testenv declare and publish to the system's topology.
+// sut is the system under test, as testenv's helpers see it.
+var sut = testenv.System{
+	Topology:  contracts.Topology,
+	Contracts: apitest.Checker{}, // every request, response and event against api/
+}
+
 func TestMain(m *testing.M) {
-	testenv.Topology = contracts.Topology
-	testenv.Contracts = apitest.Checker{} // every request, response and event against api/
 	testenv.Main(m)
 }
 
@@ -47,7 +50,7 @@ func newEnv(t *testing.T) env {
 	t.Helper()
 	admin, db := testenv.Database(t, "inventory")
 	e := env{adminURL: admin, databaseURL: db, amqpURL: testenv.VHost(t)}
-	ch := testenv.Channel(t, e.amqpURL)
+	ch := sut.Channel(t, e.amqpURL)
 	if _, err := ch.QueueDeclare(outcomesQueue, true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -76,14 +79,14 @@ func (e env) vars(extra ...string) map[string]string {
 // base URL once /readyz answers 200.
 func startInProcess(t *testing.T, e env, extra ...string) string {
 	t.Helper()
-	return testenv.StartInProcess(t, run, e.vars(extra...))
+	return sut.StartInProcess(t, run, e.vars(extra...))
 }
 
 // startProcess runs the built inventory command as a real OS process, for the tests
 // that kill it.
 func startProcess(t *testing.T, e env, extra ...string) *testenv.Process {
 	t.Helper()
-	return testenv.StartProcess(t, testenv.Build(t, "."), nil, e.vars(extra...))
+	return sut.StartProcess(t, testenv.Build(t, "."), nil, e.vars(extra...))
 }
 
 // orderPlaced is the OrderPlaced event of a new order, as ordering's outbox writes it.
@@ -112,7 +115,7 @@ func marshal(t *testing.T, v any) []byte {
 // and waits for the broker's confirm (publishing again what it nacks).
 func publish(t *testing.T, amqpURL, routingKey, messageID string, body []byte) {
 	t.Helper()
-	testenv.Publish(t, amqpURL, broker.Message{RoutingKey: routingKey, Publishing: amqp.Publishing{
+	sut.Publish(t, amqpURL, broker.Message{RoutingKey: routingKey, Publishing: amqp.Publishing{
 		MessageId: messageID, Type: routingKey, ContentType: event.ContentType, AppId: "ordering", Body: body,
 	}})
 }
@@ -126,7 +129,7 @@ func publishEvent(t *testing.T, amqpURL string, env event.Envelope) {
 // the contracts (api/asyncapi.yaml) as every other message a test publishes is.
 func publishPoison(t *testing.T, amqpURL, routingKey, messageID string, body []byte) {
 	t.Helper()
-	testenv.PublishPoison(t, amqpURL, broker.Message{RoutingKey: routingKey, Publishing: amqp.Publishing{
+	sut.PublishPoison(t, amqpURL, broker.Message{RoutingKey: routingKey, Publishing: amqp.Publishing{
 		MessageId: messageID, Type: routingKey, ContentType: event.ContentType, AppId: "ordering", Body: body,
 	}})
 }

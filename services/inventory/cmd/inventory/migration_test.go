@@ -11,7 +11,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // The migration from ordering.order-placed.v1 to v2 through the real queue
@@ -41,7 +41,7 @@ func outcomesOf(t *testing.T, amqpURL string, want int) map[string][]event.Envel
 	got := map[string][]event.Envelope{}
 	ids := map[string]bool{}
 	read := func(quiet time.Duration) {
-		for _, m := range testenv.Drain(t, amqpURL, outcomesQueue, quiet) {
+		for _, m := range sut.Drain(t, amqpURL, outcomesQueue, quiet) {
 			env, err := event.Decode(m.Body, contracts.StockReserved, contracts.StockRejected)
 			if err != nil {
 				t.Fatalf("outcome %s: %v", m.Body, err)
@@ -199,7 +199,7 @@ func TestV2WithoutItsRequiredFieldIsDeadLettered(t *testing.T) {
 	publishEvent(t, e.amqpURL, valid)
 
 	testenv.Eventually(t, 20*time.Second, "the valid v2 behind the poison reserved", func() bool { return reserved(t, db, dune) == 2 })
-	dead := distinctIDs(testenv.Drain(t, e.amqpURL, broker.Queue{Name: contracts.QueueInventoryOrderPlaced}.DLQ(), time.Second))
+	dead := distinctIDs(sut.Drain(t, e.amqpURL, broker.Queue{Name: contracts.QueueInventoryOrderPlaced}.DLQ(), time.Second))
 	if len(dead) != len(poison) {
 		t.Errorf("DLQ holds %d messages, want the %d poison ones", len(dead), len(poison))
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // Orders through the real queue: what inventory announces, under each strategy, and
@@ -34,8 +34,8 @@ func TestEveryStrategyAnnouncesTheOutcome(t *testing.T) {
 
 			got := map[string]event.Envelope{}
 			testenv.Eventually(t, 20*time.Second, "two outcome events", func() bool {
-				for _, m := range testenv.Drain(t, e.amqpURL, outcomesQueue, 50*time.Millisecond) {
-					testenv.CheckDelivery(t, m) // the CloudEvents SDK and api/schemas
+				for _, m := range sut.Drain(t, e.amqpURL, outcomesQueue, 50*time.Millisecond) {
+					sut.CheckDelivery(t, m) // the CloudEvents SDK and api/schemas
 					if m.AppId != "inventory" || m.Type == "" || m.ContentType != event.ContentType || m.DeliveryMode != 2 {
 						t.Errorf("properties: app_id %q type %q content_type %q delivery_mode %d", m.AppId, m.Type, m.ContentType, m.DeliveryMode)
 					}
@@ -138,7 +138,7 @@ func TestPoisonMessagesAreDeadLetteredAndTheRestProcessed(t *testing.T) {
 	publishEvent(t, e.amqpURL, valid)
 
 	testenv.Eventually(t, 20*time.Second, "the valid order behind the poison reserved", func() bool { return reserved(t, db, dune) == 3 })
-	dead := distinctIDs(testenv.Drain(t, e.amqpURL, broker.Queue{Name: contracts.QueueInventoryOrderPlaced}.DLQ(), time.Second))
+	dead := distinctIDs(sut.Drain(t, e.amqpURL, broker.Queue{Name: contracts.QueueInventoryOrderPlaced}.DLQ(), time.Second))
 	if len(dead) != len(poison) {
 		t.Errorf("DLQ holds %d messages, want the %d poison ones", len(dead), len(poison))
 	}

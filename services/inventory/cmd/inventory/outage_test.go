@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // RabbitMQ stops answering on inventory's publishing connection (a black-holed link, as
@@ -44,7 +44,7 @@ func TestAStalledPublishLinkDoesNotStopConsuming(t *testing.T) {
 	if c := testenv.Count(t, db, "SELECT count(*) FROM outbox WHERE attempts > 0 OR state = 'dead'"); c != 0 {
 		t.Errorf("%d answers spent attempts on a stalled link", c)
 	}
-	if got := distinctIDs(testenv.Drain(t, e.amqpURL, outcomesQueue, time.Second)); len(got) != n {
+	if got := distinctIDs(sut.Drain(t, e.amqpURL, outcomesQueue, time.Second)); len(got) != n {
 		t.Errorf("%d distinct answers announced, want %d", len(got), n)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // What inventory parks, brought back by its own commands (parked.go), run through run()
@@ -44,14 +44,14 @@ func TestDLQReplayReservesEachOrderOnceAndAReplayedDuplicateChangesNothing(t *te
 	t.Parallel()
 	e := newEnv(t)
 	vars := e.vars()
-	base := testenv.StartInProcess(t, run, vars)
+	base := sut.StartInProcess(t, run, vars)
 	db := testenv.Pool(t, e.databaseURL)
 	a := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 1})
 	b := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 2})
 	c := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 3})
 	const queue = contracts.QueueInventoryOrderPlaced
 	dlq := broker.Queue{Name: queue}.DLQ()
-	testenv.PutInDLQ(t, e.amqpURL, queue, relayed(t, a), relayed(t, b), relayed(t, c))
+	sut.PutInDLQ(t, e.amqpURL, queue, relayed(t, a), relayed(t, b), relayed(t, c))
 
 	testenv.Eventually(t, 20*time.Second, "the dead-letter gauge at 3", func() bool {
 		n, ok := testenv.MetricOK(t, base, "bookstore_consumer_dead_letters", `queue="`+queue+`"`)
@@ -73,7 +73,7 @@ func TestDLQReplayReservesEachOrderOnceAndAReplayedDuplicateChangesNothing(t *te
 	}
 
 	// b again, as if it had been dead-lettered twice: a duplicate, nothing reserved.
-	testenv.PutInDLQ(t, e.amqpURL, queue, relayed(t, b))
+	sut.PutInDLQ(t, e.amqpURL, queue, relayed(t, b))
 	if out, err = testenv.Command(t, run, vars, "dlq", "replay", "--id", b.ID); err != nil || !strings.Contains(out, "moved 1 message(s)") {
 		t.Fatalf("second dlq replay --id b: %v\n%s", err, out)
 	}
@@ -113,7 +113,7 @@ func TestOutboxRetryDeadSendsTheParkedAnswerOnceAfterTheFix(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	vars := e.vars("RELAY_MAX_ATTEMPTS", "1")
-	testenv.StartInProcess(t, run, vars)
+	sut.StartInProcess(t, run, vars)
 	db := testenv.Pool(t, e.databaseURL)
 
 	// A first answer leaves: the relay's channel is open and has declared the topology,
@@ -128,7 +128,7 @@ func TestOutboxRetryDeadSendsTheParkedAnswerOnceAfterTheFix(t *testing.T) {
 	}
 
 	// The cause: no queue is bound for the answer's type any more.
-	ch := testenv.Channel(t, e.amqpURL)
+	ch := sut.Channel(t, e.amqpURL)
 	bindings := []struct{ queue, key string }{
 		{contracts.QueueOrderingStockEvents, contracts.StockReserved},
 		{contracts.QueueNotificationStockEvents, contracts.StockReserved},
@@ -139,7 +139,7 @@ func TestOutboxRetryDeadSendsTheParkedAnswerOnceAfterTheFix(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Published on this channel: testenv.Publish would declare the topology, bindings and all.
+	// Published on this channel: sut.Publish would declare the topology, bindings and all.
 	second := orderPlaced(t, contracts.Line{BookID: dune, Quantity: 2})
 	if err := ch.PublishWithContext(t.Context(), contracts.Exchange, second.Type, true, false, relayed(t, second)); err != nil {
 		t.Fatal(err)
@@ -166,7 +166,7 @@ func TestOutboxRetryDeadSendsTheParkedAnswerOnceAfterTheFix(t *testing.T) {
 		return testenv.Count(t, db, "SELECT count(*) FROM outbox WHERE state = 'published'") == 2
 	})
 	copies := map[string]int{}
-	for _, m := range testenv.ReadAll(t, e.amqpURL, outcomesQueue) {
+	for _, m := range sut.ReadAll(t, e.amqpURL, outcomesQueue) {
 		copies[m.MessageId]++
 	}
 	if len(copies) != 2 || copies[deadID] != 1 {

@@ -25,13 +25,13 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/inbox"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
-// The helpers of testenv declare and publish to the system's topology.
-func init() {
-	testenv.Topology = contracts.Topology
-	testenv.Contracts = apitest.Checker{} // every event published against api/
+// sut is the system under test, as testenv's helpers see it.
+var sut = testenv.System{
+	Topology:  contracts.Topology,
+	Contracts: apitest.Checker{}, // every event published against api/
 }
 
 // More seeded books: The Left Hand of Darkness (5 on hand), The Dispossessed (4), Solaris (5).
@@ -415,7 +415,7 @@ func TestBatchedConsumerReservesEachOrderOnceWhenEveryMessageArrivesTwice(t *tes
 	// The first copies of the orders' first messages wait in the queue, so that the
 	// consumer starts on full batches of new messages; everything else, the orders'
 	// second messages twice, comes while it works.
-	testenv.Publish(t, amqpURL, shuffled(envs[:orders]...)...)
+	sut.Publish(t, amqpURL, shuffled(envs[:orders]...)...)
 
 	tel, err := telemetry.Setup(ctx, telemetry.Options{Service: "inventory-test", LogLevel: "error", Stdout: io.Discard})
 	if err != nil {
@@ -443,7 +443,7 @@ func TestBatchedConsumerReservesEachOrderOnceWhenEveryMessageArrivesTwice(t *tes
 			part := second[i*len(second)/3 : (i+1)*len(second)/3]
 			t.Run(fmt.Sprint(i), func(t *testing.T) {
 				t.Parallel()
-				testenv.Publish(t, amqpURL, part...)
+				sut.Publish(t, amqpURL, part...)
 			})
 		}
 	})

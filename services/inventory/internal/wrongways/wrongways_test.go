@@ -20,7 +20,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/inbox"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // Each wrong way shown failing where it fails. These tests assert the defect: that is

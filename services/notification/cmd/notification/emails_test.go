@@ -12,7 +12,7 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/event"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // Each order outcome is emailed exactly once: however often its event arrives, in a
@@ -80,7 +80,7 @@ func TestEventsWaitingTogetherAreEmailedAsABatchOnceEach(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	p := w.startProvider(t)
-	if err := contracts.Topology.Declare(testenv.Channel(t, w.amqpURL)); err != nil {
+	if err := contracts.Topology.Declare(sut.Channel(t, w.amqpURL)); err != nil {
 		t.Fatal(err)
 	}
 	const orders = 40

@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // GET /notifications?order_id= a page at a time: an order has at most two records today,

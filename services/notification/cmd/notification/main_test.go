@@ -20,17 +20,20 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // The tests of this package run the real notification and emailprovider binaries as OS
 // processes, each with its own database, against one fresh RabbitMQ vhost per test, and
 // play inventory by publishing stock events into it. This file holds what they share.
 
-// The helpers of testenv declare and publish to the system's topology.
+// sut is the system under test, as testenv's helpers see it.
+var sut = testenv.System{
+	Topology:  contracts.Topology,
+	Contracts: apitest.Checker{}, // every request, response and event against api/
+}
+
 func TestMain(m *testing.M) {
-	testenv.Topology = contracts.Topology
-	testenv.Contracts = apitest.Checker{} // every request, response and event against api/
 	testenv.Main(m)
 }
 
@@ -54,7 +57,7 @@ func newWorld(t *testing.T) *world {
 func (w *world) startProvider(t *testing.T, extra ...string) *testenv.Process {
 	t.Helper()
 	bin := testenv.Build(t, "github.com/bookstore-go/bookstore/services/emailprovider/cmd/emailprovider")
-	return testenv.StartProcess(t, bin, nil, withExtra(map[string]string{
+	return sut.StartProcess(t, bin, nil, withExtra(map[string]string{
 		"HTTP_ADDR":          w.providerAddr,
 		"LOG_LEVEL":          "debug", // its request log, a debug line, shows the trace it was called in
 		"DATABASE_URL":       w.provider,
@@ -64,7 +67,7 @@ func (w *world) startProvider(t *testing.T, extra ...string) *testenv.Process {
 
 func (w *world) startNotification(t *testing.T, extra ...string) *testenv.Process {
 	t.Helper()
-	return testenv.StartProcess(t, testenv.Build(t, "."), nil, withExtra(map[string]string{
+	return sut.StartProcess(t, testenv.Build(t, "."), nil, withExtra(map[string]string{
 		"LOG_LEVEL":          "info",
 		"DATABASE_URL":       w.notification,
 		"DATABASE_ADMIN_URL": w.notificationAdmin,
@@ -113,7 +116,7 @@ func publish(t *testing.T, amqpURL, traceparent string, envs ...event.Envelope) 
 		}
 		msgs[i] = msg
 	}
-	testenv.Publish(t, amqpURL, msgs...)
+	sut.Publish(t, amqpURL, msgs...)
 }
 
 type record struct {
@@ -241,7 +244,7 @@ func connect(t *testing.T, databaseURL string) *pgx.Conn {
 
 func purge(t *testing.T, amqpURL, queue string) {
 	t.Helper()
-	if n, err := testenv.Channel(t, amqpURL).QueuePurge(queue, false); err != nil || n != 1 {
+	if n, err := sut.Channel(t, amqpURL).QueuePurge(queue, false); err != nil || n != 1 {
 		t.Fatalf("purge %s: %d messages, %v", queue, n, err)
 	}
 }

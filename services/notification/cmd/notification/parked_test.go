@@ -11,7 +11,7 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/event"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // A stock event was dead-lettered before its email went out (notification's database was
@@ -33,7 +33,7 @@ func TestDLQReplaySendsTheEmailOnceAndASecondReplaySendsNothing(t *testing.T) {
 	}
 	msg := amqp.Publishing{MessageId: ev.ID, Type: ev.Type, ContentType: event.ContentType, AppId: "inventory", Body: body}
 	const queue = contracts.QueueNotificationStockEvents
-	testenv.PutInDLQ(t, w.amqpURL, queue, msg)
+	sut.PutInDLQ(t, w.amqpURL, queue, msg)
 
 	testenv.Eventually(t, 20*time.Second, "the dead-letter gauge at 1", func() bool {
 		v, ok := testenv.MetricOK(t, n.Base, "bookstore_consumer_dead_letters", `queue="`+queue+`"`)
@@ -50,7 +50,7 @@ func TestDLQReplaySendsTheEmailOnceAndASecondReplaySendsNothing(t *testing.T) {
 	waitStatus(t, n, order, "completed", 60*time.Second)
 	wantOneEmail(t, p, "ada@example.com", order, "order-confirmed")
 
-	testenv.PutInDLQ(t, w.amqpURL, queue, msg)
+	sut.PutInDLQ(t, w.amqpURL, queue, msg)
 	if out, err = testenv.Command(t, run, vars, "dlq", "replay", "--id", ev.ID); err != nil || !strings.Contains(out, "moved 1 message(s)") {
 		t.Fatalf("second dlq replay: %v\n%s", err, out)
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/event"
-	"github.com/bookstore-go/bookstore/services/platform/httpapi/httpapitest"
+	"github.com/bookstore-go/bookstore/testenv/httpapitest"
 )
 
 // FuzzStockEventIsPoisonOrAStorableEmail: whatever the data of a stock event,

@@ -13,7 +13,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric/noop"
 
-	"github.com/bookstore-go/bookstore/services/platform/httpapi/httpapitest"
+	"github.com/bookstore-go/bookstore/testenv/httpapitest"
 )
 
 // answer is a RoundTripper that gives every request the same response.

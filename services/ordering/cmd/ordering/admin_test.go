@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // DATABASE_ADMIN_URL is empty unless given: the service then assumes its role and
@@ -48,7 +48,7 @@ func TestWithoutAnAdminURLAMissingDatabaseStopsTheStartNamingIt(t *testing.T) {
 		t.Errorf("error %q is from a superuser connection, with none configured", msg)
 	}
 	// Nothing created the database behind the operator's back.
-	conn, err := pgx.Connect(ctx, testenv.AdminURL)
+	conn, err := pgx.Connect(ctx, testenv.AdminURL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestWithoutAnAdminURLTheServiceStartsOnItsExistingDatabaseAsItsOwnRole(t *t
 		t.Fatal(err)
 	}
 	vars := withoutAdmin(e)
-	base := testenv.StartInProcess(t, run, vars)
+	base := sut.StartInProcess(t, run, vars)
 	id := placeOrder(t, base)
 	if status := orderStatus(t, base, id); status != "pending" && status != "confirmed" && status != "rejected" {
 		t.Errorf("order %s: status %q", id, status)
@@ -80,7 +80,7 @@ func TestWithoutAnAdminURLTheServiceStartsOnItsExistingDatabaseAsItsOwnRole(t *t
 
 	// Every session on the service's database is the service's own role.
 	u, _ := url.Parse(e.databaseURL)
-	conn, err := pgx.Connect(ctx, testenv.AdminURL)
+	conn, err := pgx.Connect(ctx, testenv.AdminURL())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 func postCancel(t *testing.T, base, id, key string) (*http.Response, []byte) {
@@ -70,8 +70,8 @@ func getOrderWithHistory(t *testing.T, base, id string) orderWithHistory {
 func orderEvents(t *testing.T, amqpURL, id string) []event.Envelope {
 	t.Helper()
 	var out []event.Envelope
-	for _, m := range testenv.Drain(t, amqpURL, contracts.QueueInventoryOrderPlaced, 2*time.Second) {
-		testenv.CheckDelivery(t, m)
+	for _, m := range sut.Drain(t, amqpURL, contracts.QueueInventoryOrderPlaced, 2*time.Second) {
+		sut.CheckDelivery(t, m)
 		env, err := event.Decode(m.Body, m.Type)
 		if err != nil {
 			t.Fatalf("envelope: %v\n%s", err, m.Body)
@@ -252,7 +252,7 @@ func publishStockOutcome(t *testing.T, amqpURL, typ, id string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.Publish(t, amqpURL, msg)
+	sut.Publish(t, amqpURL, msg)
 }
 
 // Inventory's StockReleased ends a cancelled order's history; a copy of it under another
@@ -275,7 +275,7 @@ func TestStockReleasedEndsACancelledOrdersHistory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		testenv.Publish(t, e.amqpURL, msg)
+		sut.Publish(t, e.amqpURL, msg)
 	}
 	db := testenv.Pool(t, e.databaseURL)
 	testenv.Eventually(t, 20*time.Second, "both copies consumed", func() bool {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // outboxEvent is one item of GET /orders/{id}/events.

@@ -12,7 +12,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // Each test here opens one failure window of the ordering service and shows what it
@@ -61,7 +61,7 @@ func TestCrashBeforeCommitLeavesNothing(t *testing.T) {
 	if n := testenv.Count(t, db, "SELECT count(*) FROM orders"); n != 1 {
 		t.Errorf("orders = %d after the crash and the retry, want 1", n)
 	}
-	msgs := testenv.Drain(t, e.amqpURL, contracts.QueueInventoryOrderPlaced, 2*time.Second)
+	msgs := sut.Drain(t, e.amqpURL, contracts.QueueInventoryOrderPlaced, 2*time.Second)
 	if len(msgs) != 1 {
 		t.Errorf("events = %d, want 1", len(msgs))
 	}
@@ -85,7 +85,7 @@ func TestCrashAfterPublishRepublishesWithTheSameID(t *testing.T) {
 	if err := db.QueryRow(context.Background(), "SELECT id::text FROM outbox WHERE state = 'pending'").Scan(&id); err != nil {
 		t.Fatalf("the outbox row should still be pending after the crash: %v", err)
 	}
-	first := testenv.Drain(t, e.amqpURL, contracts.QueueInventoryOrderPlaced, time.Second)
+	first := sut.Drain(t, e.amqpURL, contracts.QueueInventoryOrderPlaced, time.Second)
 	if len(first) != 1 || first[0].MessageId != id {
 		t.Fatalf("before restart: %d messages, want the one with id %s", len(first), id)
 	}
@@ -94,7 +94,7 @@ func TestCrashAfterPublishRepublishesWithTheSameID(t *testing.T) {
 	testenv.Eventually(t, 20*time.Second, "outbox row published after restart", func() bool {
 		return testenv.Count(t, db, "SELECT count(*) FROM outbox WHERE state = 'published'") == 1
 	})
-	second := testenv.Drain(t, e.amqpURL, contracts.QueueInventoryOrderPlaced, time.Second)
+	second := sut.Drain(t, e.amqpURL, contracts.QueueInventoryOrderPlaced, time.Second)
 	if len(second) != 1 || second[0].MessageId != id {
 		t.Fatalf("after restart: %d messages, want a second copy of id %s", len(second), id)
 	}
@@ -141,7 +141,7 @@ func TestBrokerOutageKeepsTakingOrdersAndDrainsAfter(t *testing.T) {
 	testenv.Eventually(t, 60*time.Second, "outbox drained after the broker came back", func() bool {
 		return testenv.Count(t, db, "SELECT count(*) FROM outbox WHERE state = 'published'") == n
 	})
-	msgs := testenv.Drain(t, e.amqpURL, contracts.QueueInventoryOrderPlaced, time.Second)
+	msgs := sut.Drain(t, e.amqpURL, contracts.QueueInventoryOrderPlaced, time.Second)
 	ids := map[string]bool{}
 	for _, m := range msgs {
 		ids[m.MessageId] = true
@@ -218,7 +218,7 @@ func TestPostgresOutageRecoversWithoutRestart(t *testing.T) {
 	})
 	var msgs int
 	testenv.Eventually(t, 20*time.Second, "the order placed after the outage is published", func() bool {
-		msgs += len(testenv.Drain(t, e.amqpURL, contracts.QueueInventoryOrderPlaced, 100*time.Millisecond))
+		msgs += len(sut.Drain(t, e.amqpURL, contracts.QueueInventoryOrderPlaced, 100*time.Millisecond))
 		return msgs == 1
 	})
 }
@@ -266,5 +266,5 @@ func publishStockReserved(t *testing.T, amqpURL string, orderID uuid.UUID) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.Publish(t, amqpURL, msg)
+	sut.Publish(t, amqpURL, msg)
 }

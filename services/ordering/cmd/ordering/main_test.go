@@ -10,7 +10,7 @@ import (
 
 	"github.com/bookstore-go/bookstore/api/apitest"
 	"github.com/bookstore-go/bookstore/services/contracts"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // The tests of this file start the real ordering service, in-process through run() or as
@@ -18,10 +18,13 @@ import (
 
 const dune = "018f2b1e-0000-7000-8000-000000000001"
 
-// The helpers of testenv declare and publish to the system's topology.
+// sut is the system under test, as testenv's helpers see it.
+var sut = testenv.System{
+	Topology:  contracts.Topology,
+	Contracts: apitest.Checker{}, // every request, response and event against api/
+}
+
 func TestMain(m *testing.M) {
-	testenv.Topology = contracts.Topology
-	testenv.Contracts = apitest.Checker{} // every request, response and event against api/
 	testenv.Main(m)
 }
 
@@ -37,7 +40,7 @@ func newEnv(t *testing.T) env {
 	// Ordering declares only its own queue; inventory's, which the tests read, is
 	// inventory's to declare. Declared here for the whole system, as inventory would have,
 	// so no OrderPlaced of a test comes back unroutable.
-	testenv.Channel(t, amqpURL)
+	sut.Channel(t, amqpURL)
 	return env{adminURL: admin, databaseURL: db, amqpURL: amqpURL}
 }
 
@@ -63,14 +66,14 @@ func (e env) vars(extra ...string) map[string]string {
 // base URL once /readyz answers 200.
 func startInProcess(t *testing.T, e env, extra ...string) string {
 	t.Helper()
-	return testenv.StartInProcess(t, run, e.vars(extra...))
+	return sut.StartInProcess(t, run, e.vars(extra...))
 }
 
 // startProcess runs the built ordering command as a real OS process, for the tests that
 // kill it.
 func startProcess(t *testing.T, e env, extra ...string) *testenv.Process {
 	t.Helper()
-	return testenv.StartProcess(t, testenv.Build(t, "."), nil, e.vars(extra...))
+	return sut.StartProcess(t, testenv.Build(t, "."), nil, e.vars(extra...))
 }
 
 func postOrder(t *testing.T, base, key, body string) (*http.Response, []byte) {

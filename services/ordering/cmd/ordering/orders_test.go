@@ -10,7 +10,7 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/event"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 func TestPlaceOrderPublishesOneEventWithTheContractsEnvelope(t *testing.T) {
@@ -45,12 +45,12 @@ func TestPlaceOrderPublishesOneEventWithTheContractsEnvelope(t *testing.T) {
 	}
 	get.Body.Close()
 
-	msgs := testenv.Drain(t, e.amqpURL, contracts.QueueInventoryOrderPlaced, 2*time.Second)
+	msgs := sut.Drain(t, e.amqpURL, contracts.QueueInventoryOrderPlaced, 2*time.Second)
 	if len(msgs) != 1 {
 		t.Fatalf("got %d messages, want 1", len(msgs))
 	}
 	m := msgs[0]
-	testenv.CheckDelivery(t, m) // the CloudEvents SDK and api/schemas
+	sut.CheckDelivery(t, m) // the CloudEvents SDK and api/schemas
 	env, err := event.Decode(m.Body, contracts.OrderPlaced)
 	if err != nil {
 		t.Fatalf("envelope: %v\n%s", err, m.Body)
@@ -157,7 +157,7 @@ func TestIdempotencyKeyConcurrentRequestsPlaceOneOrder(t *testing.T) {
 	if got := testenv.Count(t, db, "SELECT count(*) FROM orders"); got != 1 {
 		t.Errorf("orders = %d, want 1", got)
 	}
-	msgs := testenv.Drain(t, e.amqpURL, contracts.QueueInventoryOrderPlaced, 2*time.Second)
+	msgs := sut.Drain(t, e.amqpURL, contracts.QueueInventoryOrderPlaced, 2*time.Second)
 	if len(msgs) != 1 {
 		t.Errorf("events published = %d, want 1", len(msgs))
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/event"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // What ordering parks, brought back by its own commands (parked.go), run through run()
@@ -55,7 +55,7 @@ func TestDLQReplayConfirmsTheOrderOnceAndASecondReplayIsADuplicate(t *testing.T)
 	t.Parallel()
 	e := newEnv(t)
 	vars := e.vars()
-	base := testenv.StartInProcess(t, run, vars)
+	base := sut.StartInProcess(t, run, vars)
 	id := placeOrder(t, base)
 	orderID := uuid.MustParse(id)
 	answer, err := event.New("bookstore/inventory", contracts.StockReserved, id, 1,
@@ -66,7 +66,7 @@ func TestDLQReplayConfirmsTheOrderOnceAndASecondReplayIsADuplicate(t *testing.T)
 	body, _ := json.Marshal(answer)
 	msg := amqp.Publishing{MessageId: answer.ID, Type: answer.Type, ContentType: event.ContentType, AppId: "inventory", Body: body}
 	const queue = contracts.QueueOrderingStockEvents
-	testenv.PutInDLQ(t, e.amqpURL, queue, msg)
+	sut.PutInDLQ(t, e.amqpURL, queue, msg)
 
 	testenv.Eventually(t, 20*time.Second, "the dead-letter gauge at 1", func() bool {
 		n, ok := testenv.MetricOK(t, base, "bookstore_consumer_dead_letters", `queue="`+queue+`"`)
@@ -85,7 +85,7 @@ func TestDLQReplayConfirmsTheOrderOnceAndASecondReplayIsADuplicate(t *testing.T)
 	}
 	testenv.Eventually(t, 20*time.Second, "the order confirmed", func() bool { return orderStatus(t, base, id) == "confirmed" })
 
-	testenv.PutInDLQ(t, e.amqpURL, queue, msg)
+	sut.PutInDLQ(t, e.amqpURL, queue, msg)
 	if out, err = testenv.Command(t, run, vars, "dlq", "replay", "--id", answer.ID); err != nil || !strings.Contains(out, "moved 1 message(s)") {
 		t.Fatalf("second dlq replay: %v\n%s", err, out)
 	}
@@ -108,7 +108,7 @@ func TestOutboxRetryDeadSendsTheParkedOrderOnceAfterTheFix(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	vars := e.vars("RELAY_MAX_ATTEMPTS", "1")
-	base := testenv.StartInProcess(t, run, vars)
+	base := sut.StartInProcess(t, run, vars)
 	db := testenv.Pool(t, e.databaseURL)
 
 	// A first event leaves: the relay's channel is open and has declared the topology,
@@ -117,7 +117,7 @@ func TestOutboxRetryDeadSendsTheParkedOrderOnceAfterTheFix(t *testing.T) {
 	testenv.Eventually(t, 20*time.Second, "the first event published", func() bool {
 		return testenv.Count(t, db, "SELECT count(*) FROM outbox WHERE state = 'published'") == 1
 	})
-	ch := testenv.Channel(t, e.amqpURL)
+	ch := sut.Channel(t, e.amqpURL)
 	if err := ch.QueueUnbind(contracts.QueueInventoryOrderPlaced, contracts.OrderPlaced, contracts.Exchange, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestOutboxRetryDeadSendsTheParkedOrderOnceAfterTheFix(t *testing.T) {
 		return testenv.Count(t, db, "SELECT count(*) FROM outbox WHERE state = 'published'") == 2
 	})
 	copies := map[string]int{}
-	for _, m := range testenv.ReadAll(t, e.amqpURL, contracts.QueueInventoryOrderPlaced) {
+	for _, m := range sut.ReadAll(t, e.amqpURL, contracts.QueueInventoryOrderPlaced) {
 		copies[m.MessageId]++
 	}
 	if len(copies) != 2 || copies[deadID] != 1 {

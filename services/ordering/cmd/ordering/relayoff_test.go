@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // With ORDERING_RELAY=0 the API process writes the order and its outbox row and publishes
@@ -39,7 +39,7 @@ func TestRelayOffLeavesTheOutboxToARelayProcess(t *testing.T) {
 	}
 
 	// The relay as a process of its own publishes it.
-	testenv.StartProcess(t, testenv.Build(t, "."), []string{"relay"}, e.vars("RELAY_ID", "relay-beside"))
+	sut.StartProcess(t, testenv.Build(t, "."), []string{"relay"}, e.vars("RELAY_ID", "relay-beside"))
 	testenv.Eventually(t, 30*time.Second, "the relay process publishes the row", func() bool {
 		return testenv.Count(t, db, row, order.ID, "published") == 1
 	})

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/bookstore-go/bookstore/services/ordering/internal/orders"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // POST /orders remembers an Idempotency-Key for IDEMPOTENCY_KEY_RETENTION (24 h), not

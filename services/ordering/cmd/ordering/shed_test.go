@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // Load shedding: when no connection of ordering's database pool comes free within

@@ -8,7 +8,7 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/event"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // ORDERING_ORDER_PLACED_VERSION picks the version of ordering.order-placed a new order's
@@ -73,9 +73,9 @@ func TestVersion2IsWrittenThroughTheSameOutboxBesideVersion1(t *testing.T) {
 
 	var msgs int
 	testenv.Eventually(t, 20*time.Second, "both events published", func() bool {
-		for _, m := range testenv.Drain(t, e.amqpURL, contracts.QueueInventoryOrderPlaced, 100*time.Millisecond) {
+		for _, m := range sut.Drain(t, e.amqpURL, contracts.QueueInventoryOrderPlaced, 100*time.Millisecond) {
 			msgs++
-			testenv.CheckDelivery(t, m) // v1 and v2 against api/schemas, and the CloudEvents SDK
+			sut.CheckDelivery(t, m) // v1 and v2 against api/schemas, and the CloudEvents SDK
 			env, err := event.Decode(m.Body, contracts.OrderPlaced, contracts.OrderPlacedV2)
 			if err != nil {
 				t.Fatalf("%s: %v", m.Body, err)

@@ -13,7 +13,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
-	"github.com/bookstore-go/bookstore/services/platform/httpapi/httpapitest"
+	"github.com/bookstore-go/bookstore/testenv/httpapitest"
 )
 
 func decodePlaceOrder(body string) (PlaceOrderRequest, *httpapi.Problem) {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/ordering/internal/orders"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
 	"github.com/bookstore-go/bookstore/sql"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // What one order costs in round trips to Postgres, the figure that bounds POST /orders at

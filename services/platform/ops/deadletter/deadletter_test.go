@@ -12,7 +12,7 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/ops/deadletter"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // The tests build a topology of their own in a fresh vhost, shaped like the contracts'

@@ -18,16 +18,20 @@ import (
 
 	"github.com/bookstore-go/bookstore/api/apitest"
 	"github.com/bookstore-go/bookstore/services/contracts"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // The storefront's test starts the real system (the four services as processes, against
 // the real Postgres and RabbitMQ, and the storefront itself) and drives the page in a real
 // headless Chromium, as a learner would.
 
+// sut is the system under test, as testenv's helpers see it.
+var sut = testenv.System{
+	Topology:  contracts.Topology,
+	Contracts: apitest.Checker{}, // every request the test sends a service, against api/
+}
+
 func TestMain(m *testing.M) {
-	testenv.Topology = contracts.Topology
-	testenv.Contracts = apitest.Checker{} // every request the test sends a service, against api/
 	testenv.Main(m)
 }
 
@@ -67,14 +71,14 @@ func startSystem(t *testing.T) *system {
 		if name == "ordering" {
 			env["ORDERING_RELAY"] = "0" // the relay runs apart, as under STOREFRONT_DEMOS=1 make run
 		}
-		p := testenv.StartProcess(t, bin, nil, env)
+		p := sut.StartProcess(t, bin, nil, env)
 		s.url[name], s.db[name] = p.Base, db
 		if name == "ordering" {
 			delete(env, "ORDERING_RELAY")
-			relay = testenv.StartProcess(t, bin, []string{"relay"}, env)
+			relay = sut.StartProcess(t, bin, []string{"relay"}, env)
 		}
 	}
-	storefront := testenv.StartProcess(t, testenv.Build(t, "."), nil, map[string]string{
+	storefront := sut.StartProcess(t, testenv.Build(t, "."), nil, map[string]string{
 		"ORDERING_URL": s.url["ordering"], "INVENTORY_URL": s.url["inventory"],
 		"NOTIFICATION_URL": s.url["notification"], "EMAILPROVIDER_URL": s.url["emailprovider"],
 		"JAEGER_URL": jaegerURL, "SOURCE_URL": sourceURL, "STOREFRONT_DEMOS": "1", "LOG_LEVEL": "info",

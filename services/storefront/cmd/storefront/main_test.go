@@ -10,14 +10,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
 )
 
 // startAlone runs the storefront in-process with nothing behind it but what env names.
 func startAlone(t *testing.T, env map[string]string) string {
 	t.Helper()
-	return testenv.StartInProcess(t, run, env)
+	return sut.StartInProcess(t, run, env)
 }
 
 func TestHelpListsEveryVariable(t *testing.T) {

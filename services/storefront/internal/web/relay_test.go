@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // signals records the signals a RelayPause sends instead of sending them.

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/config"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/faults"
@@ -95,9 +95,9 @@ func smokeConfig(t *testing.T, bin string) config.Config {
 	}
 	cfg := config.Default
 	cfg.Prefix = strings.TrimPrefix(u.Path, "/")
-	cfg.AdminURL = testenv.AdminURL
-	cfg.AMQPURL = testenv.AMQPBase
-	cfg.ManagementURL = testenv.ManagementURL
+	cfg.AdminURL = testenv.AdminURL()
+	cfg.AMQPURL = testenv.AMQPBase()
+	cfg.ManagementURL = testenv.ManagementURL()
 	cfg.BinDir = bin
 	cfg.ReportRoot = t.TempDir()
 	if dir := os.Getenv("CHAOS_SMOKE_REPORTS"); dir != "" {

@@ -9,7 +9,7 @@ import (
 	"net"
 	"sync"
 
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // alarmProxy stands between one process's Toxiproxy link and RabbitMQ and reads the

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/bookstore-go/bookstore/services/platform/testenv"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // Process is one service process under supervision: started, restarted whenever it dies

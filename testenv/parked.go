@@ -26,9 +26,9 @@ func Command(t testing.TB, run RunFunc, env map[string]string, args ...string) (
 
 // PutInDLQ publishes msgs straight into queue's dead-letter queue, as if the queue had
 // dead-lettered them, and waits for the broker's confirm of each.
-func PutInDLQ(t testing.TB, amqpURL, queue string, msgs ...amqp.Publishing) {
+func (s System) PutInDLQ(t testing.TB, amqpURL, queue string, msgs ...amqp.Publishing) {
 	t.Helper()
-	ch := Channel(t, amqpURL)
+	ch := s.Channel(t, amqpURL)
 	defer ch.Close()
 	if err := ch.Confirm(false); err != nil {
 		t.Fatal(err)
@@ -66,9 +66,9 @@ func publishConfirmed(t testing.TB, ch *amqp.Channel, queue string, msg amqp.Pub
 // ReadAll takes every message now in queue, in order, and acknowledges it. It puts a
 // marker at the queue's tail and reads up to it, so whatever reached the queue before the
 // call is counted, with no guess at how long to wait for a late copy.
-func ReadAll(t testing.TB, amqpURL, queue string) []amqp.Delivery {
+func (s System) ReadAll(t testing.TB, amqpURL, queue string) []amqp.Delivery {
 	t.Helper()
-	ch := Channel(t, amqpURL)
+	ch := s.Channel(t, amqpURL)
 	defer ch.Close()
 	if err := ch.Confirm(false); err != nil {
 		t.Fatal(err)

@@ -139,7 +139,7 @@ type Process struct {
 // names one (a test that restarts a service where another expects it passes the same
 // address again). Whatever is left of the process is killed when the test ends, and its
 // log is printed if the test failed.
-func StartProcess(t testing.TB, bin string, args []string, env map[string]string) *Process {
+func (s System) StartProcess(t testing.TB, bin string, args []string, env map[string]string) *Process {
 	t.Helper()
 	addr := env["HTTP_ADDR"]
 	if addr == "" {
@@ -170,7 +170,7 @@ func StartProcess(t testing.TB, bin string, args []string, env map[string]string
 		}
 	})
 	// Every exchange with the service is checked against its HTTP contract.
-	watch(t, p.Base, p.Name)
+	s.watch(t, p.Base, p.Name)
 	WaitReady(t, p.Base, p.exited)
 	return p
 }

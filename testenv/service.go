@@ -25,7 +25,7 @@ type RunFunc func(ctx context.Context, args []string, getenv func(string) string
 // as its whole environment, and returns its base URL once /readyz answers 200. HTTP_ADDR
 // is set to a free loopback port unless env names one. The test fails if run returns an
 // error, whether before the service was ready or at the end.
-func StartInProcess(t testing.TB, run RunFunc, env map[string]string) (baseURL string) {
+func (s System) StartInProcess(t testing.TB, run RunFunc, env map[string]string) (baseURL string) {
 	t.Helper()
 	vars := maps.Clone(env)
 	if vars == nil {
@@ -56,7 +56,7 @@ func StartInProcess(t testing.TB, run RunFunc, env map[string]string) (baseURL s
 	baseURL = "http://" + vars["HTTP_ADDR"]
 	// Every exchange with the service is checked against its HTTP contract (the run
 	// function does not say which service it is: the contract finds it by path).
-	watch(t, baseURL, "")
+	s.watch(t, baseURL, "")
 	WaitReady(t, baseURL, exited)
 	return baseURL
 }

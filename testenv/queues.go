@@ -11,13 +11,6 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 )
 
-// Topology is the broker topology of the system under test: Channel, Publish, Drain,
-// ReadAll and PutInDLQ declare it, and Publish publishes to its exchange. The platform
-// knows no system's names, so each test package sets it once, before its tests run (a
-// system's to its Topology, the platform's own to ExampleTopology); unset, those helpers
-// fail the test.
-var Topology broker.Topology
-
 // The example system of the platform's own tests: one queue, bound to one event type,
 // under names no real system uses.
 const (
@@ -32,17 +25,17 @@ var ExampleTopology = broker.Topology{
 	Queues:             []broker.Queue{{Name: ExampleQueue, Bindings: []string{ExampleType}}},
 }
 
-// Channel opens a channel on the vhost at amqpURL with Topology declared, so a test can
+// Channel opens a channel on the vhost at amqpURL with s.Topology declared, so a test can
 // publish or read before the service under test has declared it itself. The connection
 // closes when the test ends.
-func Channel(t testing.TB, amqpURL string) *amqp.Channel {
+func (s System) Channel(t testing.TB, amqpURL string) *amqp.Channel {
 	t.Helper()
-	conn, ch := dial(t, amqpURL)
+	conn, ch := s.dial(t, amqpURL)
 	t.Cleanup(func() { _ = conn.Close() })
 	return ch
 }
 
-// Publish publishes msgs to Topology's exchange of the vhost at amqpURL as a relay
+// Publish publishes msgs to s.Topology's exchange of the vhost at amqpURL as a relay
 // does (persistent, mandatory, with publisher confirms), and returns once the broker has
 // confirmed every one. A message the broker nacks is published again after a backoff,
 // as the relay publishes again a row whose publish failed: a quorum queue declared a
@@ -50,52 +43,52 @@ func Channel(t testing.TB, amqpURL string) *amqp.Channel {
 // (the test then saw "broker nacked the message"). A message no queue is bound for fails
 // the test, and so does one still refused after PublishTimeout.
 //
-// A message of an event type of the Contracts must be one: a CloudEvent whose envelope
+// A message of an event type of s.Contracts must be one: a CloudEvent whose envelope
 // and data match the type's schema, with the AMQP properties the contract sets
 // (CheckEvent). A test that publishes a malformed message on purpose, to see it
 // dead-lettered, uses PublishPoison.
-func Publish(t testing.TB, amqpURL string, msgs ...broker.Message) {
+func (s System) Publish(t testing.TB, amqpURL string, msgs ...broker.Message) {
 	t.Helper()
-	if Contracts != nil {
+	if s.Contracts != nil {
 		for _, m := range msgs {
-			if Contracts.IsEvent(m.RoutingKey) || Contracts.IsEvent(m.Publishing.Type) {
-				CheckEvent(t, m.Publishing)
+			if s.Contracts.IsEvent(m.RoutingKey) || s.Contracts.IsEvent(m.Publishing.Type) {
+				s.CheckEvent(t, m.Publishing)
 			}
 		}
 	}
-	publish(t, amqpURL, msgs...)
+	s.publish(t, amqpURL, msgs...)
 }
 
 // PublishPoison is Publish without the check of the contracts: for the malformed message
 // a test publishes on purpose (unknown fields, a wrong id, data out of range).
-func PublishPoison(t testing.TB, amqpURL string, msgs ...broker.Message) {
+func (s System) PublishPoison(t testing.TB, amqpURL string, msgs ...broker.Message) {
 	t.Helper()
-	publish(t, amqpURL, msgs...)
+	s.publish(t, amqpURL, msgs...)
 }
 
-// CheckEvent fails the test unless msg is an event of the Contracts: for Bookstore a
+// CheckEvent fails the test unless msg is an event of s.Contracts: for Bookstore a
 // CloudEvent by the CloudEvents Go SDK, its envelope and data valid by api/schemas, its
 // content type, message_id and type those of the envelope. Use it on every event a test
 // captures from a service.
-func CheckEvent(t testing.TB, msg amqp.Publishing) {
+func (s System) CheckEvent(t testing.TB, msg amqp.Publishing) {
 	t.Helper()
-	if Contracts == nil {
-		t.Fatal("testenv.Contracts is not set: set it in TestMain, beside testenv.Topology")
+	if s.Contracts == nil {
+		t.Fatal("testenv.System has no Contracts: give the test package's System its contracts, beside its Topology")
 	}
-	if err := Contracts.CheckMessage(msg.ContentType, msg.MessageId, msg.Type, msg.Body); err != nil {
+	if err := s.Contracts.CheckMessage(msg.ContentType, msg.MessageId, msg.Type, msg.Body); err != nil {
 		t.Errorf("event %s (%s) breaks the contracts: %v", msg.MessageId, msg.Type, err)
 	}
 }
 
 // CheckDelivery is CheckEvent for a message a test took from a queue.
-func CheckDelivery(t testing.TB, d amqp.Delivery) {
+func (s System) CheckDelivery(t testing.TB, d amqp.Delivery) {
 	t.Helper()
-	CheckEvent(t, amqp.Publishing{ContentType: d.ContentType, MessageId: d.MessageId, Type: d.Type, Body: d.Body})
+	s.CheckEvent(t, amqp.Publishing{ContentType: d.ContentType, MessageId: d.MessageId, Type: d.Type, Body: d.Body})
 }
 
-func publish(t testing.TB, amqpURL string, msgs ...broker.Message) {
+func (s System) publish(t testing.TB, amqpURL string, msgs ...broker.Message) {
 	t.Helper()
-	conn, ch := dial(t, amqpURL)
+	conn, ch := s.dial(t, amqpURL)
 	defer conn.Close()
 	if err := ch.Confirm(false); err != nil {
 		t.Fatalf("publish: confirm mode: %v", err)
@@ -111,7 +104,7 @@ func publish(t testing.TB, amqpURL string, msgs ...broker.Message) {
 		confirms := make([]*amqp.DeferredConfirmation, len(pending))
 		for i, m := range pending {
 			m.Publishing.DeliveryMode = amqp.Persistent
-			dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, Topology.Exchange, m.RoutingKey, true, false, m.Publishing)
+			dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, s.Topology.Exchange, m.RoutingKey, true, false, m.Publishing)
 			if err != nil {
 				t.Fatalf("publish %s: %v", m.Publishing.MessageId, err)
 			}
@@ -145,11 +138,11 @@ func publish(t testing.TB, amqpURL string, msgs ...broker.Message) {
 const PublishTimeout = 60 * time.Second
 
 // Drain takes every message now in queue (acknowledging it), waiting up to quiet for
-// more to arrive after each one. Topology is declared first, so a queue of the system
+// more to arrive after each one. s.Topology is declared first, so a queue of the system
 // exists to be read.
-func Drain(t testing.TB, amqpURL, queue string, quiet time.Duration) []amqp.Delivery {
+func (s System) Drain(t testing.TB, amqpURL, queue string, quiet time.Duration) []amqp.Delivery {
 	t.Helper()
-	conn, ch := dial(t, amqpURL)
+	conn, ch := s.dial(t, amqpURL)
 	defer conn.Close()
 	var out []amqp.Delivery
 	deadline := time.Now().Add(quiet)
@@ -168,7 +161,7 @@ func Drain(t testing.TB, amqpURL, queue string, quiet time.Duration) []amqp.Deli
 	return out
 }
 
-func dial(t testing.TB, amqpURL string) (*amqp.Connection, *amqp.Channel) {
+func (s System) dial(t testing.TB, amqpURL string) (*amqp.Connection, *amqp.Channel) {
 	t.Helper()
 	conn, err := amqp.Dial(amqpURL)
 	if err != nil {
@@ -179,9 +172,9 @@ func dial(t testing.TB, amqpURL string) (*amqp.Connection, *amqp.Channel) {
 		_ = conn.Close()
 		t.Fatalf("open a channel: %v", err)
 	}
-	if err := Topology.Declare(ch); err != nil {
+	if err := s.Topology.Declare(ch); err != nil {
 		_ = conn.Close()
-		t.Fatalf("declare the topology (testenv.Topology, which the test package sets): %v", err)
+		t.Fatalf("declare the topology (the test package's testenv.System): %v", err)
 	}
 	return conn, ch
 }

@@ -7,6 +7,10 @@
 // with SIGKILL and the test can restart (Build, StartProcess); and it reads what the
 // service leaves behind: its /metrics (Metric) and its queues (Drain, QueueDepth).
 //
+// The helpers that need the system's topology or contracts are methods of System, which
+// each test package builds once; the rest are functions. It is a module of its own, for
+// tests and test harnesses (tools/chaos) only, so that no service binary links it.
+//
 // When a server is down a test is skipped on a developer's machine and fails in CI
 // (CI=true): a green CI run must mean the tests talked to real services.
 package testenv
@@ -29,12 +33,25 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 )
 
-// Defaults for the local servers; override with the environment variables of the same name.
-var (
-	AdminURL      = env("TEST_DATABASE_ADMIN_URL", "postgres://postgres@localhost:5432/postgres?sslmode=disable")
-	AMQPBase      = env("TEST_AMQP_URL", "amqp://guest:guest@localhost:5672/")
-	ManagementURL = env("TEST_RABBITMQ_MANAGEMENT_URL", "http://guest:guest@localhost:15672")
-)
+// servers are the servers the tests run on: the local ones unless the environment
+// variables of the same name say otherwise. Read once, and only through the functions
+// below.
+var servers = struct{ adminURL, amqpBase, managementURL string }{
+	adminURL:      env("TEST_DATABASE_ADMIN_URL", "postgres://postgres@localhost:5432/postgres?sslmode=disable"),
+	amqpBase:      env("TEST_AMQP_URL", "amqp://guest:guest@localhost:5672/"),
+	managementURL: env("TEST_RABBITMQ_MANAGEMENT_URL", "http://guest:guest@localhost:15672"),
+}
+
+// AdminURL is the Postgres URL of a superuser (TEST_DATABASE_ADMIN_URL): the admin URL a
+// service under test creates its database and role with.
+func AdminURL() string { return servers.adminURL }
+
+// AMQPBase is the RabbitMQ URL without a vhost (TEST_AMQP_URL); VHost adds one per test.
+func AMQPBase() string { return servers.amqpBase }
+
+// ManagementURL is the RabbitMQ management API's URL with its credentials
+// (TEST_RABBITMQ_MANAGEMENT_URL).
+func ManagementURL() string { return servers.managementURL }
 
 func env(name, def string) string {
 	if v := os.Getenv(name); v != "" {
@@ -72,25 +89,25 @@ func Database(t testing.TB, service string) (adminURL, databaseURL string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, AdminURL)
+	conn, err := pgx.Connect(ctx, servers.adminURL)
 	if err != nil {
 		Unavailable(t, "Postgres", err)
 	}
 	_ = conn.Close(ctx)
 
 	name := Name("t_" + service)
-	u, _ := url.Parse(AdminURL)
+	u, _ := url.Parse(servers.adminURL)
 	u.User = url.User(name)
 	u.Path = "/" + name
 	t.Cleanup(func() { DropDatabase(t, name) })
-	return AdminURL, u.String()
+	return servers.adminURL, u.String()
 }
 
 // DropDatabase removes a test database and its role, disconnecting whoever is left.
 func DropDatabase(t testing.TB, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, AdminURL)
+	conn, err := pgx.Connect(ctx, servers.adminURL)
 	if err != nil {
 		t.Logf("drop %s: %v", name, err)
 		return
@@ -134,7 +151,7 @@ func Count(t testing.TB, db *pgxpool.Pool, sql string, args ...any) int {
 func VHost(t testing.TB) string {
 	t.Helper()
 	name := Name("t")
-	m := broker.Management{URL: ManagementURL}
+	m := broker.Management{URL: servers.managementURL}
 	if err := m.CreateVHost(context.Background(), name, "guest"); err != nil {
 		Unavailable(t, "RabbitMQ management API (rabbitmq-plugins enable rabbitmq_management)", err)
 	}
@@ -143,7 +160,7 @@ func VHost(t testing.TB) string {
 			t.Logf("%v", err)
 		}
 	})
-	u, _ := url.Parse(AMQPBase)
+	u, _ := url.Parse(servers.amqpBase)
 	u.Path = "/" + name
 	amqpURL := u.String()
 	conn, err := amqp.Dial(amqpURL)
