@@ -150,12 +150,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return g.Wait()
 	}
 
-	var direct orders.Publisher
+	var events orders.EventWriter // nil: the outbox
 	if publisher == "direct" {
-		direct = directPublisher{pub}
+		events = directWriter{pub: pub, log: log}
 		log.WarnContext(ctx, "ORDERING_PUBLISHER=direct: events are published after commit without an outbox and CAN BE LOST")
 	}
-	svc := orders.NewService(pool, tel.Tracer("orders"), log, direct, placedVersion)
+	svc := orders.NewService(pool, tel.Tracer("orders"), log, events, placedVersion)
 	svc.SetPoolWait(poolWait)
 	consumeConn := broker.NewConn(cfg.AMQPURL, "ordering-consume")
 	defer consumeConn.Close()
