@@ -32,7 +32,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
-	"github.com/bookstore-go/bookstore/sql"
+	schema "github.com/bookstore-go/bookstore/sql"
 )
 
 // Orders per run. The system does some 100-300 orders/s on a 2-core machine, so each run
@@ -475,7 +475,7 @@ const bareWriters = 64
 func runBarePipeline(b *testing.B, orders, concurrency int) bareRun {
 	ctx, stop := context.WithCancel(context.Background())
 	admin, dbURL := testenv.Database(b, "bare")
-	pool, err := pgdb.Open(ctx, admin, dbURL, pgdb.Migrations{FS: sql.Platform, VersionTable: "goose_platform_version"})
+	pool, err := pgdb.Open(ctx, admin, dbURL, pgdb.Migrations{FS: schema.Platform, VersionTable: "goose_platform_version"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
-	"github.com/bookstore-go/bookstore/sql"
+	schema "github.com/bookstore-go/bookstore/sql"
 )
 
 // The platform knows no system: its tests speak the example system's names.
@@ -44,7 +44,7 @@ func newHarness(t *testing.T) *harness {
 	t.Helper()
 	ctx := context.Background()
 	admin, dbURL := testenv.Database(t, "consumer")
-	pool, err := pgdb.Open(ctx, admin, dbURL, pgdb.Migrations{FS: sql.Platform, VersionTable: "goose_platform_version"})
+	pool, err := pgdb.Open(ctx, admin, dbURL, pgdb.Migrations{FS: schema.Platform, VersionTable: "goose_platform_version"})
 	if err != nil {
 		t.Fatal(err)
 	}

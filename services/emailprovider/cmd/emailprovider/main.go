@@ -24,7 +24,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
-	"github.com/bookstore-go/bookstore/sql"
+	schema "github.com/bookstore-go/bookstore/sql"
 )
 
 func main() {
@@ -75,7 +75,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	log := tel.Logger
 
 	pool, err := pgdb.Open(ctx, cfg.DatabaseAdminURL, cfg.PoolURL(),
-		pgdb.Migrations{FS: sql.EmailProvider, VersionTable: "goose_emailprovider_version"})
+		pgdb.Migrations{FS: schema.EmailProvider, VersionTable: "goose_emailprovider_version"})
 	if err != nil {
 		return err
 	}

@@ -37,7 +37,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/parked"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
-	"github.com/bookstore-go/bookstore/sql"
+	schema "github.com/bookstore-go/bookstore/sql"
 )
 
 func main() {
@@ -107,8 +107,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 
 	// Migrations run before anything listens: no request or event meets an old schema.
 	pool, err := pgdb.Open(ctx, cfg.DatabaseAdminURL, cfg.PoolURL(),
-		pgdb.Migrations{FS: sql.Platform, VersionTable: "goose_platform_version"},
-		pgdb.Migrations{FS: sql.Ordering, VersionTable: "goose_ordering_version"})
+		pgdb.Migrations{FS: schema.Platform, VersionTable: "goose_platform_version"},
+		pgdb.Migrations{FS: schema.Ordering, VersionTable: "goose_ordering_version"})
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/outbox"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/testenv"
-	"github.com/bookstore-go/bookstore/sql"
+	schema "github.com/bookstore-go/bookstore/sql"
 )
 
 // What one order costs in round trips to Postgres, the figure that bounds POST /orders at
@@ -66,8 +66,8 @@ func migratedDatabase(t *testing.T) string {
 	t.Helper()
 	admin, dbURL := testenv.Database(t, "ordering")
 	migrated, err := pgdb.Open(context.Background(), admin, dbURL,
-		pgdb.Migrations{FS: sql.Platform, VersionTable: "goose_platform_version"},
-		pgdb.Migrations{FS: sql.Ordering, VersionTable: "goose_ordering_version"})
+		pgdb.Migrations{FS: schema.Platform, VersionTable: "goose_platform_version"},
+		pgdb.Migrations{FS: schema.Ordering, VersionTable: "goose_ordering_version"})
 	if err != nil {
 		t.Fatal(err)
 	}
