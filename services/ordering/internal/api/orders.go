@@ -103,9 +103,9 @@ func cancelOrder(svc *orders.Service, tel *telemetry.Telemetry) http.HandlerFunc
 	}
 }
 
-// readKeyed reads what a request that changes an order carries: its Idempotency-Key ("" when
-// none) and its body, decoded into req and valid. On a problem it answers it and returns
-// false.
+// readKeyed reads what a request that changes an order carries: its Idempotency-Key
+// ("" when none) and its body, decoded into req and valid. On a problem it answers it and
+// returns false.
 func readKeyed(w http.ResponseWriter, r *http.Request, req httpapi.Validator) (key string, ok bool) {
 	key, problem := httpapi.IdempotencyKey(r)
 	if problem == nil {

@@ -20,7 +20,7 @@ import (
 // today, a place for fields to come (an unknown field is malformed).
 type CancelOrderRequest struct{}
 
-// Valid: an empty object has no rules to break.
+// Valid reports no problem: an empty object has no rules to break.
 func (CancelOrderRequest) Valid() map[string]string { return nil }
 
 // cancelRequest is what an Idempotency-Key of POST /orders/{id}/cancel names: the same
