@@ -1,12 +1,11 @@
-// Package api holds Bookstore's machine-readable contracts: an OpenAPI 3.1 document per
-// HTTP service (openapi/<service>.yaml), the AsyncAPI 3.0 document of the broker side
-// (asyncapi.yaml) and a JSON Schema (2020-12) per event type and version for its data,
-// with one for the CloudEvents envelope (schemas/). They are embedded here so that each
-// service serves its own document at GET /openapi.yaml and the tests validate against the
-// very files a reader sees; go:embed cannot reach a parent directory, which is why this is
-// a module of its own, as sql/ is. Package apitest validates HTTP traffic and events
-// against them.
-package api
+// Package apidocs holds Bookstore's machine-readable contracts, in the module at api/:
+// an OpenAPI 3.1 document per HTTP service (openapi/<service>.yaml), the AsyncAPI 3.0
+// document of the broker side (asyncapi.yaml) and a JSON Schema (2020-12) per event type
+// and version and one for the CloudEvents envelope (schemas/). Embedded, each service
+// serves its own document and the tests validate against the very files a reader sees;
+// go:embed cannot reach a parent directory, hence a module of its own. Package apitest
+// checks traffic and events against them.
+package apidocs
 
 import (
 	"embed"
@@ -27,7 +26,7 @@ func Files() fs.FS { return files }
 func OpenAPI(service string) []byte {
 	b, err := files.ReadFile("openapi/" + service + ".yaml")
 	if err != nil {
-		panic("api: no OpenAPI document for " + service)
+		panic("apidocs: no OpenAPI document for " + service)
 	}
 	return b
 }

@@ -1,4 +1,4 @@
-package api_test
+package apidocs_test
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v4"
 
-	"github.com/bookstore-go/bookstore/api"
+	apidocs "github.com/bookstore-go/bookstore/api"
 	"github.com/bookstore-go/bookstore/api/apitest"
 )
 
@@ -22,8 +22,8 @@ import (
 // TestOpenAPIDocumentsLoad loads each OpenAPI document with kin-openapi and validates it
 // (formats and examples included), as every service test does before it checks traffic.
 func TestOpenAPIDocumentsLoad(t *testing.T) {
-	for _, svc := range api.Services {
-		doc, err := apitest.LoadOpenAPI(api.OpenAPI(svc))
+	for _, svc := range apidocs.Services {
+		doc, err := apitest.LoadOpenAPI(apidocs.OpenAPI(svc))
 		if err != nil {
 			t.Errorf("openapi/%s.yaml: %v", svc, err)
 			continue
@@ -55,14 +55,14 @@ func TestOpenAPIDocumentsLoad(t *testing.T) {
 // parameters, headers and responses the four documents share, are one text in each.
 func TestOpenAPISharedPartsAreTheSame(t *testing.T) {
 	docs := map[string]map[string]any{}
-	for _, svc := range api.Services {
+	for _, svc := range apidocs.Services {
 		var m map[string]any
-		if err := yaml.Unmarshal(api.OpenAPI(svc), &m); err != nil {
+		if err := yaml.Unmarshal(apidocs.OpenAPI(svc), &m); err != nil {
 			t.Fatalf("openapi/%s.yaml: %v", svc, err)
 		}
 		docs[svc] = m
 	}
-	first := api.Services[0]
+	first := apidocs.Services[0]
 	shared := map[string][]string{
 		"paths":                 {"/healthz", "/readyz", "/metrics", "/openapi.yaml"},
 		"components.schemas":    {"UUID", "Problem", "FieldError", "MalformedProblem", "ValidationProblem", "NotFoundProblem", "InternalProblem", "Readiness"},
@@ -77,7 +77,7 @@ func TestOpenAPISharedPartsAreTheSame(t *testing.T) {
 				t.Errorf("openapi/%s.yaml: no %s.%s", first, section, name)
 				continue
 			}
-			for _, svc := range api.Services[1:] {
+			for _, svc := range apidocs.Services[1:] {
 				if got := lookup(docs[svc], section, name); !reflect.DeepEqual(got, want) {
 					t.Errorf("openapi/%s.yaml: %s.%s differs from openapi/%s.yaml's", svc, section, name, first)
 				}
@@ -103,7 +103,7 @@ func lookup(m map[string]any, section, name string) any {
 // Schema 2020-12 with the schemas it refers to.
 func TestAsyncAPIDocument(t *testing.T) {
 	var doc any
-	if err := yaml.Unmarshal(api.AsyncAPI(), &doc); err != nil {
+	if err := yaml.Unmarshal(apidocs.AsyncAPI(), &doc); err != nil {
 		t.Fatalf("asyncapi.yaml: %v", err)
 	}
 	doc = normalize(doc)
@@ -138,7 +138,7 @@ func TestAsyncAPIDocument(t *testing.T) {
 				t.Errorf("asyncapi.yaml: $ref %s resolves to nothing", ref)
 			}
 		default:
-			if _, err := fs.Stat(api.Files(), ref); err != nil {
+			if _, err := fs.Stat(apidocs.Files(), ref); err != nil {
 				t.Errorf("asyncapi.yaml: $ref %s: %v", ref, err)
 			}
 		}
@@ -167,7 +167,7 @@ func TestAsyncAPIDocument(t *testing.T) {
 	}
 	sort.Strings(types)
 	var schemas []string
-	entries, _ := fs.ReadDir(api.Files(), "schemas")
+	entries, _ := fs.ReadDir(apidocs.Files(), "schemas")
 	for _, e := range entries {
 		if n := strings.TrimSuffix(e.Name(), ".json"); n != "cloudevent" && n != "line" {
 			schemas = append(schemas, n)

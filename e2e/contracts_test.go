@@ -14,7 +14,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"go.yaml.in/yaml/v4"
 
-	"github.com/bookstore-go/bookstore/api"
+	apidocs "github.com/bookstore-go/bookstore/api"
 	"github.com/bookstore-go/bookstore/api/apitest"
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/event"
@@ -90,16 +90,16 @@ func TestEveryEventOfARealFlowMatchesItsSchema(t *testing.T) {
 func TestEachServiceServesItsDocument(t *testing.T) {
 	t.Parallel()
 	s := startSystem(t, nil)
-	for _, name := range api.Services {
+	for _, name := range apidocs.Services {
 		resp, err := http.Get(s.URL[name] + "/openapi.yaml")
 		if err != nil {
 			t.Fatal(err)
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/yaml" || !bytes.Equal(b, api.OpenAPI(name)) {
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/yaml" || !bytes.Equal(b, apidocs.OpenAPI(name)) {
 			t.Errorf("%s: GET /openapi.yaml: %d %s, %d bytes; want 200 application/yaml, api/openapi/%s.yaml (%d bytes)",
-				name, resp.StatusCode, resp.Header.Get("Content-Type"), len(b), name, len(api.OpenAPI(name)))
+				name, resp.StatusCode, resp.Header.Get("Content-Type"), len(b), name, len(apidocs.OpenAPI(name)))
 		}
 	}
 }
@@ -120,7 +120,7 @@ func TestContractsMatchTheDocuments(t *testing.T) {
 			QueueBindings []string `yaml:"x-bookstore-bindings"`
 		} `yaml:"channels"`
 	}
-	if err := yaml.Unmarshal(api.AsyncAPI(), &doc); err != nil {
+	if err := yaml.Unmarshal(apidocs.AsyncAPI(), &doc); err != nil {
 		t.Fatal(err)
 	}
 	types := []string{contracts.OrderPlaced, contracts.OrderPlacedV2, contracts.StockReserved, contracts.StockRejected}

@@ -31,7 +31,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/outbox"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
-	"github.com/bookstore-go/bookstore/sql"
+	schema "github.com/bookstore-go/bookstore/sql"
 	"github.com/bookstore-go/bookstore/testenv"
 )
 
@@ -475,7 +475,7 @@ const bareWriters = 64
 func runBarePipeline(b *testing.B, orders, concurrency int) bareRun {
 	ctx, stop := context.WithCancel(context.Background())
 	admin, dbURL := testenv.Database(b, "bare")
-	pool, err := pgdb.Open(ctx, admin, dbURL, pgdb.Migrations{FS: sql.Platform, VersionTable: "goose_platform_version"})
+	pool, err := pgdb.Open(ctx, admin, dbURL, pgdb.Migrations{FS: schema.Platform, VersionTable: "goose_platform_version"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,7 +1,8 @@
-// Package sql holds every service's migrations and queries. The migrations are embedded
-// here so a service binary carries its schema and applies it on start-up; sqlc reads the
-// same files (sqlc.yaml) to generate each service's typed queries.
-package sql
+// Package schema holds every service's migrations and queries, in the module at sql/.
+// The migrations are embedded here so a service binary carries its schema and applies it
+// on start-up; sqlc reads the same files (sqlc.yaml) to generate each service's typed
+// queries. Importers name it schema, which does not shadow database/sql.
+package schema
 
 import (
 	"embed"

@@ -23,7 +23,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/bookstore-go/bookstore/api"
+	apidocs "github.com/bookstore-go/bookstore/api"
 )
 
 // SchemaBase is the $id prefix of every schema in api/schemas.
@@ -74,8 +74,8 @@ func init() {
 
 func load() (*Contracts, error) {
 	c := &Contracts{Docs: map[string]*openapi3.T{}, Data: map[string]*jsonschema.Schema{}}
-	for _, svc := range api.Services {
-		doc, err := LoadOpenAPI(api.OpenAPI(svc))
+	for _, svc := range apidocs.Services {
+		doc, err := LoadOpenAPI(apidocs.OpenAPI(svc))
 		if err != nil {
 			return nil, fmt.Errorf("openapi/%s.yaml: %w", svc, err)
 		}
@@ -120,13 +120,13 @@ func SchemaCompiler() (*jsonschema.Compiler, []string, error) {
 	comp := jsonschema.NewCompiler()
 	comp.DefaultDraft(jsonschema.Draft2020)
 	comp.AssertFormat()
-	entries, err := fs.ReadDir(api.Files(), "schemas")
+	entries, err := fs.ReadDir(apidocs.Files(), "schemas")
 	if err != nil {
 		return nil, nil, err
 	}
 	var names []string
 	for _, e := range entries {
-		b, err := fs.ReadFile(api.Files(), "schemas/"+e.Name())
+		b, err := fs.ReadFile(apidocs.Files(), "schemas/"+e.Name())
 		if err != nil {
 			return nil, nil, err
 		}

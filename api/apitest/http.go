@@ -18,7 +18,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 
-	"github.com/bookstore-go/bookstore/api"
+	apidocs "github.com/bookstore-go/bookstore/api"
 )
 
 // RestOfPath is the extension that marks a path parameter as taking the rest of the
@@ -291,11 +291,11 @@ func (b *replay) Close() error { return nil }
 type Checker struct{}
 
 // Watch implements testenv.ContractChecker: name selects the service's document when it
-// is one of api.Services; "" finds the document by path. A process of another name has
+// is one of apidocs.Services; "" finds the document by path. A process of another name has
 // no document (a tool, a web front end) and is not watched.
 func (Checker) Watch(t testing.TB, base, name string) {
 	t.Helper()
-	if name != "" && !slices.Contains(api.Services, name) {
+	if name != "" && !slices.Contains(apidocs.Services, name) {
 		return
 	}
 	Watch(t, base, name)

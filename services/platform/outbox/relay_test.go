@@ -17,7 +17,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/outbox"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
-	"github.com/bookstore-go/bookstore/sql"
+	schema "github.com/bookstore-go/bookstore/sql"
 	"github.com/bookstore-go/bookstore/testenv"
 )
 
@@ -25,7 +25,7 @@ func setup(t testing.TB) (*pgxpool.Pool, string, *telemetry.Telemetry) {
 	t.Helper()
 	admin, dbURL := testenv.Database(t, "outbox")
 	ctx := context.Background()
-	pool, err := pgdb.Open(ctx, admin, dbURL, pgdb.Migrations{FS: sql.Platform, VersionTable: "goose_platform_version"})
+	pool, err := pgdb.Open(ctx, admin, dbURL, pgdb.Migrations{FS: schema.Platform, VersionTable: "goose_platform_version"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
-	"github.com/bookstore-go/bookstore/sql"
+	schema "github.com/bookstore-go/bookstore/sql"
 	"github.com/bookstore-go/bookstore/testenv"
 )
 
@@ -25,7 +25,7 @@ func TestOpenIsSafeToRunConcurrently(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			pool, err := pgdb.Open(context.Background(), admin, dbURL, pgdb.Migrations{FS: sql.Platform, VersionTable: "goose_platform_version"})
+			pool, err := pgdb.Open(context.Background(), admin, dbURL, pgdb.Migrations{FS: schema.Platform, VersionTable: "goose_platform_version"})
 			if err != nil {
 				errs <- err
 				return

@@ -17,7 +17,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/config"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/service"
-	"github.com/bookstore-go/bookstore/sql"
+	schema "github.com/bookstore-go/bookstore/sql"
 )
 
 func main() { service.Main("emailprovider", run) }
@@ -49,7 +49,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	pool, err := s.Database(ctx, pgdb.Migrations{FS: sql.EmailProvider, VersionTable: "goose_emailprovider_version"})
+	pool, err := s.Database(ctx, pgdb.Migrations{FS: schema.EmailProvider, VersionTable: "goose_emailprovider_version"})
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
-	"github.com/bookstore-go/bookstore/sql"
+	schema "github.com/bookstore-go/bookstore/sql"
 )
 
 // Names inventory's events and inbox rows carry.
@@ -108,6 +108,6 @@ func (e *CatalogueFullError) Error() string {
 // Migrations are the schema of inventory's database, applied on every start: the
 // platform's outbox and inbox, then inventory's books (seeded) and reservations.
 var Migrations = []pgdb.Migrations{
-	{FS: sql.Platform, VersionTable: "goose_platform_version"},
-	{FS: sql.Inventory, VersionTable: "goose_inventory_version"},
+	{FS: schema.Platform, VersionTable: "goose_platform_version"},
+	{FS: schema.Inventory, VersionTable: "goose_inventory_version"},
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/service"
-	"github.com/bookstore-go/bookstore/sql"
+	schema "github.com/bookstore-go/bookstore/sql"
 )
 
 func main() { service.Main("notification", run) }
@@ -55,8 +55,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	pool, err := s.Database(ctx,
-		pgdb.Migrations{FS: sql.Platform, VersionTable: "goose_platform_version"},
-		pgdb.Migrations{FS: sql.Notification, VersionTable: "goose_notification_version"})
+		pgdb.Migrations{FS: schema.Platform, VersionTable: "goose_platform_version"},
+		pgdb.Migrations{FS: schema.Notification, VersionTable: "goose_notification_version"})
 	if err != nil {
 		return err
 	}

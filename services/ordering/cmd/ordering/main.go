@@ -27,7 +27,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/service"
-	"github.com/bookstore-go/bookstore/sql"
+	schema "github.com/bookstore-go/bookstore/sql"
 )
 
 func main() { service.Main("ordering", run) }
@@ -74,8 +74,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	pool, err := s.Database(ctx,
-		pgdb.Migrations{FS: sql.Platform, VersionTable: "goose_platform_version"},
-		pgdb.Migrations{FS: sql.Ordering, VersionTable: "goose_ordering_version"})
+		pgdb.Migrations{FS: schema.Platform, VersionTable: "goose_platform_version"},
+		pgdb.Migrations{FS: schema.Ordering, VersionTable: "goose_ordering_version"})
 	if err != nil {
 		return err
 	}
@@ -99,12 +99,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return s.Wait(ctx)
 	}
 
-	var direct orders.Publisher
+	var events orders.EventWriter // nil: the outbox
 	if publisher == "direct" {
-		direct = directPublisher{pub}
+		events = directWriter{pub: pub, log: s.Log}
 		s.Log.WarnContext(ctx, "ORDERING_PUBLISHER=direct: events are published after commit without an outbox and CAN BE LOST")
 	}
-	svc := orders.NewService(pool, tel.Tracer("orders"), s.Log, direct, placedVersion)
+	svc := orders.NewService(pool, tel.Tracer("orders"), s.Log, events, placedVersion)
 	svc.SetPoolWait(poolWait)
 	err = s.Consume(s.BrokerConn("consume"), consumer.Config{
 		Name:        orders.ConsumerName,

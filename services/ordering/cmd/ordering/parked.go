@@ -4,7 +4,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/platform/ops"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
-	"github.com/bookstore-go/bookstore/sql"
+	schema "github.com/bookstore-go/bookstore/sql"
 )
 
 // parkedCommands is what ordering parks: the stock events its queue dead-lettered and
@@ -17,5 +17,5 @@ var parkedCommands = ops.Service{
 	Queues: []string{contracts.QueueOrderingStockEvents},
 	Outbox: true,
 	// The outbox is the platform's table; the commands read nothing of ordering's own.
-	Migrations: []pgdb.Migrations{{FS: sql.Platform, VersionTable: "goose_platform_version"}},
+	Migrations: []pgdb.Migrations{{FS: schema.Platform, VersionTable: "goose_platform_version"}},
 }

@@ -16,39 +16,18 @@ import (
 // replay the first answer for a repeated Idempotency-Key.
 func placeOrder(svc *orders.Service, tel *telemetry.Telemetry) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		key, problem := httpapi.IdempotencyKey(r)
-		if problem != nil {
-			httpapi.WriteProblem(w, problem)
-			return
-		}
 		var req orders.PlaceOrderRequest
-		if problem := httpapi.DecodeValid(r, &req); problem != nil {
-			httpapi.WriteProblem(w, problem)
+		key, ok := readKeyed(w, r, &req)
+		if !ok {
 			return
 		}
-
 		placed, err := svc.PlaceOrder(r.Context(), key, req)
-		switch {
-		case errors.Is(err, orders.ErrKeyInFlight):
-			httpapi.WriteProblem(w, httpapi.IdempotencyKeyInFlight(err))
-			return
-		case errors.Is(err, orders.ErrKeyMismatch):
-			httpapi.WriteProblem(w, httpapi.IdempotencyKeyReused(err))
-			return
-		case err != nil:
-			failed(w, r, tel, "place order", err)
+		if err != nil {
+			keyedFailed(w, r, tel, "place order", err)
 			return
 		}
-
-		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Location", "/orders/"+placed.Order.ID.String())
-		status := http.StatusCreated
-		if placed.Replayed {
-			w.Header().Set("Idempotent-Replayed", "true")
-			status = http.StatusOK
-		}
-		w.WriteHeader(status)
-		_, _ = w.Write(placed.Body)
+		writeAnswer(w, placed, http.StatusCreated)
 	}
 }
 
@@ -94,9 +73,9 @@ func getOrderEvents(svc *orders.Service, tel *telemetry.Telemetry) http.HandlerF
 }
 
 // cancelOrder is POST /orders/{id}/cancel with the body {} (a JSON body, like every POST
-// here, so a browser cannot send it across sites without asking first); a pending or confirmed order becomes
-// cancelled (200 with the order), a rejected or cancelled one answers 409
-// not-cancellable, and a repeated Idempotency-Key replays the first answer.
+// here, so a browser cannot send it across sites without asking first); a pending or
+// confirmed order becomes cancelled (200 with the order), a rejected or cancelled one
+// answers 409 not-cancellable, and a repeated Idempotency-Key replays the first answer.
 func cancelOrder(svc *orders.Service, tel *telemetry.Telemetry) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id, problem := httpapi.PathUUID(r, "id")
@@ -104,41 +83,64 @@ func cancelOrder(svc *orders.Service, tel *telemetry.Telemetry) http.HandlerFunc
 			httpapi.WriteProblem(w, problem)
 			return
 		}
-		key, problem := httpapi.IdempotencyKey(r)
-		if problem != nil {
-			httpapi.WriteProblem(w, problem)
-			return
-		}
 		var req orders.CancelOrderRequest
-		if problem := httpapi.DecodeValid(r, &req); problem != nil {
-			httpapi.WriteProblem(w, problem)
+		key, ok := readKeyed(w, r, &req)
+		if !ok {
 			return
 		}
-		res, err := svc.CancelOrder(r.Context(), key, id)
+		cancelled, err := svc.CancelOrder(r.Context(), key, id)
 		var notCancellable orders.NotCancellableError
 		switch {
+		case err == nil:
+			writeAnswer(w, cancelled, http.StatusOK)
 		case errors.Is(err, orders.ErrNotFound):
 			httpapi.NotFound(w, "order "+id.String())
-			return
 		case errors.As(err, &notCancellable):
 			httpapi.WriteProblem(w, httpapi.NewProblem(http.StatusConflict, "not-cancellable", "Order cannot be cancelled", notCancellable.Error()))
-			return
-		case errors.Is(err, orders.ErrKeyInFlight):
-			httpapi.WriteProblem(w, httpapi.IdempotencyKeyInFlight(err))
-			return
-		case errors.Is(err, orders.ErrKeyMismatch):
-			httpapi.WriteProblem(w, httpapi.IdempotencyKeyReused(err))
-			return
-		case err != nil:
-			failed(w, r, tel, "cancel order", err)
-			return
+		default:
+			keyedFailed(w, r, tel, "cancel order", err)
 		}
-		w.Header().Set("Content-Type", "application/json")
-		if res.Replayed {
-			w.Header().Set("Idempotent-Replayed", "true")
-		}
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(res.Body)
+	}
+}
+
+// readKeyed reads what a request that changes an order carries: its Idempotency-Key
+// ("" when none) and its body, decoded into req and valid. On a problem it answers it and
+// returns false.
+func readKeyed(w http.ResponseWriter, r *http.Request, req httpapi.Validator) (key string, ok bool) {
+	key, problem := httpapi.IdempotencyKey(r)
+	if problem == nil {
+		problem = httpapi.DecodeValid(r, req)
+	}
+	if problem != nil {
+		httpapi.WriteProblem(w, problem)
+		return "", false
+	}
+	return key, true
+}
+
+// writeAnswer writes the answer of a request that changes an order with status; a replay
+// is a 200 marked Idempotent-Replayed with the first answer's body.
+func writeAnswer(w http.ResponseWriter, a orders.Answer, status int) {
+	w.Header().Set("Content-Type", "application/json")
+	if a.Replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+		status = http.StatusOK
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(a.Body)
+}
+
+// keyedFailed answers an error of a request with an Idempotency-Key: 409 while the key's
+// first request is in flight, 422 when the key came with another body, otherwise as
+// failed does.
+func keyedFailed(w http.ResponseWriter, r *http.Request, tel *telemetry.Telemetry, what string, err error) {
+	switch {
+	case errors.Is(err, orders.ErrKeyInFlight):
+		httpapi.WriteProblem(w, httpapi.IdempotencyKeyInFlight(err))
+	case errors.Is(err, orders.ErrKeyMismatch):
+		httpapi.WriteProblem(w, httpapi.IdempotencyKeyReused(err))
+	default:
+		failed(w, r, tel, what, err)
 	}
 }
 

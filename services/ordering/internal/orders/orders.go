@@ -119,14 +119,14 @@ func (r PlaceOrderRequest) Valid() map[string]string {
 // Errors of the use cases, mapped to HTTP statuses by the API.
 var (
 	ErrNotFound = errors.New("order not found")
-	// ErrKeyInFlight: another request with this Idempotency-Key is being processed.
+	// ErrKeyInFlight means another request with this Idempotency-Key is being processed.
 	ErrKeyInFlight = idempotency.ErrInFlight
-	// ErrKeyMismatch: this Idempotency-Key was used before with a different body.
+	// ErrKeyMismatch means this Idempotency-Key was used before with a different body.
 	ErrKeyMismatch = idempotency.ErrMismatch
 )
 
-// NotCancellableError: the order is rejected or already cancelled, so POST
-// /orders/{id}/cancel answers 409 not-cancellable.
+// NotCancellableError is the refusal to cancel a rejected or already cancelled order:
+// POST /orders/{id}/cancel answers 409 not-cancellable.
 type NotCancellableError struct{ Status Status }
 
 func (e NotCancellableError) Error() string {

@@ -58,13 +58,13 @@ func (s *Service) ApplyStockOutcome(ctx context.Context, env event.Envelope) (in
 	return inbox.Processed, nil
 }
 
-// errNotAllPending: an outcome of the batch met an order that is not pending. The batch
-// rolls back and its outcomes are applied one at a time, where ApplyStockOutcome tells
-// a repeated outcome from an unknown order.
+// errNotAllPending is the error of a batch in which an outcome met an order that is not
+// pending. The batch rolls back and its outcomes are applied one at a time, where
+// ApplyStockOutcome tells a repeated outcome from an unknown order.
 var errNotAllPending = errors.New("an order of the batch is not pending")
 
-// errReleaseInBatch: a batch holds a StockReleased, which is recorded alone, as is
-// every message of its batch.
+// errReleaseInBatch is the error of a batch that holds a StockReleased, which is
+// recorded alone, as is every message of its batch.
 var errReleaseInBatch = errors.New("a release is recorded alone")
 
 // ApplyStockOutcomes is ApplyStockOutcome for outcomes that arrived together: one

@@ -26,31 +26,27 @@ import (
 // Source is the CloudEvents source of ordering's events.
 const Source = contracts.OrderingSource
 
-// Publisher publishes an event right away. Only the "direct" publishing mode uses it:
-// the wrong way, kept to show what the outbox prevents.
-type Publisher interface {
-	PublishNow(ctx context.Context, env event.Envelope) error
-}
-
 // Service runs the ordering use cases against the ordering database.
 type Service struct {
-	pool   *pgxpool.Pool
-	tracer trace.Tracer
-	log    *slog.Logger
-	direct Publisher // nil: events go through the outbox (the default, and the right way)
-	placed int       // the version of OrderPlaced this service writes: 1 or 2
+	pool          *pgxpool.Pool
+	tracer        trace.Tracer
+	log           *slog.Logger
+	events        EventWriter // writes the event of each change
+	placedVersion int         // the version of OrderPlaced this service writes: 1 or 2
 	// poolWait bounds an API request's wait for its turn at the database (shed.go), one
 	// of slots, as many as the pool has connections; 0: no bound.
 	poolWait time.Duration
 	slots    *semaphore.Weighted
 }
 
-// NewService returns the ordering use cases. direct must be nil unless the service runs
-// with ORDERING_PUBLISHER=direct for a demonstration. placedVersion is the version of
-// OrderPlaced it writes (ORDERING_ORDER_PLACED_VERSION): 2 writes
-// ordering.order-placed.v2, anything else v1.
-func NewService(pool *pgxpool.Pool, tracer trace.Tracer, log *slog.Logger, direct Publisher, placedVersion int) *Service {
-	s := &Service{pool: pool, tracer: tracer, log: log, direct: direct, placed: placedVersion}
+// NewService returns the ordering use cases. events writes the event of each change; nil
+// writes it into the outbox. placedVersion is the version of OrderPlaced it writes
+// (ORDERING_ORDER_PLACED_VERSION): 2 writes ordering.order-placed.v2, anything else v1.
+func NewService(pool *pgxpool.Pool, tracer trace.Tracer, log *slog.Logger, events EventWriter, placedVersion int) *Service {
+	if events == nil {
+		events = outboxWriter{}
+	}
+	s := &Service{pool: pool, tracer: tracer, log: log, events: events, placedVersion: placedVersion}
 	s.SetPoolWait(DefaultPoolWait)
 	return s
 }
@@ -58,79 +54,104 @@ func NewService(pool *pgxpool.Pool, tracer trace.Tracer, log *slog.Logger, direc
 // OrderPlacedVersions are the versions of OrderPlaced ordering can write.
 var OrderPlacedVersions = []int{1, 2}
 
-// Placed is the outcome of PlaceOrder.
-type Placed struct {
+// Answer is the outcome of a request that changes an order: PlaceOrder or CancelOrder.
+type Answer struct {
 	Order    Order
 	Body     []byte // the response body; for a replay, the first response's bytes
-	Replayed bool   // true when the Idempotency-Key had already placed this order
+	Replayed bool   // true when the Idempotency-Key had already answered this request
 }
 
-// PlaceOrder stores a new order and its OrderPlaced event in one transaction. key is the
-// Idempotency-Key, "" when the client sent none.
-//
-// The order of statements is what makes this safe:
-//  1. With a key, idempotency.Do locks it and looks it up, in one round trip: it replays
-//     a committed earlier request, and a copy that arrives while the first is at work
-//     gets ErrKeyInFlight instead of a second order.
-//  2. Insert the order, its lines and the key with the response, in one round trip, then
-//     the outbox row.
-//  3. Commit. A crash anywhere before this leaves nothing: no order, no event, no key, so
-//     the client's retry with the same key places the order afresh.
-//
-// A new order with a key is five round trips to Postgres: BEGIN, lock and lookup, the
-// inserts, the outbox row, COMMIT.
-func (s *Service) PlaceOrder(ctx context.Context, key string, req PlaceOrderRequest) (Placed, error) {
-	ctx, span := s.tracer.Start(ctx, "PlaceOrder transaction", trace.WithAttributes(attribute.Bool("bookstore.idempotency_key", key != "")))
+// PlaceOrder stores a new order and its OrderPlaced event in one transaction (see
+// answerOnce). key is the Idempotency-Key, "" when the client sent none. A new order with
+// a key is five round trips to Postgres: BEGIN, lock and lookup, the inserts, the outbox
+// row, COMMIT.
+func (s *Service) PlaceOrder(ctx context.Context, key string, req PlaceOrderRequest) (Answer, error) {
+	return s.answerOnce(ctx, change{
+		name: "PlaceOrder", scope: "ordering/orders", key: key, request: req,
+		lookup: func(ctx context.Context, db *idempotency.LookupDB) (idempotency.Stored, error) {
+			prev, err := store.New(db).GetIdempotencyKey(ctx, key)
+			return idempotency.Stored{RequestHash: prev.RequestHash, Response: prev.ResponseBody}, err
+		},
+		apply: func(ctx context.Context, tx pgx.Tx, requestHash []byte) (Answer, outbox.Event, error) {
+			return s.place(ctx, tx, key, requestHash, req)
+		},
+	})
+}
+
+// change is a request that changes an order, as answerOnce runs it.
+type change struct {
+	name    string // the use case, which names its span: "PlaceOrder"
+	scope   string // the scope of its Idempotency-Keys: "ordering/orders"
+	key     string // the Idempotency-Key; "" when the client sent none
+	request any    // what the key stands for: the same key with another request is refused
+	// lookup reads the answer stored under key, with one query on db.
+	lookup func(ctx context.Context, db *idempotency.LookupDB) (idempotency.Stored, error)
+	// apply makes the change in tx, with a key stores the key and the answer too, and
+	// returns the answer and the event that announces the change.
+	apply func(ctx context.Context, tx pgx.Tx, requestHash []byte) (Answer, outbox.Event, error)
+}
+
+// answerOnce runs c in one transaction with its event. The order of statements is what
+// makes it safe:
+//  1. With a key, idempotency.Do locks it and looks it up in one round trip: it replays a
+//     committed earlier request, and a copy arriving while the first is at work gets
+//     ErrKeyInFlight instead of a second change.
+//  2. c.apply makes the change, then s.events writes its event: by default an outbox row.
+//  3. Commit. A crash before it leaves nothing (no change, no event, no key), so the
+//     client's retry with the same key does the work afresh.
+func (s *Service) answerOnce(ctx context.Context, c change) (Answer, error) {
+	ctx, span := s.tracer.Start(ctx, c.name+" transaction", trace.WithAttributes(attribute.Bool("bookstore.idempotency_key", c.key != "")))
 	defer span.End()
 
-	requestHash, err := idempotency.Hash(req)
+	requestHash, err := idempotency.Hash(c.request)
 	if err != nil {
-		return Placed{}, err
+		return Answer{}, err
 	}
-	var placed Placed
+	var ans Answer
 	var env event.Envelope
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		place := func() ([]byte, error) {
-			var err error
-			placed, env, err = s.place(ctx, tx, key, requestHash, req)
+		do := func() ([]byte, error) {
+			a, e, err := c.apply(ctx, tx, requestHash)
 			if err != nil {
 				return nil, err
 			}
+			ans = a
+			if env, err = s.events.Write(ctx, tx, e); err != nil {
+				return nil, err
+			}
 			// Everything is written and nothing is committed: a crash here must leave no trace.
-			return placed.Body, failpoint.Inject(ctx, contracts.OrderingBeforeCommit)
+			return ans.Body, failpoint.Inject(ctx, contracts.OrderingBeforeCommit)
 		}
-		if key == "" {
-			_, err := place()
+		if c.key == "" {
+			_, err := do()
 			return err
 		}
-		lookup := func(db *idempotency.LookupDB) (idempotency.Stored, error) {
-			prev, err := store.New(db).GetIdempotencyKey(ctx, key)
-			return idempotency.Stored{RequestHash: prev.RequestHash, Response: prev.ResponseBody}, err
-		}
-		res, err := idempotency.Do(ctx, tx, idempotency.Key{Scope: "ordering/orders", Key: key, RequestHash: requestHash}, lookup, place)
+		k := idempotency.Key{Scope: c.scope, Key: c.key, RequestHash: requestHash}
+		lookup := func(db *idempotency.LookupDB) (idempotency.Stored, error) { return c.lookup(ctx, db) }
+		res, err := idempotency.Do(ctx, tx, k, lookup, do)
 		if err != nil || !res.Replayed {
 			return err
 		}
-		placed = Placed{Body: res.Response, Replayed: true}
-		return json.Unmarshal(res.Response, &placed.Order)
+		ans = Answer{Body: res.Response, Replayed: true}
+		return json.Unmarshal(res.Response, &ans.Order)
 	})
 	if err != nil {
-		return Placed{}, err
+		return Answer{}, err
 	}
-	if s.direct != nil && !placed.Replayed {
-		s.publishDirect(ctx, env)
+	if !ans.Replayed {
+		s.events.Committed(ctx, env)
 	}
-	return placed, nil
+	return ans, nil
 }
 
 // place writes a new order in tx: the order, its lines and, with a key, the key with the
-// response, then, unless the service publishes directly, its OrderPlaced event into the
-// outbox. Every value is chosen here, the order's id, created_at and version included, so
-// no insert has to return one and the first three go to Postgres in one batch.
-func (s *Service) place(ctx context.Context, tx pgx.Tx, key string, requestHash []byte, req PlaceOrderRequest) (Placed, event.Envelope, error) {
+// response, and returns its OrderPlaced event. Every value is chosen here, the order's
+// id, created_at and version included, so no insert has to return one and its inserts go
+// to Postgres in one batch.
+func (s *Service) place(ctx context.Context, tx pgx.Tx, key string, requestHash []byte, req PlaceOrderRequest) (Answer, outbox.Event, error) {
 	id, err := uuid.NewV7()
 	if err != nil {
-		return Placed{}, event.Envelope{}, err
+		return Answer{}, outbox.Event{}, err
 	}
 	const version = 1 // a new order's, and the sequence of its first event
 	// Microseconds, as Postgres keeps them: the response shows what GET will.
@@ -139,7 +160,7 @@ func (s *Service) place(ctx context.Context, tx pgx.Tx, key string, requestHash 
 		History: []Step{{Event: "placed", At: now}}}
 	body, err := json.Marshal(order)
 	if err != nil {
-		return Placed{}, event.Envelope{}, err
+		return Answer{}, outbox.Event{}, err
 	}
 
 	b := &pgx.Batch{}
@@ -158,34 +179,36 @@ func (s *Service) place(ctx context.Context, tx pgx.Tx, key string, requestHash 
 		})
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return Placed{}, event.Envelope{}, fmt.Errorf("insert order: %w", err)
+		return Answer{}, outbox.Event{}, fmt.Errorf("insert order: %w", err)
 	}
-
 	typ, data := s.orderPlacedData(order)
-	var env event.Envelope
-	if s.direct == nil {
-		// The event is part of the transaction: committed with the order or not at all.
-		env, err = outbox.Write(ctx, tx, orderPlaced(id, version, typ, data))
-	} else {
-		env, err = event.New(Source, typ, id.String(), version, data)
-	}
-	return Placed{Order: order, Body: body}, env, err
+	return Answer{Order: order, Body: body}, orderPlaced(id, version, typ, data), nil
 }
 
-// publishDirect is the dual write the outbox exists to prevent: the order is committed,
-// and if the process dies now or the broker is down, its event is gone for good and the
-// order stays pending forever. Never the default; see docs/outbox.md.
-func (s *Service) publishDirect(ctx context.Context, env event.Envelope) {
-	if err := s.direct.PublishNow(ctx, env); err != nil {
-		s.log.ErrorContext(ctx, "direct publish failed: the event is lost", "event_id", env.ID, "err", err)
-	}
+// EventWriter writes the event that announces an order's change.
+type EventWriter interface {
+	// Write writes e in tx, the transaction of the change, and returns its envelope.
+	Write(ctx context.Context, tx pgx.Tx, e outbox.Event) (event.Envelope, error)
+	// Committed is called with Write's envelope once tx has committed.
+	Committed(ctx context.Context, env event.Envelope)
 }
+
+// outboxWriter is the EventWriter of NewService by default: the event is an outbox row
+// of the change's transaction, committed with the change or not at all, and the relay
+// publishes it.
+type outboxWriter struct{}
+
+func (outboxWriter) Write(ctx context.Context, tx pgx.Tx, e outbox.Event) (event.Envelope, error) {
+	return outbox.Write(ctx, tx, e)
+}
+
+func (outboxWriter) Committed(context.Context, event.Envelope) {}
 
 // orderPlacedData is the type and data of a new order's OrderPlaced event, in the version
-// this service writes. Both go through the outbox the same way; only the type (and with
-// it the routing key and the outbox's schema_version) and the data's shape differ.
+// this service writes. Only the type (and with it the routing key and the outbox's
+// schema_version) and the data's shape differ between versions.
 func (s *Service) orderPlacedData(o Order) (string, any) {
-	if s.placed == 2 {
+	if s.placedVersion == 2 {
 		return contracts.OrderPlacedV2, contracts.OrderPlacedV2Data{
 			OrderID: o.ID, Customer: contracts.Customer{Email: o.CustomerEmail}, Lines: toEventLines(o.Lines), PlacedAt: o.CreatedAt,
 		}

@@ -12,18 +12,13 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 )
 
-// ForgetIdempotencyKeys deletes the Idempotency-Keys of POST /orders older than retention
-// (IDEMPOTENCY_KEY_RETENTION, 24 hours by default, as the IETF Idempotency-Key draft
-// suggests), in batches, in one ordering process at a time (see pgdb.DeleteInBatches),
-// and returns how many it deleted. Without it idempotency_keys grows by one row per order
-// forever.
-//
-// Why it is safe: a key exists to answer a retry of the same request with the first
-// response, and a client retries within seconds or minutes of its first attempt (a lost
-// answer, a timeout, a crash), never a day later. The key goes, the order stays: a retry
-// that arrives after the retention is a new request and places a new order, as
-// docs/contracts.md tells clients. A key still being written is not older than the
-// retention, so its transaction is never raced.
+// ForgetIdempotencyKeys deletes the Idempotency-Keys of placing and cancelling orders
+// older than retention (IDEMPOTENCY_KEY_RETENTION, 24 hours by default, as the IETF
+// Idempotency-Key draft suggests), in batches, in one ordering process at a time
+// (pgdb.DeleteInBatches), and returns how many it deleted. A client retries within
+// minutes, never a day later, so a key outlives its use; the order stays, and a retry
+// after the retention places a new order (docs/contracts.md). A key still being written
+// is younger than the retention, so its transaction is never raced.
 func ForgetIdempotencyKeys(ctx context.Context, pool *pgxpool.Pool, retention time.Duration) (int64, error) {
 	// The keys of POST /orders/{id}/cancel go first and by the same rule: a batch takes
 	// the cancellations' old keys first and fills up with those of POST /orders.

@@ -11,26 +11,13 @@ import (
 	"golang.org/x/sync/semaphore"
 )
 
-// Load shedding. An API request takes one of as many slots as the database pool has
-// connections, waiting at most PoolWait for one; when none comes free in that time, the
-// request is refused with an UnavailableError before any statement is sent, and the API
-// answers 503 with Retry-After. So is a request whose connection cannot be had at all
-// (the database is unreachable, or a connection does not come within ConnectWait).
-// Nothing was done, so the client knows the order was not placed and may send the same
-// request again later, with the same Idempotency-Key.
-//
-// Without the bound, every request above what the pool can serve waits in the pool's
-// queue until the client gives up: the answer then says nothing (the client cannot know
-// whether the order was placed), and the retries land on a queue that is still full. With
-// it, an accepted request waits at most PoolWait for its turn, so its latency stays
-// bounded however many are refused beside it.
-//
-// The slots count requests, not connections being made: a pool that is still growing,
-// or that makes new connections after an outage, is slow to hand one out without being
-// overloaded, and the requests that wait for those are bounded by ConnectWait instead.
-//
-// Only the API's use cases are bounded; the stock-events consumer and the relay wait for
-// a connection as long as they need: their work is already accepted and must be done.
+// Load shedding (docs/performance.md#load-shedding). An API request takes one of as many
+// slots as the pool has connections, waiting at most PoolWait for one; without a slot, or
+// without a connection at all, it is refused with an UnavailableError before any
+// statement is sent, and the API answers 503 with Retry-After: nothing was done, so the
+// client may send it again with the same Idempotency-Key. An accepted request's latency
+// stays bounded however many are refused beside it. Only the API is bounded: the consumer
+// and the relay do work already accepted, and wait as long as they need.
 
 // DefaultPoolWait is how long an API request waits for a database connection by default
 // (ORDERING_POOL_WAIT).
@@ -83,6 +70,8 @@ func (s *Service) SetPoolWait(d time.Duration) {
 
 // acquire takes a slot and a connection of the pool for an API request, waiting at most
 // s.poolWait for the slot and ConnectWait for the connection. release gives both back.
+// Slots count requests, not connections being made: a pool slow to grow or to reconnect
+// after an outage is not overloaded, and ConnectWait bounds the wait for it instead.
 func (s *Service) acquire(ctx context.Context) (conn *pgxpool.Conn, release func(), err error) {
 	if s.poolWait <= 0 {
 		conn, err := s.pool.Acquire(ctx)

@@ -48,14 +48,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if demos != "0" && demos != "1" {
 		return fmt.Errorf("STOREFRONT_DEMOS=%q: want 0 or 1", demos)
 	}
-	var relay *web.RelayPause
+	var relay *web.RelayFreezer
 	if relayPID != "" {
 		pid, err := strconv.Atoi(relayPID)
 		if err != nil || pid <= 1 {
 			return fmt.Errorf("STOREFRONT_RELAY_PID=%q: want the pid of an `ordering relay` process, or empty", relayPID)
 		}
 		if demos == "1" {
-			relay = web.NewRelayPause(pid, relayPause)
+			relay = web.NewRelayFreezer(pid, relayPause)
 		}
 	}
 
@@ -70,7 +70,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		// Never leave the relay stopped: a pause still running when the storefront stops
 		// ends here (all but SIGKILL of the storefront come this way).
 		defer func() {
-			if err := relay.Resume(); err != nil {
+			if err := relay.Thaw(); err != nil {
 				s.Log.ErrorContext(ctx, "continue the relay at shutdown failed", "err", err)
 			}
 		}()

@@ -13,44 +13,42 @@ import (
 	"time"
 )
 
-// RelayPause stops one `ordering relay` process for a while with SIGSTOP and continues
-// it with SIGCONT: the break-it panel's "pause the relay". It drives a mechanism that
-// exists already (process signals, under `make run`, which runs the relay apart from
-// ordering's API when demos are on); the relay holds its claims and connections while
-// stopped and carries on where it was. Only one pause runs at a time, and Resume (at the
-// storefront's shutdown) never leaves the relay stopped, unless the storefront itself is
-// killed with SIGKILL while a pause runs.
-type RelayPause struct {
+// RelayFreezer freezes one `ordering relay` process for a while with SIGSTOP and thaws
+// it with SIGCONT: the break-it panel's "pause the relay". The relay keeps its claims and
+// connections while frozen and carries on where it was. One freeze runs at a time, and
+// Thaw (at the storefront's shutdown) never leaves the relay frozen, unless the
+// storefront itself is killed with SIGKILL during a freeze.
+type RelayFreezer struct {
 	pid int
-	// For is how long one pause lasts.
+	// For is how long one freeze lasts.
 	For time.Duration
 
 	signal func(pid int, sig syscall.Signal) error // syscall.Kill; a test's stand-in
 	check  func(pid int) error                     // isOrderingRelay
 
 	mu    sync.Mutex
-	until time.Time   // zero: not paused
-	timer *time.Timer // continues the relay at until
+	until time.Time   // zero: not frozen
+	timer *time.Timer // thaws the relay at until
 }
 
-// NewRelayPause returns the pause of the `ordering relay` process pid, for d at a time.
-func NewRelayPause(pid int, d time.Duration) *RelayPause {
-	return &RelayPause{pid: pid, For: d, signal: syscall.Kill, check: isOrderingRelay}
+// NewRelayFreezer returns the freezer of the `ordering relay` process pid, for d at a time.
+func NewRelayFreezer(pid int, d time.Duration) *RelayFreezer {
+	return &RelayFreezer{pid: pid, For: d, signal: syscall.Kill, check: isOrderingRelay}
 }
 
 var (
-	errAlreadyPaused = errors.New("the relay is paused already")
+	errAlreadyFrozen = errors.New("the relay is paused already")
 	errNotTheRelay   = errors.New("not an ordering relay")
 )
 
-// Pause stops the relay now and continues it after For; it returns when the relay will
-// continue. It refuses while a pause runs (errAlreadyPaused) and a pid that is not a
+// Freeze stops the relay now and thaws it after For; it returns when the relay will
+// continue. It refuses while a freeze runs (errAlreadyFrozen) and a pid that is not a
 // process of `ordering relay` (errNotTheRelay).
-func (p *RelayPause) Pause() (time.Time, error) {
+func (p *RelayFreezer) Freeze() (time.Time, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.until.IsZero() {
-		return p.until, errAlreadyPaused
+		return p.until, errAlreadyFrozen
 	}
 	if err := p.check(p.pid); err != nil {
 		return time.Time{}, err
@@ -60,16 +58,16 @@ func (p *RelayPause) Pause() (time.Time, error) {
 	}
 	until := time.Now().Add(p.For)
 	p.until = until
-	p.timer = time.AfterFunc(p.For, func() { _ = p.resume(until) })
+	p.timer = time.AfterFunc(p.For, func() { _ = p.thaw(until) })
 	return until, nil
 }
 
-// Resume continues a paused relay at once; without a pause it does nothing.
-func (p *RelayPause) Resume() error { return p.resume(time.Time{}) }
+// Thaw continues a frozen relay at once; without a freeze it does nothing.
+func (p *RelayFreezer) Thaw() error { return p.thaw(time.Time{}) }
 
-// resume ends the pause that ends at until (any pause when until is zero): a timer that
-// fires late does not end a pause after its own.
-func (p *RelayPause) resume(until time.Time) error {
+// thaw ends the freeze that ends at until (any freeze when until is zero): a timer that
+// fires late does not end a freeze after its own.
+func (p *RelayFreezer) thaw(until time.Time) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.until.IsZero() || (!until.IsZero() && !p.until.Equal(until)) {
@@ -83,8 +81,8 @@ func (p *RelayPause) resume(until time.Time) error {
 	return nil
 }
 
-// Until says when a running pause ends; zero when none runs.
-func (p *RelayPause) Until() time.Time {
+// Until says when a running freeze ends; zero when none runs.
+func (p *RelayFreezer) Until() time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.until

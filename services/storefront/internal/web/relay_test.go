@@ -15,7 +15,7 @@ import (
 	"github.com/bookstore-go/bookstore/testenv"
 )
 
-// signals records the signals a RelayPause sends instead of sending them.
+// signals records the signals a RelayFreezer sends instead of sending them.
 type signals struct {
 	mu   sync.Mutex
 	sent []syscall.Signal
@@ -38,53 +38,53 @@ func (s *signals) got() []syscall.Signal {
 	return slices.Clone(s.sent)
 }
 
-func newTestPause(d time.Duration) (*RelayPause, *signals) {
+func newTestFreezer(d time.Duration) (*RelayFreezer, *signals) {
 	s := &signals{cont: make(chan struct{}, 4)}
-	p := NewRelayPause(4242, d)
+	p := NewRelayFreezer(4242, d)
 	p.signal = s.send
 	p.check = func(int) error { return nil }
 	return p, s
 }
 
-// One pause at a time: SIGSTOP, a second pause refused, SIGCONT when it ends, and then a
-// new pause may start.
-func TestRelayPauseStopsThenContinues(t *testing.T) {
-	p, s := newTestPause(50 * time.Millisecond)
-	until, err := p.Pause()
+// One freeze at a time: SIGSTOP, a second freeze refused, SIGCONT when it ends, and then
+// a new freeze may start.
+func TestRelayFreezerStopsThenContinues(t *testing.T) {
+	p, s := newTestFreezer(50 * time.Millisecond)
+	until, err := p.Freeze()
 	if err != nil || until.IsZero() || !p.Until().Equal(until) {
-		t.Fatalf("Pause = %v, %v; Until %v", until, err, p.Until())
+		t.Fatalf("Freeze = %v, %v; Until %v", until, err, p.Until())
 	}
-	if _, err := p.Pause(); !errors.Is(err, errAlreadyPaused) {
-		t.Errorf("a second Pause = %v, want errAlreadyPaused", err)
+	if _, err := p.Freeze(); !errors.Is(err, errAlreadyFrozen) {
+		t.Errorf("a second Freeze = %v, want errAlreadyFrozen", err)
 	}
 	select {
 	case <-s.cont:
 	case <-time.After(10 * time.Second):
-		t.Fatal("no SIGCONT after the pause")
+		t.Fatal("no SIGCONT after the freeze")
 	}
 	if got := s.got(); !slices.Equal(got, []syscall.Signal{syscall.SIGSTOP, syscall.SIGCONT}) {
 		t.Errorf("signals %v, want SIGSTOP then SIGCONT", got)
 	}
 	if !p.Until().IsZero() {
-		t.Errorf("Until %v after the pause, want zero", p.Until())
+		t.Errorf("Until %v after the freeze, want zero", p.Until())
 	}
-	if _, err := p.Pause(); err != nil {
-		t.Errorf("a pause after the first ended: %v", err)
+	if _, err := p.Freeze(); err != nil {
+		t.Errorf("a freeze after the first ended: %v", err)
 	}
-	_ = p.Resume()
+	_ = p.Thaw()
 }
 
-// Resume (the storefront's shutdown) continues a running pause at once, and the pause's
-// own timer sends nothing more; without a pause it sends nothing.
-func TestRelayPauseResumeAtShutdown(t *testing.T) {
-	p, s := newTestPause(time.Hour)
-	if err := p.Resume(); err != nil || len(s.got()) != 0 {
-		t.Fatalf("Resume without a pause: %v, signals %v", err, s.got())
+// Thaw (the storefront's shutdown) continues a running freeze at once, and the freeze's
+// own timer sends nothing more; without a freeze it sends nothing.
+func TestRelayFreezerThawsAtShutdown(t *testing.T) {
+	p, s := newTestFreezer(time.Hour)
+	if err := p.Thaw(); err != nil || len(s.got()) != 0 {
+		t.Fatalf("Thaw without a freeze: %v, signals %v", err, s.got())
 	}
-	if _, err := p.Pause(); err != nil {
+	if _, err := p.Freeze(); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Resume(); err != nil {
+	if err := p.Thaw(); err != nil {
 		t.Fatal(err)
 	}
 	if got := s.got(); !slices.Equal(got, []syscall.Signal{syscall.SIGSTOP, syscall.SIGCONT}) {
@@ -92,9 +92,9 @@ func TestRelayPauseResumeAtShutdown(t *testing.T) {
 	}
 }
 
-// Only a process of the ordering binary run as `ordering relay` may be paused (Linux's
+// Only a process of the ordering binary run as `ordering relay` may be frozen (Linux's
 // /proc); nothing is stopped otherwise.
-func TestRelayPauseRefusesAnotherProcess(t *testing.T) {
+func TestRelayFreezerRefusesAnotherProcess(t *testing.T) {
 	if _, err := os.Stat("/proc/self/cmdline"); err != nil {
 		testenv.Unavailable(t, "/proc (the check is Linux only)", err)
 	}

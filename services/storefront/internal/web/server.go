@@ -41,7 +41,7 @@ type Options struct {
 	// Relay, with Demos, adds the panel's button that pauses the `ordering relay` process
 	// (STOREFRONT_RELAY_PID); nil: the relay runs inside ordering's API, and the panel
 	// says why there is no button.
-	Relay *RelayPause
+	Relay *RelayFreezer
 }
 
 // Server is the storefront's HTTP handler.
@@ -51,7 +51,7 @@ type Server struct {
 	jaegerURL string
 	sourceURL string
 	demos     bool
-	relay     *RelayPause
+	relay     *RelayFreezer
 }
 
 // NewServer returns the storefront's whole HTTP handler.
@@ -287,9 +287,9 @@ func (s *Server) pauseRelay(w http.ResponseWriter, r *http.Request) {
 			"the relay runs inside ordering's API process: start `ordering relay` as a process of its own beside ordering with ORDERING_RELAY=0 and give its pid in STOREFRONT_RELAY_PID (STOREFRONT_DEMOS=1 make run does)"))
 		return
 	}
-	until, err := s.relay.Pause()
+	until, err := s.relay.Freeze()
 	switch {
-	case errors.Is(err, errAlreadyPaused):
+	case errors.Is(err, errAlreadyFrozen):
 		httpapi.WriteProblem(w, httpapi.NewProblem(http.StatusConflict, "relay-paused", "The relay is paused already",
 			"it continues at "+until.UTC().Format(time.TimeOnly)+" UTC; one pause at a time"))
 		return
