@@ -59,9 +59,13 @@ func TestDependenciesPointInwards(t *testing.T) {
 			switch {
 			case dep == "testenv" && slices.Contains(p.Imports, imp) && owner != "testenv" && owner != "tools":
 				t.Errorf("%s imports %s outside its tests: the test scaffolding is for tests and the chaos harness only", p.ImportPath, imp)
-			case (owner == "platform" || owner == "testenv") && dep == "contracts":
+			case owner == "platform" && dep == "ops":
+				t.Errorf("%s imports %s: the lesson does not depend on the operator's commands", p.ImportPath, imp)
+			case isDomain(p.ImportPath) && slices.Contains(p.Imports, imp) && (strings.HasSuffix(imp, "/platform/httpapi") || strings.HasSuffix(imp, "/platform/consumer")):
+				t.Errorf("%s imports %s: a domain package knows neither the transport nor the consumer loop", p.ImportPath, imp)
+			case (owner == "platform" || owner == "testenv" || owner == "ops") && dep == "contracts":
 				t.Errorf("%s imports %s: the platform is given a system's names, it does not know them", p.ImportPath, imp)
-			case (owner == "platform" || owner == "testenv") && dep != "platform" && dep != "sql" && dep != "testenv":
+			case (owner == "platform" || owner == "testenv" || owner == "ops") && dep != "platform" && dep != "sql" && dep != "testenv" && dep != "ops":
 				t.Errorf("%s imports %s: the platform must not know a service", p.ImportPath, imp)
 			case owner == "contracts" && dep != "contracts" && imp != module+"services/platform/broker":
 				t.Errorf("%s imports %s: the vocabulary may import only the broker, whose Topology it fills in", p.ImportPath, imp)
@@ -123,7 +127,7 @@ func TestPlatformSpellsNoSystemName(t *testing.T) {
 			}
 		}
 	}
-	for _, root := range []string{"../services/platform", "../testenv"} {
+	for _, root := range []string{"../services/platform", "../services/ops", "../testenv"} {
 		if err := filepath.WalkDir(root, walk); err != nil {
 			t.Fatal(err)
 		}
@@ -141,6 +145,15 @@ func serviceOf(importPath string) string {
 		return parts[1]
 	}
 	return parts[0]
+}
+
+// isDomain reports whether a package holds a service's use cases: services/<service>/internal/<x>
+// where x is not HTTP (api, the storefront's web), generated SQL (store) or the
+// experiments that drive a whole consumer to show a failure.
+func isDomain(importPath string) bool {
+	parts := strings.Split(strings.TrimPrefix(importPath, module), "/")
+	return len(parts) == 4 && parts[0] == "services" && isService(parts[1]) && parts[2] == "internal" &&
+		!slices.Contains([]string{"api", "web", "store", "experiments"}, parts[3])
 }
 
 func isService(name string) bool {

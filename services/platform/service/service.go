@@ -31,7 +31,6 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/failpoint"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 	"github.com/bookstore-go/bookstore/services/platform/inbox"
-	"github.com/bookstore-go/bookstore/services/platform/ops"
 	"github.com/bookstore-go/bookstore/services/platform/outbox"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
@@ -54,12 +53,21 @@ func Main(name string, run RunFunc) {
 
 // Spec is what a service is, as far as its start-up needs to know.
 type Spec struct {
-	Name       string       // the command's name; the default database and role; telemetry's service name
-	Port       int          // HTTP_ADDR's default port
-	Postgres   bool         // it reads DATABASE_URL, DATABASE_ADMIN_URL and DATABASE_MAX_CONNS
-	RabbitMQ   bool         // it reads AMQP_URL
-	Failpoints []string     // the system's failpoint names; nil: no BOOKSTORE_FAILPOINTS
-	Parked     *ops.Service // its dlq and outbox commands; nil: none
+	Name       string   // the command's name; the default database and role; telemetry's service name
+	Port       int      // HTTP_ADDR's default port
+	Postgres   bool     // it reads DATABASE_URL, DATABASE_ADMIN_URL and DATABASE_MAX_CONNS
+	RabbitMQ   bool     // it reads AMQP_URL
+	Failpoints []string // the system's failpoint names; nil: no BOOKSTORE_FAILPOINTS
+	Commands   Commands // the operator commands it runs instead of starting; nil: none
+}
+
+// Commands are operator commands a service binary runs instead of starting: the
+// operator's dlq and outbox commands (package ops, a module of its own) or none.
+type Commands interface {
+	// Handles reports whether arg, the first positional argument, names one of them.
+	Handles(arg string) bool
+	// Run runs the command in args against the service's database and broker.
+	Run(ctx context.Context, cfg *config.Common, args []string, stdout io.Writer) error
 }
 
 // Start is one service's start-up in progress. Make one with New, defer its Close.
@@ -142,8 +150,8 @@ func (s *Start) Parse(ctx context.Context, args []string, getenv func(string) st
 		return true, err
 	}
 	if rest := config.Rest(args); len(rest) > 0 {
-		if s.spec.Parked != nil && ops.IsCommand(rest[0]) {
-			return true, ops.Run(ctx, *s.spec.Parked, s.Config, rest, stdout)
+		if s.spec.Commands != nil && s.spec.Commands.Handles(rest[0]) {
+			return true, s.spec.Commands.Run(ctx, s.Config, rest, stdout)
 		}
 		s.command = rest[0]
 	}

@@ -26,7 +26,7 @@ func main() { service.Main("inventory", run) }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	s := service.New(service.Spec{Name: "inventory", Port: 8082, Postgres: true, RabbitMQ: true,
-		Failpoints: contracts.Failpoints, Parked: &parkedCommands})
+		Failpoints: contracts.Failpoints, Commands: parkedCommands})
 	defer s.Close()
 	var strategyName, admin, cancellations string
 	var concurrency int

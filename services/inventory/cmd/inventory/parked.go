@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
-	"github.com/bookstore-go/bookstore/services/platform/ops"
+	"github.com/bookstore-go/bookstore/services/ops"
 )
 
 // parkedCommands is what inventory parks: the orders its queue dead-lettered and the

@@ -27,7 +27,7 @@ func main() { service.Main("notification", run) }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	s := service.New(service.Spec{Name: "notification", Port: 8083, Postgres: true, RabbitMQ: true,
-		Failpoints: contracts.Failpoints, Parked: &parkedCommands})
+		Failpoints: contracts.Failpoints, Commands: parkedCommands})
 	defer s.Close()
 	var providerURL string
 	var attempts, concurrency int

@@ -2,7 +2,7 @@ package main
 
 import (
 	"github.com/bookstore-go/bookstore/services/contracts"
-	"github.com/bookstore-go/bookstore/services/platform/ops"
+	"github.com/bookstore-go/bookstore/services/ops"
 )
 
 // parkedCommands is what notification parks: the stock events its queue dead-lettered

@@ -34,7 +34,7 @@ func main() { service.Main("ordering", run) }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	s := service.New(service.Spec{Name: "ordering", Port: 8081, Postgres: true, RabbitMQ: true,
-		Failpoints: contracts.Failpoints, Parked: &parkedCommands})
+		Failpoints: contracts.Failpoints, Commands: parkedCommands})
 	defer s.Close()
 	var publisher, inProcessRelay string
 	var concurrency, placedVersion int

@@ -1,6 +1,6 @@
 // Package ops is the operator's command line for what the system parks until someone
 // looks: the messages a service's queues dead-lettered (package ops/deadletter) and the
-// rows its outbox relay gave up on (outbox.ListDead, outbox.RetryDead). Nothing else
+// rows its outbox relay gave up on (ListDeadRows, RetryDeadRows). Nothing else
 // brings them back. Every consuming service offers, for its own queues only:
 //
 //	<service> dlq list [QUEUE]                     what QUEUE dead-lettered, oldest first
@@ -26,10 +26,9 @@ import (
 	"github.com/google/uuid"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/bookstore-go/bookstore/services/ops/deadletter"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/config"
-	"github.com/bookstore-go/bookstore/services/platform/ops/deadletter"
-	"github.com/bookstore-go/bookstore/services/platform/outbox"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 )
 
@@ -43,16 +42,16 @@ type Service struct {
 	Migrations []pgdb.Migrations
 }
 
-// IsCommand reports whether arg, the first positional argument of a service, names one of
+// Handles reports whether arg, the first positional argument of a service, names one of
 // these commands.
-func IsCommand(arg string) bool { return arg == "dlq" || arg == "outbox" }
+func (svc Service) Handles(arg string) bool { return arg == "dlq" || arg == "outbox" }
 
 // ErrUsage is wrapped by the errors of a command line these commands do not understand.
 var ErrUsage = errors.New("usage")
 
 // Run runs the command in args (starting with "dlq" or "outbox") for svc, against the
 // database and broker of cfg, and writes its table to stdout.
-func Run(ctx context.Context, svc Service, cfg *config.Common, args []string, stdout io.Writer) error {
+func (svc Service) Run(ctx context.Context, cfg *config.Common, args []string, stdout io.Writer) error {
 	cmd, err := parse(svc, args)
 	if err != nil {
 		return err
@@ -100,7 +99,7 @@ func parse(svc Service, args []string) (command, error) {
 	usage := func(format string, a ...any) (command, error) {
 		return command{}, fmt.Errorf("%s: %w: %s (%s %s help lists the commands)", svc.Name, ErrUsage, fmt.Sprintf(format, a...), svc.Name, args[0])
 	}
-	if len(args) == 0 || !IsCommand(args[0]) {
+	if len(args) == 0 || !svc.Handles(args[0]) {
 		return command{}, fmt.Errorf("%s: %w: want dlq or outbox", svc.Name, ErrUsage)
 	}
 	if len(args) < 2 || slices.Contains([]string{"help", "-h", "-help", "--help"}, args[1]) {
@@ -231,7 +230,7 @@ func outboxList(ctx context.Context, svc Service, cfg *config.Common, stdout io.
 		return err
 	}
 	defer pool.Close()
-	rows, err := outbox.ListDead(ctx, pool)
+	rows, err := ListDeadRows(ctx, pool)
 	if err != nil {
 		return err
 	}
@@ -261,7 +260,7 @@ func outboxRetry(ctx context.Context, svc Service, cfg *config.Common, ids []str
 	for i, id := range ids {
 		uuids[i] = uuid.MustParse(id) // checked by parse
 	}
-	n, err := outbox.RetryDead(ctx, pool, uuids...)
+	n, err := RetryDeadRows(ctx, pool, uuids...)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bookstore-go/bookstore/services/platform/ops/deadletter"
+	"github.com/bookstore-go/bookstore/services/ops/deadletter"
 )
 
 // BenchmarkListAndReplayOfAThousandDeadLetters measures what an operator waits for: the

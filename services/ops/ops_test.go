@@ -62,7 +62,7 @@ func TestCommandLinesThatCannotBeMeantAreRefusedBeforeAnythingIsOpened(t *testin
 		{notification, "outbox list-dead", "notification has no outbox"},
 	} {
 		var out bytes.Buffer
-		err := Run(context.Background(), c.svc, cfg, strings.Fields(c.args), &out)
+		err := c.svc.Run(context.Background(), cfg, strings.Fields(c.args), &out)
 		if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s %s: error %v, want a usage error containing %q", c.svc.Name, c.args, err, c.want)
 		}
@@ -71,7 +71,7 @@ func TestCommandLinesThatCannotBeMeantAreRefusedBeforeAnythingIsOpened(t *testin
 
 func TestHelpListsOnlyTheCommandsTheServiceHas(t *testing.T) {
 	var out bytes.Buffer
-	if err := Run(context.Background(), notification, &config.Common{}, []string{"dlq", "help"}, &out); err != nil {
+	if err := notification.Run(context.Background(), &config.Common{}, []string{"dlq", "help"}, &out); err != nil {
 		t.Fatal(err)
 	}
 	help := out.String()

@@ -1,5 +1,5 @@
 -- name: ListDeadOutbox :many
--- For the operator's commands (outbox/parked.go); the relay never reads dead rows.
+-- For the operator's commands (services/ops/outbox.go); the relay never reads dead rows.
 -- Dead rows in write order, each with how many later events of its aggregate wait behind
 -- it: the relay publishes an aggregate's events in sequence, so nothing after a dead row
 -- leaves until the row itself does.

@@ -1,4 +1,4 @@
-package outbox
+package ops
 
 import (
 	"bytes"
@@ -13,17 +13,17 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/bookstore-go/bookstore/services/platform/internal/store"
+	"github.com/bookstore-go/bookstore/services/ops/internal/store"
 )
 
-// A row whose publish failed MaxAttempts times is parked as dead, and the relay never
-// looks at it again. That costs more than the one event: the relay publishes an
+// A row whose publish failed outbox.Config.MaxAttempts times is parked as dead, and the
+// relay never looks at it again. That costs more than the one event: the relay publishes an
 // aggregate's events in sequence, so every later event of the same aggregate waits
 // behind the dead row, and the order it announces never gets an answer. Only an operator
 // brings it back, once the cause (a missing binding, a broker that refused it) is fixed:
-// ListDead shows what is parked and RetryDead returns it to the relay.
+// ListDeadRows shows what is parked and RetryDeadRows returns it to the relay.
 
-// ErrNotDead is returned by RetryDead for an id that is not a dead row (unknown, or
+// ErrNotDead is returned by RetryDeadRows for an id that is not a dead row (unknown, or
 // pending or published already). Nothing is retried then.
 var ErrNotDead = errors.New("not a dead outbox row")
 
@@ -40,8 +40,8 @@ type DeadRow struct {
 	Blocked       int64 // later events of the same aggregate waiting behind this row
 }
 
-// ListDead returns the dead rows in write order.
-func ListDead(ctx context.Context, pool *pgxpool.Pool) ([]DeadRow, error) {
+// ListDeadRows returns the dead outbox rows in write order.
+func ListDeadRows(ctx context.Context, pool *pgxpool.Pool) ([]DeadRow, error) {
 	rows, err := store.New(pool).ListDeadOutbox(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: list dead rows: %w", err)
@@ -59,7 +59,7 @@ func ListDead(ctx context.Context, pool *pgxpool.Pool) ([]DeadRow, error) {
 	return out, nil
 }
 
-// RetryDead returns dead rows to the relay: all of them, or those of ids. Each becomes
+// RetryDeadRows returns dead outbox rows to the relay: all of them, or those of ids. Each becomes
 // pending with its attempts at zero (a full budget again, not one last try), claimable at
 // once, and the relays are woken at commit. It returns how many rows it moved. An id that
 // is not a dead row fails the call and moves nothing.
@@ -67,7 +67,7 @@ func ListDead(ctx context.Context, pool *pgxpool.Pool) ([]DeadRow, error) {
 // Publishing an event again is safe even if an earlier attempt did reach the broker (a
 // confirm that timed out after the broker had the message): it keeps its id, and every
 // consumer drops the copy in its inbox.
-func RetryDead(ctx context.Context, pool *pgxpool.Pool, ids ...uuid.UUID) (int64, error) {
+func RetryDeadRows(ctx context.Context, pool *pgxpool.Pool, ids ...uuid.UUID) (int64, error) {
 	ids = slices.Clone(ids)
 	slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
 	ids = slices.Compact(ids)

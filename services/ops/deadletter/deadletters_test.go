@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bookstore-go/bookstore/services/ops/deadletter"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
-	"github.com/bookstore-go/bookstore/services/platform/ops/deadletter"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 	"github.com/bookstore-go/bookstore/testenv"
 )

@@ -1,21 +1,69 @@
-package outbox_test
+package ops_test
 
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/bookstore-go/bookstore/services/ops"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/outbox"
+	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
+	schema "github.com/bookstore-go/bookstore/sql"
 	"github.com/bookstore-go/bookstore/testenv"
 )
+
+// sut is the system under test, as testenv's helpers see it: the example system.
+var sut = testenv.System{Topology: testenv.ExampleTopology}
+
+// setup gives a test a migrated outbox database and a virtual host with the topology.
+func setup(t *testing.T) (*pgxpool.Pool, string, *telemetry.Telemetry) {
+	t.Helper()
+	admin, dbURL := testenv.Database(t, "ops")
+	pool, err := pgdb.Open(context.Background(), admin, dbURL, pgdb.Migrations{FS: schema.Platform, VersionTable: "goose_platform_version"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	tel, err := telemetry.Setup(context.Background(), telemetry.Options{Service: "test", Stdout: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	amqpURL := testenv.VHost(t)
+	sut.Channel(t, amqpURL)
+	return pool, amqpURL, tel
+}
+
+// writeEvents writes perAggregate events of typ, in sequence, for each of aggregates
+// aggregates: one transaction per sequence number.
+func writeEvents(t *testing.T, pool *pgxpool.Pool, typ, prefix string, aggregates, perAggregate int) {
+	t.Helper()
+	for seq := 1; seq <= perAggregate; seq++ {
+		err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
+			for a := range aggregates {
+				_, err := outbox.Write(context.Background(), tx, outbox.Event{Source: "bookstore/test", Type: typ, AggregateType: "order",
+					AggregateID: fmt.Sprintf("%s-%05d", prefix, a), Sequence: int64(seq), Data: map[string]int{"n": seq}})
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
 
 // parkedType is an event type no queue is bound to until a test "fixes" it: the broker
 // returns every publish of it, and the relay parks the row after MaxAttempts returns.
@@ -38,15 +86,15 @@ func parkingRelay(t *testing.T, pool *pgxpool.Pool, amqpURL string, tel *telemet
 }
 
 // parkAll runs batches until n rows are dead.
-func parkAll(t *testing.T, pool *pgxpool.Pool, relay *outbox.Relay, n int) []outbox.DeadRow {
+func parkAll(t *testing.T, pool *pgxpool.Pool, relay *outbox.Relay, n int) []ops.DeadRow {
 	t.Helper()
-	var dead []outbox.DeadRow
+	var dead []ops.DeadRow
 	testenv.Eventually(t, 30*time.Second, "rows parked as dead", func() bool {
 		if _, err := relay.RunOnce(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		var err error
-		dead, err = outbox.ListDead(context.Background(), pool)
+		dead, err = ops.ListDeadRows(context.Background(), pool)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,10 +153,10 @@ func everything(t *testing.T, ch *amqp.Channel, queue string) []string {
 }
 
 // A row parked because no queue was bound for its type blocks the event after it. Once
-// the binding exists, RetryDead returns it to the relay, which is woken at once (its poll
+// the binding exists, RetryDeadRows returns it to the relay, which is woken at once (its poll
 // interval is an hour here) and publishes it exactly once; then the event it held back
 // follows, once.
-func TestRetryDeadPublishesTheParkedEventOnceAndThenTheEventBehindIt(t *testing.T) {
+func TestRetryingADeadRowPublishesTheParkedEventOnceAndThenTheEventBehindIt(t *testing.T) {
 	pool, amqpURL, tel := setup(t)
 	writeEvents(t, pool, parkedType, "stuck", 1, 2) // one aggregate, sequences 1 and 2
 	relay := parkingRelay(t, pool, amqpURL, tel, outbox.Config{ID: "relay", PollInterval: time.Hour, CleanupInterval: time.Hour})
@@ -126,14 +174,14 @@ func TestRetryDeadPublishesTheParkedEventOnceAndThenTheEventBehindIt(t *testing.
 	go func() { defer close(stopped); _ = relay.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-stopped })
 	// The relay has nothing to claim (the dead row, and the row behind it) and waits for
-	// a notification: wait until it is listening, so the one RetryDead sends is heard.
+	// a notification: wait until it is listening, so the one RetryDeadRows sends is heard.
 	testenv.Eventually(t, 10*time.Second, "the relay listening", func() bool {
 		return testenv.Count(t, pool, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN outbox'") == 1
 	})
 
-	n, err := outbox.RetryDead(context.Background(), pool)
+	n, err := ops.RetryDeadRows(context.Background(), pool)
 	if err != nil || n != 1 {
-		t.Fatalf("RetryDead = %d, %v; want 1, nil", n, err)
+		t.Fatalf("RetryDeadRows = %d, %v; want 1, nil", n, err)
 	}
 	testenv.Eventually(t, 10*time.Second, "the retried row published", func() bool {
 		return testenv.Count(t, pool, "SELECT count(*) FROM outbox WHERE state = 'published' AND id = $1", d.ID) == 1
@@ -163,7 +211,7 @@ func TestRetryDeadPublishesTheParkedEventOnceAndThenTheEventBehindIt(t *testing.
 	if !slices.Equal(got, want) {
 		t.Errorf("queue received %v, want each event once, in write order: %v", got, want)
 	}
-	if dead, _ := outbox.ListDead(context.Background(), pool); len(dead) != 0 {
+	if dead, _ := ops.ListDeadRows(context.Background(), pool); len(dead) != 0 {
 		t.Errorf("dead rows after the retry: %+v", dead)
 	}
 }
@@ -176,11 +224,11 @@ func TestRetriedRowHasAFullAttemptBudgetAgain(t *testing.T) {
 	relay := parkingRelay(t, pool, amqpURL, tel, outbox.Config{ID: "relay"})
 	id := parkAll(t, pool, relay, 1)[0].ID
 
-	if n, err := outbox.RetryDead(context.Background(), pool, id); err != nil || n != 1 {
-		t.Fatalf("RetryDead(%s) = %d, %v; want 1, nil", id, n, err)
+	if n, err := ops.RetryDeadRows(context.Background(), pool, id); err != nil || n != 1 {
+		t.Fatalf("RetryDeadRows(%s) = %d, %v; want 1, nil", id, n, err)
 	}
 	if state, attempts := rowState(t, pool, id); state != "pending" || attempts != 0 {
-		t.Fatalf("after RetryDead the row is %s with %d attempts, want pending with 0", state, attempts)
+		t.Fatalf("after RetryDeadRows the row is %s with %d attempts, want pending with 0", state, attempts)
 	}
 	testenv.Eventually(t, 10*time.Second, "the retried row refused once more", func() bool {
 		if _, err := relay.RunOnce(context.Background()); err != nil {
@@ -194,7 +242,7 @@ func TestRetriedRowHasAFullAttemptBudgetAgain(t *testing.T) {
 	}
 }
 
-func TestRetryDeadWithIDsMovesOnlyThoseRowsAndRefusesAnyThatIsNotDead(t *testing.T) {
+func TestRetryingDeadRowsByIDMovesOnlyThoseRowsAndRefusesAnyThatIsNotDead(t *testing.T) {
 	pool, amqpURL, tel := setup(t)
 	writeEvents(t, pool, parkedType, "stuck", 3, 1)
 	writeEvents(t, pool, testenv.ExampleType, "free", 1, 1)
@@ -207,7 +255,7 @@ func TestRetryDeadWithIDsMovesOnlyThoseRowsAndRefusesAnyThatIsNotDead(t *testing
 	}
 	ctx := context.Background()
 	deadIDs := func() []uuid.UUID {
-		rows, err := outbox.ListDead(ctx, pool)
+		rows, err := ops.ListDeadRows(ctx, pool)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,24 +266,24 @@ func TestRetryDeadWithIDsMovesOnlyThoseRowsAndRefusesAnyThatIsNotDead(t *testing
 		return ids
 	}
 
-	if n, err := outbox.RetryDead(ctx, pool, b, b); err != nil || n != 1 {
-		t.Fatalf("RetryDead(b, b) = %d, %v; want 1, nil", n, err)
+	if n, err := ops.RetryDeadRows(ctx, pool, b, b); err != nil || n != 1 {
+		t.Fatalf("RetryDeadRows(b, b) = %d, %v; want 1, nil", n, err)
 	}
 	if got := deadIDs(); !slices.Equal(got, []uuid.UUID{a, c}) {
 		t.Errorf("dead after retrying b: %v, want [a c] = %v", got, []uuid.UUID{a, c})
 	}
 	for _, ids := range [][]uuid.UUID{{a, uuid.New()}, {a, b}, {a, published}} {
-		if n, err := outbox.RetryDead(ctx, pool, ids...); !errors.Is(err, outbox.ErrNotDead) || n != 0 {
-			t.Errorf("RetryDead(%v) = %d, %v; want 0, ErrNotDead", ids, n, err)
+		if n, err := ops.RetryDeadRows(ctx, pool, ids...); !errors.Is(err, ops.ErrNotDead) || n != 0 {
+			t.Errorf("RetryDeadRows(%v) = %d, %v; want 0, ErrNotDead", ids, n, err)
 		}
 	}
 	if got := deadIDs(); !slices.Equal(got, []uuid.UUID{a, c}) {
 		t.Errorf("a refused retry moved rows: dead now %v, want [a c]", got)
 	}
-	if n, err := outbox.RetryDead(ctx, pool); err != nil || n != 2 {
-		t.Errorf("RetryDead() = %d, %v; want 2, nil", n, err)
+	if n, err := ops.RetryDeadRows(ctx, pool); err != nil || n != 2 {
+		t.Errorf("RetryDeadRows() = %d, %v; want 2, nil", n, err)
 	}
-	if n, err := outbox.RetryDead(ctx, pool); err != nil || n != 0 {
-		t.Errorf("RetryDead() with nothing dead = %d, %v; want 0, nil", n, err)
+	if n, err := ops.RetryDeadRows(ctx, pool); err != nil || n != 0 {
+		t.Errorf("RetryDeadRows() with nothing dead = %d, %v; want 0, nil", n, err)
 	}
 }
