@@ -199,9 +199,9 @@ func (s *Service) Send(ctx context.Context, key string, req Request) (Sent, erro
 	if err == nil {
 		// The commit is not cut short when the caller gives up. A COMMIT interrupted by a
 		// cancelled context may have committed all the same: the email recorded as sent,
-		// and found by the caller's reconciliation, but never counted or relayed here (a
-		// caller's 1 s timeout on the loaded test machine did exactly that). Once the
-		// email is written, the provider finishes what it started, as a real one would.
+		// and found by the caller's reconciliation, but never counted or relayed here.
+		// Once the email is written, the provider finishes what it started, as a real
+		// one would.
 		err = tx.Commit(context.WithoutCancel(ctx))
 	}
 	if err != nil {

@@ -9,13 +9,12 @@ import (
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
 )
 
-// Budget is a retry budget of the services that an outage used to spend: before outages
-// were told apart from a message's own failures, a relay counted every publish that
-// failed during a broker outage against the row, and a consumer requeued every message
-// that failed while its database was down, until the row was parked dead or the message
-// dead-lettered. The run shrinks each budget and makes every outage of its kind outlast
-// it, so that a service that spent it again would lose events, and the checker would
-// say so (invariants 2, 5 and 6).
+// Budget is a retry budget of the services that an outage must not spend: a relay's
+// attempts per row and a consumer's deliveries per message. A design that counted an
+// outage's failures against them would park the row dead or dead-letter the message.
+// The run shrinks each budget and makes every outage of its kind outlast it, so that a
+// service that spent it would lose events, and the checker would say so (invariants 2,
+// 5 and 6).
 type Budget struct {
 	Name   string        `json:"name"`   // relay | consumer
 	Kind   string        `json:"kind"`   // the outage kind that must outlast it

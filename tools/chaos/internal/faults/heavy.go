@@ -16,15 +16,15 @@ import (
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/harness"
 )
 
-// The heavy faults (issue 22): each takes a part of the system's surroundings away for
-// seconds in a way no link fault does (a broker alarm, a queue that is gone, a consumer
-// that is not running yet, a second relay under a live one's id, a privilege revoked),
-// and each has a design that used to lose or strand data under it. They stop processes
+// The heavy faults: each takes a part of the system's surroundings away for seconds in
+// a way no link fault does (a broker alarm, a queue that is gone, a consumer that is not
+// running yet, a second relay under a live one's id, a privilege revoked), and each has
+// a wrong design that loses or strands data under it (chaos compare --designs). They stop processes
 // and change the broker's topology, so they come fewer than the short faults
 // (config.Config.HeavyFaultsEach) and the queue faults take turns.
 
 // AlarmDrainLimit is how long after a broker alarm every row written before its end must
-// be published. A relay that never redials (the old blocked publisher) never gets there;
+// be published. A relay that never redials a blocked connection never gets there;
 // a healthy one takes a poll interval or two, plus whatever other faults cost it.
 const AlarmDrainLimit = 2 * time.Minute
 
