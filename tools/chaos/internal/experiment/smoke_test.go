@@ -265,13 +265,6 @@ func TestTheSmokeScheduleCoversEveryFailpointKindAndPoison(t *testing.T) {
 // TestChaosCatchesNaiveConsumer: the same harness, a short run, the naive inventory
 // consumer. Duplicate deliveries reserve twice, and the checker must say so.
 func TestChaosCatchesNaiveConsumer(t *testing.T) {
-	if testenv.Race() {
-		// What this shows is the checker's, and the race detector adds nothing to it:
-		// TestTheDefaultDesignKeepsEveryInvariantUnderEveryKindOfFault already runs every
-		// process built with -race under every fault. Under -race a chaos run takes
-		// minutes, which the CI budget has once, not twice.
-		t.Skip("RACE=1: the race pass runs TestTheDefaultDesignKeepsEveryInvariantUnderEveryKindOfFault only; `make test` runs this")
-	}
 	bin := buildServices(t)
 	cfg := smokeConfig(t, bin)
 	cfg.Orders, cfg.Rate, cfg.FaultsPerKind = 150, 15, 4
