@@ -57,7 +57,7 @@ func TestInboxCleanupDeletesOnlyRowsOlderThanRetention(t *testing.T) {
 	t.Parallel()
 	pool := database(t)
 	ctx := context.Background()
-	expired := processAged(t, pool, "inventory", 3, inbox.Retention+time.Hour)
+	expired := processAged(t, pool, "inventory", 4, inbox.Retention+time.Hour)
 	kept := processAged(t, pool, "inventory", 2, inbox.Retention-time.Hour)
 	processAged(t, pool, "notification", 1, 0)
 
