@@ -68,6 +68,7 @@ lint: ## gofmt, go vet, the sqlc drift check and the contracts (api/: OpenAPI, A
 .PHONY: demo
 demo: services ## the idempotent-consumer experiments, measured against the real Postgres
 	go run ./services/inventory/cmd/demo
+	go run ./services/notification/cmd/demo
 
 .PHONY: chaos
 chaos: services build ## load with crashes and network faults, then check every invariant

@@ -1,5 +1,6 @@
--- Queries of the two wrong consumer strategies (INVENTORY_STRATEGY=check-then-process or
--- naive), kept to show what the inbox prevents. The right one uses package inbox alone.
+-- Queries of the wrong consumers (INVENTORY_STRATEGY=check-then-process or naive, and the
+-- consumer keyed on the correlation id), kept to show what the inbox prevents. The right
+-- one uses package inbox alone.
 
 -- name: InboxHasMessage :one
 -- check-then-process asks first. Between this answer and the row that records the
@@ -12,3 +13,11 @@ SELECT EXISTS (SELECT 1 FROM inbox WHERE message_id = $1 AND consumer = $2);
 SELECT (coalesce(max(sequence), 0) + 1)::bigint
 FROM outbox
 WHERE aggregate_type = 'reservation' AND aggregate_id = sqlc.arg(order_id)::text;
+
+-- name: ClaimInboxUnderKey :execrows
+-- The correlation-id consumer claims its inbox row under a key of its own choosing (the
+-- order id) and keeps no content hash, as the usual "seen this key?" table does: 0 rows
+-- means the key was taken, whatever the message said.
+INSERT INTO inbox (message_id, consumer, content_hash, event_type)
+VALUES (sqlc.arg(key), sqlc.arg(consumer), ''::bytea, sqlc.arg(event_type))
+ON CONFLICT (message_id, consumer) DO NOTHING;

@@ -4,7 +4,8 @@
 // that says "Dune reserved: 4" read 4 from the books table a moment before.
 //
 // Each experiment is the seed article's: Ada orders two copies of Dune, and the broker
-// delivers her OrderPlaced twice, or twice at once, or the consumer dies half-way. The
+// delivers her OrderPlaced twice, or twice at once, or the consumer dies half-way; or she
+// cancels, and a consumer keyed on her order's id takes the cancellation for a copy. The
 // handlers are inventory's own (package stock) and the wrong ones (package wrongways),
 // called in-process. A wrong one "crashes" at a hook that returns an error where the real
 // process would be killed; stock's handler, which has no hooks, is held in its window by
@@ -47,7 +48,8 @@ type Lab struct {
 // Result is one experiment's measurement, printed as one line.
 type Result interface{ String() string }
 
-// RunAll runs every experiment in the seed article's order and prints one line each.
+// RunAll runs every experiment in the seed article's order, then the two pitfalls (a
+// correlation id as the key, a write through the pool), and prints one line each.
 func (l *Lab) RunAll(ctx context.Context, w io.Writer) error {
 	steps := []func(context.Context) (Result, error){
 		func(ctx context.Context) (Result, error) { return l.NaiveDeliveredTwice(ctx) },
@@ -56,6 +58,8 @@ func (l *Lab) RunAll(ctx context.Context, w io.Writer) error {
 		func(ctx context.Context) (Result, error) { return l.InboxCrashBeforeCommit(ctx) },
 		func(ctx context.Context) (Result, error) { return l.InboxTwoCopiesAtOnce(ctx) },
 		func(ctx context.Context) (Result, error) { return l.InboxSameIDDifferentContent(ctx) },
+		func(ctx context.Context) (Result, error) { return l.CorrelationIDAsDedupKey(ctx) },
+		func(ctx context.Context) (Result, error) { return l.HandlerWritingThroughThePool(ctx) },
 	}
 	for _, step := range steps {
 		r, err := step(ctx)
@@ -357,11 +361,15 @@ func (l *Lab) stock() (*stock.Service, error) {
 }
 
 func (l *Lab) wrongWay(strategy wrongways.Strategy, hooks wrongways.Hooks) (*wrongways.Consumer, error) {
+	return l.wrongConsumer(wrongways.Options{Strategy: strategy, Hooks: hooks})
+}
+
+func (l *Lab) wrongConsumer(opts wrongways.Options) (*wrongways.Consumer, error) {
 	svc, err := l.stock()
 	if err != nil {
 		return nil, err
 	}
-	return wrongways.New(l.Pool, l.Tel, svc, wrongways.Options{Strategy: strategy, Hooks: hooks})
+	return wrongways.New(l.Pool, l.Tel, svc, opts)
 }
 
 // reset gives the next experiment the seed's starting point: nothing reserved, no message

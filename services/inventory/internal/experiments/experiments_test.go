@@ -101,9 +101,41 @@ func TestInboxSameIDDifferentContentIsDeadLettered(t *testing.T) {
 	}
 }
 
-// RunAll is what `make demo` prints: six lines, in the seed article's order, every one of
-// them with the right numbers, from one lab reused across experiments.
-func TestRunAllPrintsTheSixMeasuredLines(t *testing.T) {
+// A consumer that keys its inbox on the order's id (the correlation id) swallows the
+// order's cancellation as a duplicate of its placement, and the copies stay reserved;
+// stock's handler, keyed on the message id, releases them.
+func TestCorrelationIDAsDedupKeySwallowsTheCancellation(t *testing.T) {
+	t.Parallel()
+	r, err := newLab(t).CorrelationIDAsDedupKey(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Swallowed || r.DuneReserved != 2 {
+		t.Errorf("%s: want the cancellation swallowed and Dune reserved 2 (the defect keyed on the correlation id exists to show)", r)
+	}
+	if r.DuneReservedByStock != 0 {
+		t.Errorf("stock's handler left Dune reserved %d after the same placement and cancellation, want 0", r.DuneReservedByStock)
+	}
+}
+
+// A handler that reserves through the pool inside its transaction keeps the reservation
+// when the transaction rolls back, loses its inbox claim with it, and reserves again on
+// the redelivery.
+func TestHandlerWritingThroughThePoolKeepsItsWriteAfterARollback(t *testing.T) {
+	t.Parallel()
+	r, err := newLab(t).HandlerWritingThroughThePool(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ReservedAfterRollback != 2 || !r.ClaimRolledBack || r.DuneReserved != 4 {
+		t.Errorf("%s: want reserved 2 after the rollback, the claim rolled back, and Dune reserved 4 after the redelivery", r)
+	}
+}
+
+// RunAll is what `make demo` prints for inventory: eight lines, the seed article's six in
+// its order and then the two pitfalls, every one of them with the right numbers, from one
+// lab reused across experiments.
+func TestRunAllPrintsTheEightMeasuredLines(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
 	if err := newLab(t).RunAll(context.Background(), &out); err != nil {
@@ -116,6 +148,8 @@ func TestRunAllPrintsTheSixMeasuredLines(t *testing.T) {
 		"[inbox] crash before commit -> reserved 0; redelivered -> Dune reserved: 2",
 		"[inbox] two copies at once -> processed: true, false; Dune reserved: 2; second waited for the first: true",
 		"[inbox] same id, different content -> dead-lettered",
+		"[correlation-id key] placed, then cancelled -> cancellation swallowed: true; Dune reserved: 2",
+		"[pool write] handler writes through the pool, its transaction rolls back -> write survived: true, claim rolled back: true; redelivered -> Dune reserved: 4",
 	}
 	got := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(got) != len(want) {

@@ -39,7 +39,7 @@ func (s *Service) HandleOrderEvent(ctx context.Context, env event.Envelope) (inb
 	var d Decision
 	processed, err := inbox.Process(ctx, s.pool, ConsumerName, env, func(tx pgx.Tx) error {
 		var err error
-		if d, err = reserve(ctx, tx, o); err != nil {
+		if d, err = Reserve(ctx, tx, o); err != nil {
 			return err
 		}
 		return failpoint.Inject(ctx, contracts.InventoryBeforeCommit)
@@ -74,12 +74,12 @@ func (s *Service) answered(ctx context.Context, env event.Envelope, o Order, d D
 	return inbox.Processed
 }
 
-// reserve does the work of one order inside tx: decide on the locked books, record the
+// Reserve does the work of one placement inside tx: decide on the locked books, record the
 // answer, reserve all lines or none, and write the outcome event to the outbox, so that
 // the stock change and its announcement commit together or not at all. The order's row
 // in order_answers and the reservations' keys refuse a second answer to the same order
 // under another message id, which the inbox cannot see.
-func reserve(ctx context.Context, tx pgx.Tx, o Order) (Decision, error) {
+func Reserve(ctx context.Context, tx pgx.Tx, o Order) (Decision, error) {
 	d, err := Decide(ctx, tx, o)
 	if err != nil {
 		return d, err

@@ -11,6 +11,29 @@ import (
 	"github.com/google/uuid"
 )
 
+const claimInboxUnderKey = `-- name: ClaimInboxUnderKey :execrows
+INSERT INTO inbox (message_id, consumer, content_hash, event_type)
+VALUES ($1, $2, ''::bytea, $3)
+ON CONFLICT (message_id, consumer) DO NOTHING
+`
+
+type ClaimInboxUnderKeyParams struct {
+	Key       uuid.UUID
+	Consumer  string
+	EventType string
+}
+
+// The correlation-id consumer claims its inbox row under a key of its own choosing (the
+// order id) and keeps no content hash, as the usual "seen this key?" table does: 0 rows
+// means the key was taken, whatever the message said.
+func (q *Queries) ClaimInboxUnderKey(ctx context.Context, arg ClaimInboxUnderKeyParams) (int64, error) {
+	result, err := q.db.Exec(ctx, claimInboxUnderKey, arg.Key, arg.Consumer, arg.EventType)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const inboxHasMessage = `-- name: InboxHasMessage :one
 
 SELECT EXISTS (SELECT 1 FROM inbox WHERE message_id = $1 AND consumer = $2)
@@ -21,8 +44,9 @@ type InboxHasMessageParams struct {
 	Consumer  string
 }
 
-// Queries of the two wrong consumer strategies (INVENTORY_STRATEGY=check-then-process or
-// naive), kept to show what the inbox prevents. The right one uses package inbox alone.
+// Queries of the wrong consumers (INVENTORY_STRATEGY=check-then-process or naive, and the
+// consumer keyed on the correlation id), kept to show what the inbox prevents. The right
+// one uses package inbox alone.
 // check-then-process asks first. Between this answer and the row that records the
 // message, another copy can ask too, or the process can die: the window of the pattern.
 func (q *Queries) InboxHasMessage(ctx context.Context, arg InboxHasMessageParams) (bool, error) {

@@ -1,7 +1,9 @@
 // Package wrongways holds the consumers inventory must not run: the two usual ways an
-// idempotent consumer is got wrong, and a cancellation applied without its sequence. They
-// exist to be shown failing, by the tests, `make demo` and `make chaos-compare`, beside
-// the right one in package stock (docs/idempotent-consumer.md, docs/cancellation.md).
+// idempotent consumer is got wrong, a cancellation applied without its sequence, an inbox
+// keyed on the correlation id, and a handler that writes through the pool inside its
+// transaction. They exist to be shown failing, by the tests, `make demo` and
+// `make chaos-compare`, beside the right one in package stock
+// (docs/idempotent-consumer.md, docs/cancellation.md).
 //
 // Each does the same work as stock, through stock's own steps; what it lacks is how
 // stock keeps a message, or an order, from being applied twice.
@@ -82,7 +84,15 @@ type Options struct {
 	// for its order leaves no row behind, so a placement that arrives after it reserves
 	// for a cancelled order (INVENTORY_CANCELLATIONS=ignore-sequence).
 	IgnoreSequence bool
-	Hooks          Hooks
+	// KeyOnCorrelationID claims the inbox under the order's id, for every event of the
+	// order, instead of under the message's id: the order's cancellation finds the key its
+	// placement took and is acked as a duplicate. It handles both event types, in place of
+	// Strategy and IgnoreSequence.
+	KeyOnCorrelationID bool
+	// WriteThroughPool reserves a placement's copies through the pool, a second
+	// connection, inside the transaction that claims its inbox row: a rollback keeps them.
+	WriteThroughPool bool
+	Hooks            Hooks
 }
 
 // Consumer is a handler for inventory.order-placed that takes the wrong ways Options
@@ -92,6 +102,8 @@ type Consumer struct {
 	pool           *pgxpool.Pool
 	strategy       Strategy
 	ignoreSequence bool
+	correlationKey bool
+	throughPool    bool
 	hooks          Hooks
 	log            *slog.Logger
 	tracer         trace.Tracer
@@ -107,6 +119,8 @@ func New(pool *pgxpool.Pool, tel *telemetry.Telemetry, svc *stock.Service, opts 
 		pool:           pool,
 		strategy:       opts.Strategy,
 		ignoreSequence: opts.IgnoreSequence,
+		correlationKey: opts.KeyOnCorrelationID,
+		throughPool:    opts.WriteThroughPool,
 		hooks:          opts.Hooks,
 		log:            tel.Logger.With("component", "stock", "strategy", string(opts.Strategy)),
 		tracer:         tel.Tracer("stock"),
@@ -117,10 +131,14 @@ func New(pool *pgxpool.Pool, tel *telemetry.Telemetry, svc *stock.Service, opts 
 // the ways Options chose.
 func (c *Consumer) HandleOrderEvent(ctx context.Context, env event.Envelope) (inbox.Outcome, error) {
 	switch {
+	case c.correlationKey:
+		return c.handleKeyedOnCorrelationID(ctx, env)
 	case env.Type == contracts.OrderCancelled && c.ignoreSequence:
 		return c.releaseIgnoringSequence(ctx, env)
 	case env.Type == contracts.OrderCancelled:
 		return c.stock.HandleOrderEvent(ctx, env)
+	case c.throughPool:
+		return c.reserveThroughPool(ctx, env)
 	}
 	switch c.strategy {
 	case Naive:

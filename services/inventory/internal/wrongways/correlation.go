@@ -1,0 +1,89 @@
+package wrongways
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/bookstore-go/bookstore/services/contracts"
+	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
+	"github.com/bookstore-go/bookstore/services/inventory/internal/store"
+	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/platform/inbox"
+)
+
+// handleKeyedOnCorrelationID is stock's work behind an inbox claimed under the order's id,
+// the correlation id every event of an order carries, instead of under the message's id.
+// The key then names the order, not the message: the order's first event claims it, and
+// every later event of the order, whatever it says, finds it taken and is acked as a
+// duplicate. An OrderCancelled that follows its OrderPlaced is swallowed, and the copies
+// stay reserved for a cancelled order.
+//
+// Its claim keeps no content hash, as the usual "seen this key?" table keeps none;
+// inbox.Claim, which compares one, would dead-letter the cancellation instead of
+// swallowing it, which is louder and still wrong.
+func (c *Consumer) handleKeyedOnCorrelationID(ctx context.Context, env event.Envelope) (inbox.Outcome, error) {
+	orderID, work, err := workOf(ctx, env)
+	if err != nil {
+		return 0, err
+	}
+	ctx, span := c.tracer.Start(ctx, "HandleOrderEvent correlation-id")
+	defer span.End()
+	processed := false
+	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		n, err := store.New(tx).ClaimInboxUnderKey(ctx, store.ClaimInboxUnderKeyParams{
+			Key: orderID, Consumer: stock.ConsumerName, EventType: env.Type,
+		})
+		if err != nil {
+			return fmt.Errorf("inbox claim under order %s: %w", orderID, err)
+		}
+		if n == 0 {
+			return nil // "seen it": the order's key is taken
+		}
+		processed = true
+		return work(tx)
+	})
+	if err != nil {
+		return 0, err
+	}
+	if err := c.hooks.afterCommit(ctx); err != nil {
+		return 0, err
+	}
+	if !processed {
+		return inbox.Duplicate, nil
+	}
+	return inbox.Processed, nil
+}
+
+// workOf reads env and returns its order's id and stock's work for it: a placement
+// reserves (stock.Reserve), a cancellation releases and announces (stock.Cancel,
+// stock.AnnounceRelease).
+func workOf(ctx context.Context, env event.Envelope) (uuid.UUID, func(pgx.Tx) error, error) {
+	if env.Type == contracts.OrderCancelled {
+		cn, err := stock.CancellationOf(env)
+		if err != nil {
+			return uuid.Nil, nil, err
+		}
+		return cn.OrderID, func(tx pgx.Tx) error {
+			r, err := stock.Cancel(ctx, tx, cn)
+			if err != nil || r.Stale {
+				return err
+			}
+			sequence := int64(2) // after the placement's outcome
+			if r.Previous == "" {
+				sequence = 1 // the cancellation came first
+			}
+			return stock.AnnounceRelease(ctx, tx, cn, r, sequence)
+		}, nil
+	}
+	o, err := stock.OrderOf(env)
+	if err != nil {
+		return uuid.Nil, nil, err
+	}
+	return o.ID, func(tx pgx.Tx) error {
+		_, err := stock.Reserve(ctx, tx, o)
+		return err
+	}, nil
+}
