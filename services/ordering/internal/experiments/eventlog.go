@@ -145,9 +145,13 @@ type EventLogResult struct {
 }
 
 func (r EventLogResult) String() string {
-	return fmt.Sprintf("[event-log inline] publish fails, no background sender -> event-log row stuck: %s, times sent: %d, age: %v; "+
+	row := "event-log row stuck"
+	if r.State == published.String() {
+		row = "event-log row sent"
+	}
+	return fmt.Sprintf("[event-log inline] publish fails, no background sender -> %s: %s, times sent: %d, age: %v; "+
 		"with the broker back, events published: %d of %d (the stuck one: %d)",
-		r.State, r.TimesSent, r.Age.Round(time.Millisecond), r.Published, r.Orders, r.StuckCopies)
+		row, r.State, r.TimesSent, r.Age.Round(time.Millisecond), r.Published, r.Orders, r.StuckCopies)
 }
 
 // EventLogInlinePublish: eShopOnContainers' integration event log. Ada's order commits
