@@ -66,7 +66,8 @@ lint: ## gofmt, go vet, the sqlc drift check and the contracts (api/: OpenAPI, A
 	go test -count=1 github.com/bookstore-go/bookstore/api/...
 
 .PHONY: demo
-demo: services ## the idempotent-consumer experiments, measured against the real Postgres
+demo: services ## the producer's and the idempotent consumer's experiments, measured against the real Postgres and RabbitMQ
+	go run ./services/ordering/cmd/demo
 	go run ./services/inventory/cmd/demo
 	go run ./services/notification/cmd/demo
 

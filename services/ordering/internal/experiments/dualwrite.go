@@ -1,0 +1,151 @@
+package experiments
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/bookstore-go/bookstore/services/contracts"
+	"github.com/bookstore-go/bookstore/services/platform/broker"
+	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/platform/failpoint"
+	"github.com/bookstore-go/bookstore/services/platform/outbox"
+)
+
+// commitThenPublish is the dual write: an orders.EventWriter that keeps nothing of the
+// event in the order's transaction and publishes it once the order has committed, as
+// ORDERING_PUBLISHER=direct does. beforePublish is the moment between the two; an error
+// from it is the process dying there.
+type commitThenPublish struct {
+	pub           *broker.Publisher
+	beforePublish func(context.Context) error
+	err           error // what Committed met: the crash, a failed publish, or nil
+}
+
+func (w *commitThenPublish) Write(_ context.Context, _ pgx.Tx, e outbox.Event) (event.Envelope, error) {
+	return event.New(e.Source, e.Type, e.AggregateID, e.Sequence, e.Data)
+}
+
+func (w *commitThenPublish) Committed(ctx context.Context, env event.Envelope) {
+	if w.err = w.beforePublish(ctx); w.err != nil {
+		return
+	}
+	w.err = publish(ctx, w.pub, env)
+}
+
+// CommitThenPublishResult is the measurement of CommitThenPublish.
+type CommitThenPublishResult struct {
+	OrderStatus string // the order's status in the database
+	Published   int    // events that reached the queue
+}
+
+func (r CommitThenPublishResult) String() string {
+	return fmt.Sprintf("[commit-then-publish] crash between commit and publish -> order: %s, events published: %d", r.OrderStatus, r.Published)
+}
+
+// CommitThenPublish: the order commits, and the process dies before it publishes. The
+// restarted process has no trace of the event to send again, so inventory never hears of
+// the order, which stays pending for ever.
+func (l *Lab) CommitThenPublish(ctx context.Context) (CommitThenPublishResult, error) {
+	oneAtATime.Lock()
+	defer oneAtATime.Unlock()
+	var r CommitThenPublishResult
+	if err := l.reset(ctx); err != nil {
+		return r, err
+	}
+	pub, closePub := newPublisher(l.AMQPURL)
+	defer closePub()
+	w := &commitThenPublish{pub: pub, beforePublish: crash}
+	ans, err := l.placeOrder(ctx, w)
+	if err != nil {
+		return r, fmt.Errorf("place the order: %w", err)
+	}
+	if !errors.Is(w.err, errSimulatedCrash) {
+		return r, fmt.Errorf("commit-then-publish: want the simulated crash after the commit, got %v", w.err)
+	}
+	if err := l.Pool.QueryRow(ctx, "SELECT status FROM orders WHERE id = $1", ans.Order.ID).Scan(&r.OrderStatus); err != nil {
+		return r, fmt.Errorf("read the order: %w", err)
+	}
+	copies, err := l.copies(ctx)
+	r.Published = len(copies)
+	return r, err
+}
+
+// publishThenCommit publishes the event inside the order's transaction, before the
+// commit: an orders.EventWriter whose Write waits for the broker's confirm.
+type publishThenCommit struct{ pub *broker.Publisher }
+
+func (w publishThenCommit) Write(ctx context.Context, _ pgx.Tx, e outbox.Event) (event.Envelope, error) {
+	env, err := event.New(e.Source, e.Type, e.AggregateID, e.Sequence, e.Data)
+	if err != nil {
+		return env, err
+	}
+	return env, publish(ctx, w.pub, env)
+}
+
+func (publishThenCommit) Committed(context.Context, event.Envelope) {}
+
+// PublishThenCommitResult is the measurement of PublishThenCommit.
+type PublishThenCommitResult struct {
+	Orders    int // orders in the database
+	Published int // events that reached the queue
+	Phantoms  int // of those, events of an order the database does not have
+}
+
+func (r PublishThenCommitResult) String() string {
+	phantoms := fmt.Sprintf("(phantoms: %d)", r.Phantoms)
+	if r.Published == 1 && r.Phantoms == 1 {
+		phantoms = "(a phantom)"
+	}
+	return fmt.Sprintf("[publish-then-commit] rollback after publish -> orders: %d, events published: %d %s", r.Orders, r.Published, phantoms)
+}
+
+// PublishThenCommit: the event is published and confirmed, then the order's transaction
+// rolls back. Here the failpoint ordering/before-commit returns an error after every
+// write; a deadlock, a constraint, a lost connection or a crash before the commit ends
+// the same way. The broker has an event for an order that does not exist, and no one
+// can take it back.
+func (l *Lab) PublishThenCommit(ctx context.Context) (PublishThenCommitResult, error) {
+	oneAtATime.Lock()
+	defer oneAtATime.Unlock()
+	var r PublishThenCommitResult
+	if err := l.reset(ctx); err != nil {
+		return r, err
+	}
+	pub, closePub := newPublisher(l.AMQPURL)
+	defer closePub()
+	if err := failpoint.Configure(contracts.OrderingBeforeCommit+"=error", contracts.Failpoints); err != nil {
+		return r, err
+	}
+	_, err := l.placeOrder(ctx, publishThenCommit{pub: pub})
+	_ = failpoint.Configure("", contracts.Failpoints)
+	if !errors.Is(err, failpoint.ErrInjected) {
+		return r, fmt.Errorf("publish-then-commit: want the transaction rolled back at the failpoint, got %v", err)
+	}
+	if r.Orders, err = l.count(ctx, "SELECT count(*) FROM orders"); err != nil {
+		return r, err
+	}
+	copies, err := l.copies(ctx)
+	if err != nil {
+		return r, err
+	}
+	r.Published = len(copies)
+	for _, c := range copies {
+		id, err := orderOf(c)
+		if err != nil {
+			return r, err
+		}
+		n, err := l.count(ctx, "SELECT count(*) FROM orders WHERE id::text = $1", id)
+		if err != nil {
+			return r, err
+		}
+		if n == 0 {
+			r.Phantoms++
+		}
+	}
+	return r, nil
+}
+
+func crash(context.Context) error { return errSimulatedCrash }
