@@ -40,7 +40,7 @@ import "testing"
 
 func TestFromOutside(t *testing.T) {}
 `,
-	"docs/other.md": "# Other page\n\n## Twice\n\n## Twice\n\n## What `go test` runs (and why)\n\n<a id=\"custom\"></a>\n",
+	"docs/other.md":  "# Other page\n\n## Twice\n\n## Twice\n\n## What `go test` runs (and why)\n\n<a id=\"custom\"></a>\n",
 	"docs/img/x.svg": "<svg/>",
 }
 
