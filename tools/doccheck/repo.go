@@ -12,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -42,13 +43,15 @@ type repo struct {
 type goPackage struct {
 	decls   map[string]bool            // top-level funcs, types, vars and consts
 	members map[string]map[string]bool // type name -> its methods, and its fields if a struct
+	strs    map[string]string          // string constants: name -> value
+	lists   map[string][]string        // vars set to a composite literal: name -> its elements' names or string values
 }
 
 // A rule checks one doc against the repository.
 type rule func(r *repo, d *doc) []finding
 
 // rules are every check doccheck makes, one file each.
-var rules = []rule{checkTestNames, checkCitations, checkLinks, checkMermaid, checkGenerated}
+var rules = []rule{checkTestNames, checkCitations, checkLinks, checkMermaid, checkGenerated, checkFailpoints}
 
 // check reads the repository at root and returns every finding, sorted by file and line.
 func check(root string) ([]finding, error) {
@@ -128,7 +131,7 @@ func (r *repo) addGoFile(f *ast.File, isTest bool) {
 	external := strings.HasSuffix(name, "_test")
 	p := r.pkgs[name]
 	if p == nil && !external {
-		p = &goPackage{decls: map[string]bool{}, members: map[string]map[string]bool{}}
+		p = &goPackage{decls: map[string]bool{}, members: map[string]map[string]bool{}, strs: map[string]string{}, lists: map[string][]string{}}
 		r.pkgs[name] = p
 	}
 	member := func(typ, m string) {
@@ -164,8 +167,11 @@ func (r *repo) addGoFile(f *ast.File, isTest bool) {
 						member(spec.Name.Name, m)
 					}
 				case *ast.ValueSpec:
-					for _, n := range spec.Names {
+					for i, n := range spec.Names {
 						p.decls[n.Name] = true
+						if i < len(spec.Values) {
+							p.addValue(n.Name, spec.Values[i])
+						}
 					}
 				}
 			}
@@ -274,4 +280,45 @@ func (r *repo) doc(rel string) *doc {
 	d := parseDoc(rel, src)
 	r.byPath[rel] = d
 	return d
+}
+
+// addValue records what the rules read of a top-level value: a string constant's value,
+// and the elements of a composite literal (a list of names, like contracts.Failpoints).
+func (p *goPackage) addValue(name string, v ast.Expr) {
+	switch v := v.(type) {
+	case *ast.BasicLit:
+		if s, err := strconv.Unquote(v.Value); err == nil && v.Kind == token.STRING {
+			p.strs[name] = s
+		}
+	case *ast.CompositeLit:
+		var elems []string
+		for _, e := range v.Elts {
+			switch e := e.(type) {
+			case *ast.Ident:
+				elems = append(elems, e.Name)
+			case *ast.BasicLit:
+				if s, err := strconv.Unquote(e.Value); err == nil {
+					elems = append(elems, s)
+				}
+			}
+		}
+		p.lists[name] = elems
+	}
+}
+
+// stringList returns the values of the list var pkg.name, each element a string constant
+// of the package or a string literal; nil when there is no such list.
+func (r *repo) stringList(pkg, name string) []string {
+	p := r.pkgs[pkg]
+	if p == nil {
+		return nil
+	}
+	var out []string
+	for _, e := range p.lists[name] {
+		if v, ok := p.strs[e]; ok {
+			e = v
+		}
+		out = append(out, e)
+	}
+	return out
 }
