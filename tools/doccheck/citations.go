@@ -9,10 +9,11 @@ import (
 // Rule: a `package.Name` the docs cite is declared in that package.
 //
 // A code span that is pkg.Name, pkg.Type.Member or either with a call's parentheses
-// (`stock.HandleOrderEvent`, `broker.Publisher.PublishBatch`, `event.New(...)`), where
-// pkg is the name of a Go package of the repository, must name a top-level func, type,
-// var or const of a package with that name, and Member a method of that type or a field
-// of that struct. Name must be exported, or followed by parentheses: `report.json`,
+// (`event.New`, `broker.Publisher.PublishBatch`, `outbox.Write(ctx, tx, ev)`), where pkg
+// is the name of a Go package of the repository, must name a top-level func, type, var
+// or const of a package with that name, or a method of one of its types (the docs cite
+// `stock.HandleOrderEvent`, a method of stock's Service, that way); and Member must be a
+// method of that type or a field of that struct. Name must be exported, or followed by parentheses: `report.json`,
 // `orders.status` and `inbox.sql` are a file, a column and a file. A pkg that is also the
 // last element of a standard library package (`http.Handler`) is left alone unless the
 // repository's package declares the name.
@@ -33,7 +34,7 @@ func checkCitations(r *repo, d *doc) []finding {
 				continue
 			}
 			switch {
-			case !pkg.decls[name]:
+			case !pkg.decls[name] && !(member == "" && pkg.methods[name]):
 				if !r.std[pkgName] {
 					out = append(out, finding{d.path, s.line, fmt.Sprintf("`%s`: package %s declares no %s", s.code, pkgName, name)})
 				}

@@ -116,7 +116,7 @@ func TestEachRuleReportsItsCaseAndPassesTheFixedOne(t *testing.T) {
 			name:  "a package.Name the package does not declare",
 			doc:   "# Page\n\n`stock.HandleAll` calls `stock.Ledger.Remove`, and `stock.fetch()`.\n",
 			want:  []string{"3: package stock declares no HandleAll", "3: stock.Ledger has no method or field Remove", "3: package stock declares no fetch"},
-			right: "# Page\n\n`stock.Handle` calls `stock.Ledger.Add` on `stock.Ledger.Reserved` up to `stock.Limit`; `stock.Handle(ctx)`.\n",
+			right: "# Page\n\n`stock.Handle` calls `stock.Add` (a method) and `stock.Ledger.Add` on `stock.Ledger.Reserved` up to `stock.Limit`; `stock.Handle(ctx)`.\n",
 		},
 		{
 			name:  "not citations: files, columns, the standard library, other names",

@@ -43,6 +43,7 @@ type repo struct {
 type goPackage struct {
 	decls   map[string]bool            // top-level funcs, types, vars and consts
 	members map[string]map[string]bool // type name -> its methods, and its fields if a struct
+	methods map[string]bool            // every method of every type, by name
 	strs    map[string]string          // string constants: name -> value
 	lists   map[string][]string        // vars set to a composite literal: name -> its elements' names or string values
 }
@@ -131,7 +132,7 @@ func (r *repo) addGoFile(f *ast.File, isTest bool) {
 	external := strings.HasSuffix(name, "_test")
 	p := r.pkgs[name]
 	if p == nil && !external {
-		p = &goPackage{decls: map[string]bool{}, members: map[string]map[string]bool{}, strs: map[string]string{}, lists: map[string][]string{}}
+		p = &goPackage{decls: map[string]bool{}, members: map[string]map[string]bool{}, methods: map[string]bool{}, strs: map[string]string{}, lists: map[string][]string{}}
 		r.pkgs[name] = p
 	}
 	member := func(typ, m string) {
@@ -154,6 +155,7 @@ func (r *repo) addGoFile(f *ast.File, isTest bool) {
 				p.decls[fn] = true
 			} else if len(decl.Recv.List) == 1 {
 				member(receiverType(decl.Recv.List[0].Type), fn)
+				p.methods[fn] = true
 			}
 		case *ast.GenDecl:
 			if external {
