@@ -132,9 +132,9 @@ func TestEachRuleReportsItsCaseAndPassesTheFixedOne(t *testing.T) {
 		},
 		{
 			name:  "a link to a missing heading",
-			doc:   "# Page\n\n[a](other.md#twice-2), [b](#nowhere), [c](other.md#what-go-test-runs-and-why-)\n",
-			want:  []string{"3: other.md has no heading with anchor #twice-2", "3: page.md has no heading with anchor #nowhere", "3: has no heading with anchor #what-go-test-runs-and-why-"},
-			right: "# Page\n\n## Quiet, then check\n\n[a](other.md#twice-1), [b](#quiet-then-check), [c](other.md#what-go-test-runs-and-why), [d](other.md#custom), [e](#page)\n",
+			doc:   "# Page\n\n[a](other.md#twice-2), [b](#nowhere), [c](other.md#what-go-test-runs-and-why-)\n\n[ref]: other.md#twice-3\n",
+			want:  []string{"3: other.md has no heading with anchor #twice-2", "3: page.md has no heading with anchor #nowhere", "3: has no heading with anchor #what-go-test-runs-and-why-", "5: link other.md#twice-3"},
+			right: "# Page\n\n## Quiet, then check\n\n[a](other.md#twice-1), [b](#quiet-then-check), [c](other.md#what-go-test-runs-and-why), [d](other.md#custom), [e](#page), [f](#here)\n\n<span id=\"here\"></span>\n\n[ref]: other.md#twice\n[^1]: a footnote, not a link.\n",
 		},
 		{
 			name:  "a link that leaves the repository",

@@ -44,7 +44,7 @@ func (p paragraph) lineOf(off int) int { return p.start + strings.Count(p.text[:
 
 var (
 	headingRe = regexp.MustCompile(`^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$`)
-	htmlIDRe  = regexp.MustCompile(`<a\s+(?:[^>]*\s)?(?:id|name)="([^"]+)"`)
+	htmlIDRe  = regexp.MustCompile(`<[a-zA-Z][a-zA-Z0-9]*\s(?:[^>]*\s)?(?:id|name)="([^"]+)"`)
 )
 
 // parseDoc splits a Markdown file into fences and paragraphs, and collects the anchors
