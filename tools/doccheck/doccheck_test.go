@@ -265,3 +265,16 @@ func TestCodeSpansWrapAcrossLinesAndUnclosedBackticksAreText(t *testing.T) {
 		t.Errorf("spans %q, want %q", got, want)
 	}
 }
+
+// TestTheDocsOfThisRepositoryAgreeWithItsCode runs doccheck on the repository itself, so
+// that `make test` (and CI, which runs it) fails on a doc that has drifted, as `make lint`
+// does.
+func TestTheDocsOfThisRepositoryAgreeWithItsCode(t *testing.T) {
+	findings, err := check(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range findings {
+		t.Error(f)
+	}
+}

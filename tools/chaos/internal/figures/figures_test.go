@@ -66,3 +66,15 @@ func TestAHandEditedFigureIsReportedAndRenderedBackFromTheReport(t *testing.T) {
 		t.Fatalf("Update did not put the report's figure back:\n%s", again)
 	}
 }
+
+// TestTheFiguresInTheDocsAreWhatTheCommittedReportsRender checks the repository's own
+// docs, so that `make test` (and CI) fails on a hand-edited figure, as `make lint` does.
+func TestTheFiguresInTheDocsAreWhatTheCommittedReportsRender(t *testing.T) {
+	stale, err := Update(filepath.Join("..", "..", "..", ".."), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range stale {
+		t.Errorf("%s: generated block differs from its report: run make chaos-figures", s)
+	}
+}
