@@ -32,7 +32,7 @@ func main() {
 		fmt.Println(f)
 	}
 	if len(findings) > 0 {
-		fmt.Fprintf(os.Stderr, "doccheck: %d findings: the docs above disagree with the repository\n", len(findings))
+		fmt.Fprintf(os.Stderr, "doccheck: the docs disagree with the repository in %d place(s) above\n", len(findings))
 		os.Exit(1)
 	}
 }
