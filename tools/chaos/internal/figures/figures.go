@@ -169,9 +169,14 @@ func render(root, src string, cache map[string][]*report.Result) (string, []int,
 	return out.String(), changed, nil
 }
 
-// fenced puts text in a ```text block.
+// fenced puts text in a ```text block, without the spaces tabwriter leaves at the end of
+// a line whose last column is empty (an editor would strip them, and the check fail).
 func fenced(text string) string {
-	return "```text\n" + strings.Trim(text, "\n") + "\n```\n"
+	lines := strings.Split(strings.Trim(text, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimRight(l, " ")
+	}
+	return "```text\n" + strings.Join(lines, "\n") + "\n```\n"
 }
 
 // summaryText is the summary a run printed, without the path of its report.
