@@ -59,11 +59,13 @@ generate-k8s: ## regenerate deploy/k8s's derived files from deploy/ and services
 	go generate ./deploy/k8s
 
 .PHONY: lint
-lint: ## gofmt, go vet, the sqlc drift check and the contracts (api/: OpenAPI, AsyncAPI, JSON Schema)
+lint: ## gofmt, go vet, the sqlc drift check, the contracts (api/: OpenAPI, AsyncAPI, JSON Schema) and the docs (tools/doccheck, chaos figures)
 	@test -z "$$(gofmt -l services sql tools deploy api testenv)" || { gofmt -l services sql tools deploy api testenv; echo "gofmt: files above need formatting"; exit 1; }
 	go vet $(PKGS)
 	$(SQLC) diff
 	go test -count=1 github.com/bookstore-go/bookstore/api/...
+	go run ./tools/doccheck
+	go run ./tools/chaos figures -check
 
 .PHONY: demo
 demo: services ## the producer's and the idempotent consumer's experiments, measured against the real Postgres and RabbitMQ
@@ -82,6 +84,10 @@ chaos-load: services build ## every service doubled, the load at half the benchm
 .PHONY: chaos-compare
 chaos-compare: services build ## the same faults against the right design and the wrong ones
 	go run ./tools/chaos compare $(CHAOS_FLAGS)
+
+.PHONY: chaos-figures
+chaos-figures: ## render the chaos figures the docs quote from the reports committed in docs/reports/ (make lint checks them)
+	go run ./tools/chaos figures
 
 .PHONY: up
 up: ## docker compose: the system with Jaeger, Prometheus, Grafana and Mailpit

@@ -7,6 +7,8 @@
 //	chaos [flags]           one run of the default design (outbox + inbox); exit 1 on a violation
 //	chaos compare [flags]   the same seed and faults against the default and the wrong designs
 //	chaos report DIR        render DIR/report.json again as report.html and the CSV files
+//	chaos figures [-check]  render the figures the docs quote from docs/reports/ (make chaos-figures)
+//	chaos figures save OUT DIR...  commit runs' reports: DIR/report.json of each, as OUT
 //	chaos --help            every flag
 //
 // It closes the gap between "the design survives crashes" and "we watched it survive
@@ -30,6 +32,7 @@ import (
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/config"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/experiment"
+	"github.com/bookstore-go/bookstore/tools/chaos/internal/figures"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/report"
 )
 
@@ -38,7 +41,7 @@ func main() {
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	switch {
-	case errors.Is(err, experiment.ErrViolations):
+	case errors.Is(err, experiment.ErrViolations), errors.Is(err, figures.ErrStale):
 		os.Exit(1)
 	case err != nil:
 		fmt.Fprintln(os.Stderr, "chaos:", err)
@@ -49,6 +52,9 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 2 && args[0] == "report" {
 		return report.Rerender(args[1])
+	}
+	if len(args) > 0 && args[0] == "figures" {
+		return runFigures(args[1:], stdout)
 	}
 	compare := len(args) > 0 && args[0] == "compare"
 	if compare {
@@ -67,7 +73,35 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	report.PrintSummary(stdout, res)
 	if !check.Passed(res.Verdicts) {
-		return experiment.ErrViolations
+		return figures.ErrStale
+	}
+	return nil
+}
+
+// runFigures renders the generated blocks of the docs from the committed reports, checks
+// them (-check: exit 1 naming each block that differs), or saves runs as a committed
+// report (save OUT DIR...).
+func runFigures(args []string, stdout io.Writer) error {
+	if len(args) >= 3 && args[0] == "save" {
+		return figures.Save(args[1], args[2:])
+	}
+	checkOnly := len(args) == 1 && args[0] == "-check"
+	if len(args) > 0 && !checkOnly {
+		return fmt.Errorf("usage: chaos figures [-check] | chaos figures save OUT DIR...")
+	}
+	changed, err := figures.Update(".", checkOnly)
+	if err != nil {
+		return err
+	}
+	for _, c := range changed {
+		if checkOnly {
+			fmt.Fprintf(stdout, "%s: generated block differs from its report: run make chaos-figures\n", c)
+		} else {
+			fmt.Fprintf(stdout, "%s: rendered again\n", c)
+		}
+	}
+	if checkOnly && len(changed) > 0 {
+		return figures.ErrStale
 	}
 	return nil
 }

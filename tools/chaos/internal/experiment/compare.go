@@ -5,12 +5,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/config"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/report"
@@ -66,7 +63,7 @@ func Compare(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) e
 		results = append(results, res)
 	}
 	var board strings.Builder
-	printScoreboard(&board, results)
+	report.PrintScoreboard(&board, results, true)
 	fmt.Fprint(stdout, board.String())
 	if len(results) > 0 {
 		_ = os.WriteFile(filepath.Join(filepath.Dir(results[0].ReportDir), "scoreboard.txt"), []byte(board.String()), 0o644)
@@ -95,28 +92,4 @@ func chosenDesigns(names string) []design {
 		}
 	}
 	return out
-}
-
-func printScoreboard(w io.Writer, results []*report.Result) {
-	fmt.Fprintln(w, "\nSCOREBOARD (same seed, same faults)")
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "DESIGN\tORDERS\tVIOLATIONS\tWHAT THE CHECKER FOUND\tREPORT")
-	for _, r := range results {
-		found := map[string]int{}
-		for _, v := range r.Verdicts {
-			for k, n := range v.Counts {
-				found[k] += n
-			}
-		}
-		var parts []string
-		for _, k := range slices.Sorted(maps.Keys(found)) {
-			parts = append(parts, fmt.Sprintf("%d %s", found[k], k))
-		}
-		what := strings.Join(parts, "; ")
-		if what == "" {
-			what = "nothing: every invariant holds"
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", r.Design, r.Orders.Total, r.Violations, what, filepath.Join(r.ReportDir, "report.html"))
-	}
-	tw.Flush()
 }

@@ -456,6 +456,14 @@ func (in *Injector) relayTwin(ctx context.Context, f *check.Fault) {
 		in.record(f, false, "skipped: "+err.Error())
 		return
 	}
+	// Up is not enough after its Postgres link came back (an outage, a link fault that
+	// ended just before): the live relay takes its lock again only when its LISTEN
+	// connection reconnects, up to 10 s later, and a twin started before that takes the
+	// lock first and rightly publishes.
+	if err := in.waitForRelayLock(ctx, p, relayID, 30*time.Second); err != nil {
+		in.record(f, false, "skipped: "+err.Error())
+		return
+	}
 	in.begin(f)
 	// A start can fail for reasons of the machine's (the shared Postgres out of
 	// connections for a moment): a few tries, as a supervisor would.
@@ -496,6 +504,25 @@ func (in *Injector) relayTwin(ctx context.Context, f *check.Fault) {
 		c.Violation, c.Detail = check.TwinPublished, fmt.Sprintf("a second %s under RELAY_ID %s published %d events in %.1fs while %s was live (/readyz %s)", p.Service, relayID, published, lived.Seconds(), p.Name, ready)
 	}
 	in.setCheck(f, c)
+}
+
+// waitForRelayLock waits until the live relay p holds its id's lock, at most timeout.
+func (in *Injector) waitForRelayLock(ctx context.Context, p *harness.Process, relayID string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		held, err := harness.HoldsRelayLock(qctx, in.sys.DBs[p.Service], relayID)
+		cancel()
+		if err == nil && held {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the live relay %s did not hold the lock of RELAY_ID %s within %v (last error: %v)", p.Name, relayID, timeout, err)
+		}
+		if !harness.Sleep(ctx, 200*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
 }
 
 // overlappingOutage returns an outage of kind that overlapped f, if any.

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // WaitUp waits until p has been running for at least settled and answers /healthz, at
@@ -30,6 +32,23 @@ func WaitUp(ctx context.Context, p *Process, settled, timeout time.Duration) err
 			return ctx.Err()
 		}
 	}
+}
+
+// HoldsRelayLock reports whether a session of db's database holds the advisory lock a
+// relay takes for relayID on its LISTEN connection (TryRelayLock in
+// sql/platform/queries/outbox.sql). Before a twin starts, that session can only be the
+// live relay's. A relay loses the lock with that connection (an outage, a cut link) and
+// takes it again only when it reconnects, after a backoff of up to its OutageMax.
+func HoldsRelayLock(ctx context.Context, db *pgxpool.Pool, relayID string) (bool, error) {
+	// A bigint advisory key is in pg_locks as classid (its high 32 bits) and objid (its
+	// low 32 bits), with objsubid 1.
+	var held bool
+	err := db.QueryRow(ctx, `SELECT EXISTS (
+		SELECT 1 FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND objsubid = 1
+		  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		  AND ((classid::bigint << 32) | objid::bigint) = hashtextextended('outbox relay ' || $1::text, 0))`, relayID).Scan(&held)
+	return held, err
 }
 
 // TwinProcess is a relay twin: one process, not supervised, stopped at the end of its fault.

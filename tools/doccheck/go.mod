@@ -1,0 +1,3 @@
+module github.com/bookstore-go/bookstore/tools/doccheck
+
+go 1.26.0
