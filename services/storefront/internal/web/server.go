@@ -1,6 +1,6 @@
 // Package web is the storefront: one server-rendered page that lists the books, places an
-// order with an Idempotency-Key, and shows the order's journey through the system live,
-// read from the services' public HTTP APIs only. With demos on, a panel drives the
+// order with an Idempotency-Key, cancels it, and shows the order's journey through the
+// system live, placement and cancellation, through the services' public HTTP APIs only. With demos on, a panel drives the
 // mechanisms that already exist to break things on purpose.
 package web
 
