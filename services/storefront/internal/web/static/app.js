@@ -6,6 +6,7 @@ const form = document.getElementById("order-form");
 const message = document.getElementById("order-message");
 const journey = document.getElementById("journey");
 let polling = null;
+let watching = 0; // the number of the latest watch(): only its ticks go on
 
 // The key of the form stays the same while its contents do: the same form sent twice
 // (a double click, a click after the answer, a retry) is the same order, which ordering
@@ -82,12 +83,13 @@ function watch(id) {
   if (polling) {
     clearTimeout(polling);
   }
+  const generation = ++watching; // a tick of an earlier watch, still awaiting, stops
   const tick = async () => {
     polling = null;
     let done = false;
     try {
       const resp = await fetch("/api/orders/" + id + "/journey", { cache: "no-store" });
-      if (resp.ok && journey.dataset.order === id) {
+      if (resp.ok && journey.dataset.order === id && generation === watching) {
         const j = await resp.json();
         render(j);
         done = j.done;
@@ -95,11 +97,11 @@ function watch(id) {
     } catch (e) {
       // the next tick asks again
     }
-    if (journey.dataset.order !== id) {
+    if (journey.dataset.order !== id || generation !== watching) {
       return;
     }
     await refreshStock();
-    if (!done && journey.dataset.order === id) {
+    if (!done && journey.dataset.order === id && generation === watching) {
       polling = setTimeout(tick, 200);
     }
   };
