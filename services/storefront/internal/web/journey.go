@@ -250,17 +250,17 @@ func (s *Server) steps(f found) Journey {
 			record = &f.records[i]
 		}
 	}
-	emailDone := s.emailSteps(steps[5:7], record, f.emails, trace)
-	done := emailDone && order.Status != "pending"
 	// Notification and ordering each consume inventory's outcome: the email can be
 	// delivered before ordering has applied the outcome, and a page that stopped watching
 	// then would show the order pending for ever.
+	done := s.emailSteps(steps[5:7], record, f.emails, trace) && order.Status != "pending"
 
 	if isCancelled {
 		steps = append(steps, s.cancelSteps(f, history, cancelled, release, cancelRecord, trace)...)
-		last := steps[len(steps)-1]
-		released := steps[len(steps)-3]
-		done = (last.State == "done" || last.State == "failed") && released.State == "done"
+		// Over once the second email is (delivered, or given up) and ordering has
+		// recorded the release, which notification does not wait for.
+		delivered, releaseApplied := steps[len(steps)-1], steps[len(steps)-3]
+		done = (delivered.State == "done" || delivered.State == "failed") && releaseApplied.State == "done"
 		if done {
 			// What the placement never reached, it never will: the cancellation came first.
 			for i := range stepInfo {
