@@ -250,17 +250,20 @@ func (s *Server) steps(f found) Journey {
 			record = &f.records[i]
 		}
 	}
-	// Notification and ordering each consume inventory's outcome: the email can be
-	// delivered before ordering has applied the outcome, and a page that stopped watching
-	// then would show the order pending for ever.
-	done := s.emailSteps(steps[5:7], record, f.emails, trace) && order.Status != "pending"
+	emailDone := s.emailSteps(steps[5:7], record, f.emails, trace)
+	// Each service answers apart: the email can be delivered before ordering has applied
+	// the outcome, or before a relay has recorded its broker's confirm, and a page that
+	// stopped watching then would show a step waiting for ever.
+	done := emailDone && order.Status != "pending" && settled(steps[1:4])
 
 	if isCancelled {
-		steps = append(steps, s.cancelSteps(f, history, cancelled, release, cancelRecord, trace)...)
-		// Over once the second email is (delivered, or given up) and ordering has
-		// recorded the release, which notification does not wait for.
-		delivered, releaseApplied := steps[len(steps)-1], steps[len(steps)-3]
-		done = (delivered.State == "done" || delivered.State == "failed") && releaseApplied.State == "done"
+		cancelSteps, cancelEmailDone := s.cancelSteps(f, history, cancelled, release, cancelRecord, trace)
+		steps = append(steps, cancelSteps...)
+		// Over once the second email is, every other step of the cancellation has
+		// happened, and so has the placement's up to inventory's answer and its email
+		// (which goes first, unless the cancellation came first and there is none).
+		done = cancelEmailDone && settled(cancelSteps[:5]) && settled(steps[1:4]) &&
+			(emailDone || (res != nil && res.Outcome == "cancelled"))
 		if done {
 			// What the placement never reached, it never will: the cancellation came first.
 			for i := range stepInfo {
@@ -301,9 +304,20 @@ func (s *Server) emailSteps(steps []Step, r *Notification, emails map[string]*Em
 	return done
 }
 
+// settled says whether none of steps is still waiting.
+func settled(steps []Step) bool {
+	for _, st := range steps {
+		if st.State == "waiting" {
+			return false
+		}
+	}
+	return true
+}
+
 // cancelSteps are the cancellation's steps: ordering's cancel and its event, inventory's
-// release and its event, the release in the order's history, and the second email.
-func (s *Server) cancelSteps(f found, history map[string]time.Time, cancelled, release *OutboxEvent, record *Notification, trace string) []Step {
+// release and its event, the release in the order's history, and the second email; and
+// whether nothing more will happen to that email.
+func (s *Server) cancelSteps(f found, history map[string]time.Time, cancelled, release *OutboxEvent, record *Notification, trace string) ([]Step, bool) {
 	steps := make([]Step, len(cancelInfo))
 	for i, info := range cancelInfo {
 		steps[i] = Step{Key: info.key, Title: info.title, State: "waiting", Source: s.sourceURL + info.source}
@@ -373,8 +387,7 @@ func (s *Server) cancelSteps(f found, history map[string]time.Time, cancelled, r
 	}
 
 	// cancel-email and cancel-delivered
-	s.emailSteps(steps[5:7], record, f.emails, trace)
-	return steps
+	return steps, s.emailSteps(steps[5:7], record, f.emails, trace)
 }
 
 // copies is the number of copies of the lines.

@@ -66,6 +66,10 @@ func TestStepsShowWhatTheServicesAnswered(t *testing.T) {
 		// delivered before ordering applies the outcome, and the page must keep watching.
 		"emailed before the outcome is applied": {placed, []OutboxEvent{published}, res, completed, &Email{Deliveries: 1, CreatedAt: later},
 			map[string]string{"applied": "waiting", "email": "done", "delivered": "done"}, false},
+		"emailed before inventory's relay recorded its confirm": {confirmed, []OutboxEvent{published},
+			&Reservation{Outcome: "reserved", AnsweredAt: later, Lines: res.Lines, Events: []OutboxEvent{{Type: "inventory.stock-reserved.v1", State: "pending", CreatedAt: later}}},
+			completed, &Email{Deliveries: 1, CreatedAt: later},
+			map[string]string{"announced": "waiting", "delivered": "done"}, false},
 		"email still processing": {confirmed, []OutboxEvent{published}, res,
 			[]Notification{{Kind: "order-confirmed", Status: "processing", Attempts: 1, UpdatedAt: later}}, nil,
 			map[string]string{"email": "waiting", "delivered": "waiting"}, false},
@@ -146,6 +150,16 @@ func TestACancellationContinuesTheJourneyToTheSecondEmail(t *testing.T) {
 			map[string]string{"delivered": "done", "cancelled": "done", "cancel-published": "done", "released": "waiting", "cancel-email": "waiting"}, false},
 		"released, its email not yet sent": {found{order: released, events: events, reservation: res, records: records[1:], emails: map[string]*Email{"order-confirmed": emails["order-confirmed"]}},
 			map[string]string{"email": "done", "released": "done", "release-announced": "done", "release-applied": "done", "cancel-email": "waiting"}, false},
+		// The provider has the second email before notification has recorded its answer,
+		// and ordering the release before inventory's relay has recorded its confirm: the
+		// page must keep watching until both catch up.
+		"cancellation email sent, its record not yet completed": {found{order: released, events: events, reservation: res,
+			records: []Notification{{Kind: "order-cancelled", Status: "processing", IdempotencyKey: "order/o1/order-cancelled", Attempts: 1, UpdatedAt: t4}, records[1]}, emails: emails},
+			map[string]string{"cancel-email": "waiting", "cancel-delivered": "done", "applied": "done"}, false},
+		"release applied, its event's confirm not yet recorded": {found{order: released, events: events,
+			reservation: &Reservation{Outcome: "reserved", AnsweredAt: t1, Lines: []Line{}, Events: []OutboxEvent{reserved, {Type: releasedType, State: "pending", CreatedAt: t3}}},
+			records:     records, emails: emails},
+			map[string]string{"released": "done", "release-announced": "waiting", "release-applied": "done", "cancel-delivered": "done"}, false},
 		"all the way": {found{order: released, events: events, reservation: res, records: records, emails: emails},
 			map[string]string{"placed": "done", "published": "done", "reserved": "done", "announced": "done", "applied": "done", "email": "done", "delivered": "done",
 				"cancelled": "done", "cancel-published": "done", "released": "done", "release-announced": "done", "release-applied": "done", "cancel-email": "done", "cancel-delivered": "done"}, true},
