@@ -18,8 +18,22 @@ SQLC    := cd tools/sqlc && GOWORK=off go tool sqlc -f ../../sqlc.yaml
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
+# SERVERS=compose: Postgres and RabbitMQ are docker compose's (`docker compose up -d --wait
+# postgres rabbitmq`, or `make up`), reached with compose's credentials: the superuser
+# postgres/postgres and the broker's admin/admin (compose's broker has no guest). A value
+# set in the environment wins. docs/docker.md#running-the-demos-against-composes-servers
+SERVERS ?= local
+ifeq ($(SERVERS),compose)
+export DATABASE_ADMIN_URL ?= postgres://postgres:postgres@localhost:5432/postgres?sslmode=disable
+export RABBITMQ_MANAGEMENT_URL ?= http://admin:admin@localhost:15672
+# The demos' own broker user; `make run` logs each service in as its own user instead.
+demo: export AMQP_URL ?= amqp://admin:admin@localhost:5672/
+else ifneq ($(SERVERS),local)
+$(error SERVERS=$(SERVERS): want local (this machine's servers, started if down) or compose)
+endif
+
 .PHONY: services
-services: ## start local Postgres and RabbitMQ if they are down
+services: ## start local Postgres and RabbitMQ if they are down (none started if they answer; SERVERS=compose: use compose's)
 	@deploy/local/services.sh
 
 .PHONY: build

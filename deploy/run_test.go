@@ -38,6 +38,7 @@ func standIn(t *testing.T, dir, name, exit string) {
 echo "` + name + ` started with LOG_LEVEL=$LOG_LEVEL"
 echo "` + name + ` admin ${DATABASE_ADMIN_URL-unset}"
 echo "` + name + ` amqp ${AMQP_URL-unset}"
+echo "` + name + ` db ${DATABASE_URL-unset}"
 echo "` + name + ` inventory-admin ${INVENTORY_ADMIN-unset} provider-admin ${EMAILPROVIDER_ADMIN-unset}"
 echo "` + name + ` args [$*] pid $$ ORDERING_RELAY=${ORDERING_RELAY-unset} STOREFRONT_RELAY_PID=${STOREFRONT_RELAY_PID-unset}"
 trap 'echo TERM > "` + filepath.Join(dir, name) + `${1:+-$1}.stopped"; exit 0' TERM
@@ -156,6 +157,38 @@ func TestRunScriptStartsTheSystemAndStopsItOnSIGTERM(t *testing.T) {
 	if code := interrupt(t, cmd, out, done); code != 143 {
 		t.Errorf("run.sh exited with %d after SIGTERM, want 143", code)
 	}
+	checkStopped(t, bin, out, "ordering", "emailprovider", "storefront")
+}
+
+// TestRunScriptStartsTheStorefrontAfterTheServices: the storefront's page reads
+// inventory's books, so make run starts it only once the services answer /readyz (here,
+// stand-ins that never do, once READY_TIMEOUT has passed), saying so in one line. Each
+// service gets a DATABASE_URL naming its own role with compose's password, which the
+// local Postgres ignores and compose's checks; the storefront has no database.
+func TestRunScriptStartsTheStorefrontAfterTheServices(t *testing.T) {
+	t.Parallel()
+	bin := t.TempDir()
+	for _, name := range []string{"ordering", "emailprovider", "storefront"} {
+		standIn(t, bin, name, "")
+	}
+	cmd, out, done := startRunScript(t, bin)
+
+	waitOutput(t, out, "running: ordering emailprovider storefront")
+	for _, want := range []string{
+		"ordering       | ordering db postgres://ordering:ordering-dev@localhost:5432/ordering?sslmode=disable",
+		"emailprovider  | emailprovider db postgres://emailprovider:emailprovider-dev@localhost:5432/emailprovider?sslmode=disable",
+		"storefront     | storefront db unset",
+	} {
+		waitOutput(t, out, want)
+	}
+	text := out.String()
+	waiting := strings.Index(text, "waiting for ordering emailprovider to answer /readyz (up to 1 s) before starting the storefront")
+	notReady := strings.Index(text, "emailprovider is not ready on port 8084")
+	started := strings.Index(text, "storefront     | storefront started")
+	if waiting < 0 || notReady < 0 || started < 0 || !(waiting < notReady && notReady < started) {
+		t.Errorf("want the waiting line, then the services' wait over, then the storefront started:\n%s", text)
+	}
+	interrupt(t, cmd, out, done)
 	checkStopped(t, bin, out, "ordering", "emailprovider", "storefront")
 }
 

@@ -20,8 +20,15 @@
 # And each broker client's AMQP_URL: ordering, inventory and notification log in to the
 # local RabbitMQ as their own users, with the permissions deploy/rabbitmq/definitions.json
 # gives them under docker compose too (services.sh creates them; the password is compose's,
-# <user>-dev). An AMQP_URL set in this shell goes to all of them instead. Every log line
-# is prefixed with its service's name. Ctrl-C stops them all.
+# <user>-dev). An AMQP_URL set in this shell goes to all of them instead. Likewise each
+# service's DATABASE_URL names its role with compose's password, <service>-dev: the local
+# Postgres trusts loopback and ignores it, compose's checks it (`make run SERVERS=compose`
+# runs against compose's Postgres and RabbitMQ; docs/docker.md). Every log line is
+# prefixed with its service's name. Ctrl-C stops them all.
+#
+# The storefront starts last, once the four services answer /readyz: its page reads
+# inventory's books, and a newcomer's first screen should be the shop, not a refused
+# connection.
 #
 # A service missing from bin/ is skipped with a note, so the system runs while a service
 # is still being written. If one service exits, the others are stopped too: a half-running
@@ -56,6 +63,7 @@ names=()
 pids=()
 service_ports=()
 relay_pid=""
+storefront_vars=()
 
 # prefix copies its input to stdout, each line led by the service's name. A plain read
 # loop, not sed, so it works with macOS's bash 3.2 and BSD tools alike.
@@ -112,6 +120,9 @@ for i in "${!services[@]}"; do
   if [[ -z ${AMQP_URL+set} && $name != emailprovider && $name != storefront ]]; then
     vars+=("AMQP_URL=amqp://$name:$name-dev@localhost:5672/")
   fi
+  if [[ $name != storefront ]]; then
+    vars+=("DATABASE_URL=postgres://$name:$name-dev@localhost:5432/$name?sslmode=disable")
+  fi
   if [[ $demos == 1 && $name == ordering ]]; then
     # The relay as a process of its own, which the storefront's panel can pause alone.
     start ordering "${ports[$i]}" ${vars[@]+"${vars[@]}"} ORDERING_RELAY=0 "$bin_dir/ordering"
@@ -119,23 +130,24 @@ for i in "${!services[@]}"; do
     relay_pid=$!
     continue
   fi
-  if [[ $name == storefront && -n $relay_pid ]]; then
-    vars+=("STOREFRONT_RELAY_PID=$relay_pid")
+  if [[ $name == storefront ]]; then
+    storefront_vars=(${vars[@]+"${vars[@]}"})
+    if [[ -n $relay_pid ]]; then
+      storefront_vars+=("STOREFRONT_RELAY_PID=$relay_pid")
+    fi
+    continue # started once the others are ready, below
   fi
   start "$name" "${ports[$i]}" ${vars[@]+"${vars[@]}"} "$bin_dir/$name"
 done
 
-if ((${#pids[@]} == 0)); then
-  echo "no service binaries in $bin_dir: run make build" >&2
-  exit 1
-fi
-
-# Wait until every started service answers /readyz (database and broker reachable).
-# 127.0.0.1, not localhost: the services listen on IPv4 loopback only, and localhost may
-# resolve to ::1 first.
-if command -v curl >/dev/null; then
-  deadline=$((SECONDS + ready_timeout))
-  for i in "${!names[@]}"; do
+# wait_ready waits until every process started from index $1 on answers /readyz
+# (database and broker reachable), or the deadline passes. 127.0.0.1, not localhost: the
+# services listen on IPv4 loopback only, and localhost may resolve to ::1 first.
+deadline=$((SECONDS + ready_timeout))
+wait_ready() {
+  command -v curl >/dev/null || return 0
+  local i
+  for ((i = $1; i < ${#names[@]}; i++)); do
     until curl -fsS -o /dev/null --max-time 1 "http://127.0.0.1:${service_ports[$i]}/readyz" 2>/dev/null; do
       if ! kill -0 "${pids[$i]}" 2>/dev/null || ((SECONDS >= deadline)); then
         echo "${names[$i]} is not ready on port ${service_ports[$i]} (see its log lines above)" >&2
@@ -144,11 +156,33 @@ if command -v curl >/dev/null; then
       sleep 0.5
     done
   done
+}
+
+if ((${#pids[@]} > 0)); then
+  echo "waiting for ${names[*]} to answer /readyz (up to ${ready_timeout} s)$([[ -x "$bin_dir/storefront" ]] && echo " before starting the storefront")" >&2
+  wait_ready 0
+fi
+if [[ -x "$bin_dir/storefront" ]]; then
+  first=${#names[@]}
+  start storefront 8080 ${storefront_vars[@]+"${storefront_vars[@]}"} "$bin_dir/storefront"
+  wait_ready "$first"
+fi
+
+if ((${#pids[@]} == 0)); then
+  echo "no service binaries in $bin_dir: run make build" >&2
+  exit 1
 fi
 
 # The services block of urls.sh; Jaeger, Grafana and the rest come with `make up`.
 "$root/deploy/urls.sh" | sed -n '1,/^$/p'
-echo "  RabbitMQ management   http://localhost:15672                (guest / guest; the services log in as ordering, inventory, notification)"
+# Its login: RABBITMQ_MANAGEMENT_URL's (admin / admin under SERVERS=compose), else guest's.
+login="guest / guest"
+if [[ ${RABBITMQ_MANAGEMENT_URL-} == *://*:*@* ]]; then
+  login="${RABBITMQ_MANAGEMENT_URL#*://}"
+  login="${login%%@*}"
+  login="${login%%:*} / ${login#*:}"
+fi
+echo "  RabbitMQ management   http://localhost:15672                ($login; the services log in as ordering, inventory, notification)"
 echo
 echo "running: ${names[*]} (Ctrl-C stops them)"
 

@@ -35,16 +35,20 @@ func NewSandbox(ctx context.Context, servers Servers, tel *telemetry.Telemetry) 
 	if err != nil {
 		return nil, nil, fmt.Errorf("sandbox: DATABASE_ADMIN_URL: %w", err)
 	}
-	dbURL.User, dbURL.Path = url.User(name), "/"+name
+	// The role gets a password (pgdb.Ensure sets the URL's on it): a server that checks
+	// passwords over TCP, as docker compose's Postgres does, refuses a role without one.
+	// The sandbox's name will do: the role lives as long as the demo.
+	dbURL.User, dbURL.Path = url.UserPassword(name, name), "/"+name
 	var cleanups []func()
-	close = func() {
+	closeAll := func() {
 		for i := len(cleanups) - 1; i >= 0; i-- {
 			cleanups[i]()
 		}
 	}
+	// closeAll, not close: a failing return sets the result close to nil before this runs.
 	defer func() {
 		if err != nil {
-			close()
+			closeAll()
 		}
 	}()
 
@@ -65,7 +69,7 @@ func NewSandbox(ctx context.Context, servers Servers, tel *telemetry.Telemetry) 
 	}
 	cleanups = append(cleanups, func() { _ = mgmt.DeleteVHost(context.Background(), name) })
 	amqpURL.Path = "/" + name
-	return &Lab{Pool: pool, AMQPURL: amqpURL.String(), Tel: tel}, close, nil
+	return &Lab{Pool: pool, AMQPURL: amqpURL.String(), Tel: tel}, closeAll, nil
 }
 
 func sandboxName() (string, error) {

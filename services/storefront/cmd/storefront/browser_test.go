@@ -182,6 +182,9 @@ func pageHTML(ctx context.Context) string {
 // steps are the journey's steps, in the order they happen.
 var steps = []string{"placed", "published", "reserved", "announced", "applied", "email", "delivered"}
 
+// cancelSteps are the steps a cancellation adds to the journey, in the order they happen.
+var cancelSteps = []string{"cancelled", "cancel-published", "released", "release-announced", "release-applied", "cancel-email", "cancel-delivered"}
+
 // fill fills the order form.
 func fill(quantity int, email string) chromedp.Action[chromedp.Void] {
 	return chromedp.Steps(
@@ -211,9 +214,16 @@ func href(t *testing.T, ctx context.Context, css string) string {
 // steps of a rejection), with its time and its links, and for the journey to end.
 func watchJourney(t *testing.T, ctx context.Context, orderID string, states map[string]string) {
 	t.Helper()
+	watchSteps(t, ctx, orderID, steps, states)
+}
+
+// watchSteps waits for each of keys in turn as watchJourney does, and for the journey to
+// end.
+func watchSteps(t *testing.T, ctx context.Context, orderID string, keys []string, states map[string]string) {
+	t.Helper()
 	do(t, ctx, "journey of "+orderID, 10*time.Second,
 		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#journey[data-order="%s"]`, orderID))))
-	for _, step := range steps {
+	for _, step := range keys {
 		state := states[step]
 		if state == "" {
 			state = "done"
@@ -385,4 +395,90 @@ func (s *system) relayPaused(t *testing.T) bool {
 		t.Fatalf("GET /api/demos/relay: %d, %v", resp.StatusCode, err)
 	}
 	return r.Paused
+}
+
+// TestStorefrontCancelsAnOrderAndShowsTheReleaseAndBothEmails: order two copies and watch
+// the placement's journey end with the confirmation; press Cancel and watch the journey
+// continue with the compensation, each step with its time and its file: ordering's
+// cancellation and its event, inventory's release and its event, the release in the
+// order's history, and the second email, delivered once; the stock back where it was.
+func TestStorefrontCancelsAnOrderAndShowsTheReleaseAndBothEmails(t *testing.T) {
+	s := startSystem(t)
+	s.setStock(t, dune, "Dune", 5)
+	ctx := browser(t)
+
+	do(t, ctx, "load the page", 20*time.Second,
+		chromedp.Navigate(s.url["storefront"]),
+		chromedp.WaitVisible(chromedp.ID("book-"+dune)),
+		available(5))
+	do(t, ctx, "order two", 10*time.Second, fill(2, "fay@example.com"), chromedp.Click(chromedp.ID("order-submit")))
+	id := placedOrder(t, ctx, "")
+	watchJourney(t, ctx, id, nil)
+	do(t, ctx, "two copies reserved", 10*time.Second, available(3))
+
+	do(t, ctx, "cancel", 10*time.Second,
+		chromedp.WaitVisible(chromedp.ID("journey-cancel")),
+		chromedp.Click(chromedp.ID("journey-cancel")),
+		chromedp.WaitVisible(chromedp.CSS(`#journey[data-status="cancelled"]`)))
+	watchSteps(t, ctx, id, cancelSteps, nil)
+	do(t, ctx, "the copies given back", 10*time.Second, available(5))
+	screenshot(t, ctx, "storefront-cancellation.png")
+
+	for css, want := range map[string]string{
+		"#step-email .detail":             "order-confirmed: completed",
+		"#step-delivered .detail":         "delivered 1 time(s)",
+		"#step-cancelled .detail":         "ordering.order-cancelled.v1",
+		"#step-released .detail":          "2 copies given back",
+		"#step-release-announced .detail": "inventory.stock-released.v1",
+		"#step-cancel-email .detail":      "order-cancelled: completed",
+		"#step-cancel-delivered .detail":  "delivered 1 time(s)",
+	} {
+		if got := text(t, ctx, css); !strings.Contains(got, want) {
+			t.Errorf("%s says %q, want it to say %q", css, got, want)
+		}
+	}
+	if hidden := get(t, ctx, "the Cancel button's visibility", chromedp.Evaluate[bool](`document.getElementById("journey-cancel").hidden`)); !hidden {
+		t.Error("a cancelled order still offers Cancel")
+	}
+	// Two emails to the customer, each delivered once: the confirmation, then the
+	// cancellation.
+	rows, err := testenv.Pool(t, s.db["emailprovider"]).Query(context.Background(),
+		"SELECT idempotency_key, deliveries FROM emails WHERE recipient = 'fay@example.com' ORDER BY created_at")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var emails []string
+	for rows.Next() {
+		var key string
+		var deliveries int
+		if err := rows.Scan(&key, &deliveries); err != nil {
+			t.Fatal(err)
+		}
+		emails = append(emails, fmt.Sprintf("%s x%d", key, deliveries))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"order/" + id + "/order-confirmed x1", "order/" + id + "/order-cancelled x1"}; fmt.Sprint(emails) != fmt.Sprint(want) {
+		t.Errorf("emails to fay@example.com: %v, want %v", emails, want)
+	}
+
+	// The same cancellation again (a second click, a retry) is ordering's first answer
+	// replayed: one order-cancelled event.
+	resp, err := http.Post(s.url["storefront"]+"/api/orders/"+id+"/cancel", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again struct {
+		Order    struct{ Status string } `json:"order"`
+		Replayed bool                    `json:"replayed"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&again)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || !again.Replayed || again.Order.Status != "cancelled" {
+		t.Errorf("cancel again: %d %+v %v, want 200, the cancelled order replayed", resp.StatusCode, again, err)
+	}
+	if n := testenv.Count(t, testenv.Pool(t, s.db["ordering"]), "SELECT count(*) FROM outbox WHERE aggregate_id = $1 AND event_type = 'ordering.order-cancelled.v1'", id); n != 1 {
+		t.Errorf("%d order-cancelled events, want 1", n)
+	}
 }

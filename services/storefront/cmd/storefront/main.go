@@ -1,8 +1,9 @@
 // Command storefront serves one web page that lists the books, places an order with an
 // Idempotency-Key, and shows the order's journey through the system live: the outbox
 // row, the relay's publish, inventory's inbox and reservation, the outcome back in
-// ordering, and the two-phase email. It reads the services' public HTTP APIs only; it
-// has no database and no broker connection.
+// ordering, and the two-phase email; and, when the page cancels the order, the
+// compensation: the cancellation, inventory's release and the second email. It reads and
+// calls the services' public HTTP APIs only; it has no database and no broker connection.
 //
 //	storefront          the page on :8080
 //	storefront --help   every environment variable and its default

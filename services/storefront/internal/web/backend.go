@@ -148,6 +148,15 @@ type Order struct {
 	Lines         []Line    `json:"lines"`
 	CreatedAt     time.Time `json:"created_at"`
 	UpdatedAt     time.Time `json:"updated_at"`
+	// History is what happened to the order, oldest first: placed, then confirmed or
+	// rejected, then cancelled and released.
+	History []HistoryEntry `json:"history"`
+}
+
+// HistoryEntry is one event of an order's history.
+type HistoryEntry struct {
+	Event string    `json:"event"`
+	At    time.Time `json:"at"`
 }
 
 // placeOrder sends POST /orders with the key. The same key sent again while the first
@@ -161,6 +170,36 @@ func (b *backend) placeOrder(ctx context.Context, key string, email string, line
 		resp, err := b.do(ctx, http.MethodPost, b.urls.Ordering+"/orders", h, body, &o)
 		var se *statusError
 		if errors.As(err, &se) && se.Status == http.StatusConflict && attempt < 50 {
+			select {
+			case <-ctx.Done():
+				return Order{}, false, ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
+		if err != nil {
+			return Order{}, false, err
+		}
+		return o, resp.Header.Get("Idempotent-Replayed") == "true", nil
+	}
+}
+
+// cancelKey is the Idempotency-Key of the storefront's cancellation of an order: one per
+// order, so a double click, a retry and a second browser are all the same cancellation,
+// and ordering answers them with its first answer.
+func cancelKey(orderID string) string { return "storefront-cancel/" + orderID }
+
+// cancelOrder sends POST /orders/{id}/cancel with the order's cancel key. As for a
+// placement, the same key while the first request is still in its transaction is
+// answered 409 idempotency-key-in-flight; it asks again until ordering replays the first
+// answer. Any other 409 (not-cancellable) is returned as it is.
+func (b *backend) cancelOrder(ctx context.Context, id string) (Order, bool, error) {
+	h := http.Header{"Idempotency-Key": {cancelKey(id)}}
+	for attempt := 0; ; attempt++ {
+		var o Order
+		resp, err := b.do(ctx, http.MethodPost, b.urls.Ordering+"/orders/"+url.PathEscape(id)+"/cancel", h, struct{}{}, &o)
+		var se *statusError
+		if errors.As(err, &se) && se.Status == http.StatusConflict && strings.Contains(se.Body, "idempotency-key-in-flight") && attempt < 50 {
 			select {
 			case <-ctx.Done():
 				return Order{}, false, ctx.Err()

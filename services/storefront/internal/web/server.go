@@ -1,6 +1,6 @@
 // Package web is the storefront: one server-rendered page that lists the books, places an
-// order with an Idempotency-Key, and shows the order's journey through the system live,
-// read from the services' public HTTP APIs only. With demos on, a panel drives the
+// order with an Idempotency-Key, cancels it, and shows the order's journey through the
+// system live, placement and cancellation, through the services' public HTTP APIs only. With demos on, a panel drives the
 // mechanisms that already exist to break things on purpose.
 package web
 
@@ -69,6 +69,7 @@ func NewServer(opts Options, tel *telemetry.Telemetry, ready ...httpapi.Check) h
 	r.Get("/api/books", s.listBooks)
 	r.Post("/api/orders", s.placeOrder)
 	r.Get("/api/orders/{id}/journey", s.getJourney)
+	r.Post("/api/orders/{id}/cancel", s.cancelOrder)
 	r.Get("/api/demos/faults", s.getFaults)
 	r.Put("/api/demos/faults", s.putFaults)
 	r.Get("/api/demos/relay", s.getRelay)
@@ -180,6 +181,46 @@ func (s *Server) getJourney(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	httpapi.WriteJSON(w, http.StatusOK, j)
+}
+
+// cancelAnswer is the order after the cancellation, and whether ordering replayed it
+// (the same cancellation again).
+type cancelAnswer struct {
+	Order    Order `json:"order"`
+	Replayed bool  `json:"replayed"`
+}
+
+// cancelOrder cancels an order through ordering's public API. The page's body is an
+// empty JSON object, as ordering's.
+func (s *Server) cancelOrder(w http.ResponseWriter, r *http.Request) {
+	id, problem := httpapi.PathUUID(r, "id")
+	if problem != nil {
+		httpapi.WriteProblem(w, problem)
+		return
+	}
+	var req struct{}
+	if _, problem := httpapi.Decode(r, &req); problem != nil {
+		httpapi.WriteProblem(w, problem)
+		return
+	}
+	order, replayed, err := s.api.cancelOrder(r.Context(), id.String())
+	if errors.Is(err, errNotFound) {
+		httpapi.NotFound(w, "order "+id.String())
+		return
+	}
+	var se *statusError
+	if errors.As(err, &se) && se.Status < 500 {
+		// ordering's own problem (a rejected or already cancelled order), passed on as is.
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(se.Status)
+		_, _ = w.Write([]byte(se.Body))
+		return
+	}
+	if err != nil {
+		s.upstream(w, r, "cancel order", err)
+		return
+	}
+	httpapi.WriteJSON(w, http.StatusOK, cancelAnswer{Order: order, Replayed: replayed})
 }
 
 // demosOff answers a demo action while the panel is off.

@@ -6,6 +6,7 @@ const form = document.getElementById("order-form");
 const message = document.getElementById("order-message");
 const journey = document.getElementById("journey");
 let polling = null;
+let watching = 0; // the number of the latest watch(): only its ticks go on
 
 // The key of the form stays the same while its contents do: the same form sent twice
 // (a double click, a click after the answer, a retry) is the same order, which ordering
@@ -59,25 +60,36 @@ form.addEventListener("submit", async (ev) => {
   follow(answer.order.id);
 });
 
-// follow polls the journey of one order until it is done.
+// follow shows the journey of one order and polls it until it is done.
 function follow(id) {
   if (journey.dataset.order === id) {
     return; // a double click: already following this order
   }
-  if (polling) {
-    clearTimeout(polling);
-  }
   journey.dataset.order = id;
   journey.dataset.done = "false";
   journey.replaceChildren();
+  cancelButton.hidden = true;
+  cancelMessage.textContent = "";
+  cancelMessage.className = "";
+  delete cancelMessage.dataset.replayed;
   document.getElementById("journey-order").textContent = id;
   document.getElementById("journey-section").hidden = false;
+  watch(id);
+}
+
+// watch polls the journey of the order followed, id, until it is done; again after a
+// cancellation, which continues a journey that was over.
+function watch(id) {
+  if (polling) {
+    clearTimeout(polling);
+  }
+  const generation = ++watching; // a tick of an earlier watch, still awaiting, stops
   const tick = async () => {
     polling = null;
     let done = false;
     try {
       const resp = await fetch("/api/orders/" + id + "/journey", { cache: "no-store" });
-      if (resp.ok && journey.dataset.order === id) {
+      if (resp.ok && journey.dataset.order === id && generation === watching) {
         const j = await resp.json();
         render(j);
         done = j.done;
@@ -85,22 +97,63 @@ function follow(id) {
     } catch (e) {
       // the next tick asks again
     }
-    if (journey.dataset.order !== id) {
+    if (journey.dataset.order !== id || generation !== watching) {
       return;
     }
     await refreshStock();
-    if (!done) {
+    if (!done && journey.dataset.order === id && generation === watching) {
       polling = setTimeout(tick, 200);
     }
   };
-  tick();
+  polling = setTimeout(tick, 0);
 }
+
+// The Cancel button cancels the order followed through ordering's
+// POST /orders/{id}/cancel; the storefront sends one Idempotency-Key per order, so a
+// double click is one cancellation. The journey then continues with the compensation.
+const cancelButton = document.getElementById("journey-cancel");
+const cancelMessage = document.getElementById("cancel-message");
+cancelButton.addEventListener("click", async () => {
+  const id = journey.dataset.order;
+  cancelMessage.className = "";
+  cancelMessage.textContent = "cancelling…";
+  let resp;
+  try {
+    resp = await fetch("/api/orders/" + id + "/cancel", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: "{}",
+    });
+  } catch (e) {
+    cancelMessage.className = "problem";
+    cancelMessage.textContent = "the storefront did not answer: " + e;
+    return;
+  }
+  const answer = await resp.json();
+  if (journey.dataset.order !== id) {
+    return;
+  }
+  if (!resp.ok) {
+    cancelMessage.className = "problem";
+    cancelMessage.textContent = answer.title + ": " + answer.detail;
+    return;
+  }
+  cancelMessage.textContent = answer.replayed
+    ? "the same cancellation again (Idempotent-Replayed)"
+    : "order cancelled: watch inventory give its copies back and the second email go";
+  if (answer.replayed) {
+    cancelMessage.dataset.replayed = id;
+  }
+  watch(id);
+});
 
 function render(j) {
   journey.dataset.status = j.status;
   journey.dataset.done = String(j.done);
   document.getElementById("journey-summary").textContent =
     "status " + j.status + (j.done ? ": the journey is over" : ": watching…");
+  // Ordering cancels a pending or confirmed order; a rejected or cancelled one is 409.
+  cancelButton.hidden = !(j.status === "pending" || j.status === "confirmed");
   for (const step of j.steps) {
     let li = document.getElementById("step-" + step.key);
     if (!li) {
