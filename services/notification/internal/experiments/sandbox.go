@@ -2,15 +2,9 @@ package experiments
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
-	"net/url"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
+	"github.com/bookstore-go/bookstore/services/platform/sandbox"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 	schema "github.com/bookstore-go/bookstore/sql"
 )
@@ -27,58 +21,14 @@ var Migrations = []pgdb.Migrations{
 // notification database nor its provider. close drops the database and stops the
 // provider.
 func NewSandbox(ctx context.Context, adminURL string, tel *telemetry.Telemetry) (lab *Lab, close func(), err error) {
-	name, err := sandboxName()
+	box, err := sandbox.New(ctx, sandbox.Servers{DatabaseAdminURL: adminURL}, "notification_demo", Migrations...)
 	if err != nil {
 		return nil, nil, err
 	}
-	dbURL, err := url.Parse(adminURL)
-	if err != nil {
-		return nil, nil, fmt.Errorf("sandbox: DATABASE_ADMIN_URL: %w", err)
-	}
-	dbURL.User, dbURL.Path = url.User(name), "/"+name
-	var cleanups []func()
-	close = func() {
-		for i := len(cleanups) - 1; i >= 0; i-- {
-			cleanups[i]()
-		}
-	}
-	defer func() {
-		if err != nil {
-			close()
-		}
-	}()
-
-	cleanups = append(cleanups, func() { dropDatabase(adminURL, name) })
-	pool, err := pgdb.Open(ctx, adminURL, dbURL.String(), Migrations...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("sandbox database: %w", err)
-	}
-	cleanups = append(cleanups, pool.Close)
 	p, stop, err := StartProvider()
 	if err != nil {
+		box.Close()
 		return nil, nil, err
 	}
-	cleanups = append(cleanups, stop)
-	return &Lab{Pool: pool, Provider: p, Tel: tel}, close, nil
-}
-
-func sandboxName() (string, error) {
-	b := make([]byte, 5)
-	if _, err := rand.Read(b); err != nil {
-		return "", err
-	}
-	return "notification_demo_" + hex.EncodeToString(b), nil
-}
-
-func dropDatabase(adminURL, name string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, adminURL)
-	if err != nil {
-		return
-	}
-	defer conn.Close(ctx)
-	id := pgx.Identifier{name}.Sanitize()
-	_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+id+" WITH (FORCE)")
-	_, _ = conn.Exec(ctx, "DROP ROLE IF EXISTS "+id)
+	return &Lab{Pool: box.Pool, Provider: p, Tel: tel}, func() { stop(); box.Close() }, nil
 }
