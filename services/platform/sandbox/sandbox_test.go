@@ -69,3 +69,16 @@ func TestASandboxIsItsOwnDatabaseRoleAndVHostUntilClosed(t *testing.T) {
 		t.Errorf("after Close: asking for vhost %s answered %v, want not found", box.Name, err)
 	}
 }
+
+func TestServersComeFromTheEnvironmentAndDefaultToThisMachines(t *testing.T) {
+	env := map[string]string{"DATABASE_ADMIN_URL": "postgres://postgres:postgres@localhost:5432/postgres"}
+	got := sandbox.ServersFrom(func(name string) string { return env[name] })
+	want := sandbox.Servers{
+		DatabaseAdminURL: "postgres://postgres:postgres@localhost:5432/postgres",
+		AMQPURL:          "amqp://guest:guest@localhost:5672/",
+		ManagementURL:    "http://guest:guest@localhost:15672",
+	}
+	if got != want {
+		t.Errorf("ServersFrom = %+v, want %+v", got, want)
+	}
+}
