@@ -344,8 +344,10 @@ func TestDefinitionsOnBroker(t *testing.T) {
 // TestDefinitionsPermissions gives temporary users the file's password hashes and
 // permissions in a fresh vhost and checks, on the real broker, that each service can do
 // what it does (log in with its compose password, declare its own part of the topology,
-// consume its own queue, publish its own events) and nothing more: declare, delete, bind
-// or unbind another service's queue or dead-letter queue, declare the whole topology,
+// consume its own queue, publish its own events through broker.Publisher, which binds the
+// queues those events are bound to) and nothing more: declare, delete, purge, bind or
+// unbind another service's queue or dead-letter queue, except binding and unbinding the
+// queues its own events are bound to (docs/security.md), declare the whole topology,
 // consume another service's queue or any dead-letter queue, publish another service's
 // events. A second fresh vhost, with nothing imported, checks that each service can
 // declare its part from nothing, as after a broker that lost its definitions.
@@ -367,6 +369,17 @@ func TestDefinitionsPermissions(t *testing.T) {
 		"ordering":  {"ordering.order-placed.v1", "ordering.order-placed.v2", "ordering.order-cancelled.v1"},
 		"inventory": {"inventory.stock-reserved.v1", "inventory.stock-rejected.v1", "inventory.stock-released.v1"},
 	}
+	feeds := func(service string) map[string][]string { // queue: the keys of service's events bound to it
+		out := map[string][]string{}
+		for _, q := range contracts.Topology.Queues {
+			for _, key := range q.Bindings {
+				if slices.Contains(publishes[service], key) {
+					out[q.Name] = append(out[q.Name], key)
+				}
+			}
+		}
+		return out
+	}
 	allKeys := []string{"ordering.order-placed.v1", "ordering.order-placed.v2", "ordering.order-cancelled.v1", "inventory.stock-reserved.v1", "inventory.stock-rejected.v1", "inventory.stock-released.v1"}
 	for service, topo := range own {
 		t.Run(service, func(t *testing.T) {
@@ -387,6 +400,23 @@ func TestDefinitionsPermissions(t *testing.T) {
 			if err := declare(login, contracts.Topology); !isAccessRefused(err) {
 				t.Errorf("declare the whole topology: %v, want access refused", err)
 			}
+			if keys := publishes[service]; len(keys) > 0 {
+				conn := broker.NewConn(login, "permissions")
+				pub := broker.NewPublisher(conn, contracts.Topology, 10*time.Second)
+				var msgs []broker.Message
+				for i, key := range keys {
+					msgs = append(msgs, broker.Message{RoutingKey: key, Publishing: amqp.Publishing{
+						MessageId: fmt.Sprintf("00000000-0000-7000-8000-%012d", i), Body: []byte("permission probe")}})
+				}
+				for i, err := range pub.PublishBatch(context.Background(), msgs) {
+					if err != nil {
+						t.Errorf("publish its own %s through broker.Publisher, which binds its queues: %v", keys[i], err)
+					}
+				}
+				pub.Close()
+				_ = conn.Close()
+			}
+			fed := feeds(service)
 			for _, q := range contracts.Topology.Queues {
 				err := tryConsume(login, q.Name)
 				if q.Name == queue.Name && err != nil {
@@ -435,6 +465,19 @@ func TestDefinitionsPermissions(t *testing.T) {
 					"unbind " + q.DLQ(): func(ch *amqp.Channel) error {
 						return ch.QueueUnbind(q.DLQ(), q.Name, contracts.DeadLetterExchange, nil)
 					},
+				}
+				if keys, ok := fed[q.Name]; ok {
+					// The publisher binds the queues its events need; the same right lets it
+					// bind and unbind them under any key it may read.
+					delete(refused, "bind "+q.Name+" to another key")
+					delete(refused, "unbind "+q.Name)
+					for _, key := range keys {
+						if err := tryOp(login, func(ch *amqp.Channel) error {
+							return ch.QueueBind(q.Name, key, contracts.Exchange, false, nil)
+						}); err != nil {
+							t.Errorf("bind %s to its own %s: %v", q.Name, key, err)
+						}
+					}
 				}
 				for what, op := range refused {
 					if err := tryOp(login, op); !isAccessRefused(err) {

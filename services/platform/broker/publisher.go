@@ -21,7 +21,7 @@ var ErrUnroutable = errors.New("broker returned the message: no queue is bound f
 var ErrNacked = errors.New("broker nacked the message")
 
 // ErrMissingQueue is reported for a message held back because a queue bound to its type
-// does not exist. It wraps ErrUnavailable: the topology is incomplete, which is no fault
+// does not exist, or was gone when the broker routed it. It wraps ErrUnavailable: the topology is incomplete, which is no fault
 // of the message, and the message is published once the queue is there.
 var ErrMissingQueue = fmt.Errorf("%w: a queue bound to the event's type does not exist", ErrUnavailable)
 
@@ -35,44 +35,33 @@ type Message struct {
 // It is safe for concurrent use; batches are published one at a time.
 //
 // It publishes an event only while every queue its topology binds to the event's type
-// exists. The broker cannot say so itself: a mandatory message that reaches one of its
-// two queues is routed there and acked, and only a message that reaches no queue at all
-// comes back. An event marked published while one of its queues was missing (a first
-// deployment, a consumer that starts late, a queue deleted and not yet declared again)
-// would never reach that queue's consumer.
+// exists and is bound to it. The broker cannot say so itself: a mandatory message that
+// reaches one of its two queues is routed there and acked, and only a message that
+// reaches no queue at all comes back. An event marked published while one of its queues
+// was missing (a first deployment, a consumer that starts late, a queue deleted and not
+// yet declared again) or unbound (a consumer killed between declaring its queue and
+// binding it) would never reach that queue's consumer. So before each batch the
+// publisher binds every queue the batch's types are bound to itself: queue.bind is
+// idempotent, and fails with NOT_FOUND on a queue that does not exist. It declares no
+// queue: a queue's arguments are its consumer's and its deployment's to set.
 type Publisher struct {
 	conn           *Conn
 	topology       Topology
-	bound          map[string][]string // routing key: the queues that must exist to publish it
+	bound          map[string][]string // routing key: the queues that must exist, bound to it, to publish it
 	checkQueues    bool
 	confirmTimeout time.Duration
 
 	mu      sync.Mutex
 	ch      *amqp.Channel
 	returns chan amqp.Return
-	check   *amqp.Channel       // for passive declares, which close it when the queue is missing
-	seen    map[string]sighting // queue: since when the checks have found it
+	check   *amqp.Channel // for binds and passive declares, which close it when the queue is missing
 }
-
-// sighting is what the checks found of one queue: missing, or since when present.
-type sighting struct {
-	missing bool
-	since   time.Time
-}
-
-// QueueSettle is how long a queue that appears while the publisher watches must have
-// been there before its events are published to it. A passive declare sees queues, not
-// bindings: a queue a consumer has just declared may not be bound yet, and an event
-// routed in that instant would miss it. A consumer binds within milliseconds of
-// declaring; a deployment declares the whole topology, bindings included, before any
-// service publishes (docs/outbox.md).
-const QueueSettle = 250 * time.Millisecond
 
 // NewPublisher returns a Publisher to the exchange of t, the system's whole topology,
 // that waits at most confirmTimeout for a batch's acks. It declares t's exchanges on
 // every channel it opens and no queue: a queue is its deployment's and its consumer's to
-// declare, and the publisher only checks that it is there (a passive declare, which needs
-// no permission on the queue). Give it a Conn of its own: see Conn.
+// declare. It binds the queues its events are bound to, which needs write on each of
+// them and read on the exchange (docs/security.md). Give it a Conn of its own: see Conn.
 func NewPublisher(conn *Conn, t Topology, confirmTimeout time.Duration) *Publisher {
 	bound := map[string][]string{}
 	for _, q := range t.Queues {
@@ -80,7 +69,7 @@ func NewPublisher(conn *Conn, t Topology, confirmTimeout time.Duration) *Publish
 			bound[key] = append(bound[key], q.Name)
 		}
 	}
-	return &Publisher{conn: conn, topology: t, bound: bound, checkQueues: true, confirmTimeout: confirmTimeout, seen: map[string]sighting{}}
+	return &Publisher{conn: conn, topology: t, bound: bound, checkQueues: true, confirmTimeout: confirmTimeout}
 }
 
 // TrustMandatory turns the queue check off: an event is published whenever the broker
@@ -114,7 +103,7 @@ func (p *Publisher) Ready(ctx context.Context) error {
 // message: nil (confirmed and routed); ErrNacked or ErrUnroutable (the message's own
 // failure); ErrUnavailable (the channel, connection or broker failed: no message's); or
 // ErrMissingQueue, an ErrUnavailable too: a queue bound to its type does not exist,
-// checked before the batch is sent and again after the acks. Whatever the error, the
+// found by binding it before the batch is sent and by a passive declare after the acks. Whatever the error, the
 // message may or may not be in the broker: the caller publishes it again later.
 func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message) []error {
 	errs := make([]error, len(msgs))
@@ -137,7 +126,7 @@ func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message) []error {
 	ctx, cancel := context.WithTimeout(ctx, p.confirmTimeout)
 	defer cancel()
 
-	missing, err := p.missingQueues(ctx, msgs, errs)
+	missing, err := p.missingQueues(ctx, msgs, errs, p.bindQueue)
 	if err != nil {
 		return fail(err)
 	}
@@ -202,7 +191,7 @@ drain:
 	}
 	// A queue deleted after the first check and before the broker routed the batch took
 	// nothing of it: those events are published again once it is back.
-	gone, err := p.missingQueues(ctx, msgs, errs)
+	gone, err := p.missingQueues(ctx, msgs, errs, p.queueExists)
 	for i, m := range msgs {
 		if errs[i] == nil && err != nil {
 			errs[i] = err
@@ -213,36 +202,26 @@ drain:
 	return errs
 }
 
-// missingQueues checks that every queue bound to the routing keys of the messages still
-// to publish (errs[i] nil) exists, and returns an ErrMissingQueue for each key that has
+// missingQueues runs check on every queue bound to the routing keys of the messages
+// still to publish (errs[i] nil), and returns an ErrMissingQueue for each key that has
 // one missing. Its own error is a failure of the channel or the broker.
-func (p *Publisher) missingQueues(ctx context.Context, msgs []Message, errs []error) (map[string]error, error) {
+func (p *Publisher) missingQueues(ctx context.Context, msgs []Message, errs []error, check func(ctx context.Context, queue, key string) (bool, error)) (map[string]error, error) {
 	if !p.checkQueues {
 		return nil, nil
 	}
 	missing := map[string]error{}
-	exists := map[string]bool{}
 	for i, m := range msgs {
 		if _, seen := missing[m.RoutingKey]; seen || errs[i] != nil {
 			continue
 		}
 		missing[m.RoutingKey] = nil
 		for _, q := range p.bound[m.RoutingKey] {
-			ok, checked := exists[q]
-			if !checked {
-				var err error
-				if ok, err = p.queueExists(ctx, q); err != nil {
-					return nil, err
-				}
-				exists[q] = ok
+			ok, err := check(ctx, q, m.RoutingKey)
+			if err != nil {
+				return nil, err
 			}
 			if !ok {
 				missing[m.RoutingKey] = fmt.Errorf("%w: queue %s, bound to %s", ErrMissingQueue, q, m.RoutingKey)
-				break
-			}
-			if age := time.Since(p.seen[q].since); age < QueueSettle {
-				missing[m.RoutingKey] = fmt.Errorf("%w: queue %s, bound to %s, appeared %v ago and may not be bound yet",
-					ErrMissingQueue, q, m.RoutingKey, age.Round(time.Millisecond))
 				break
 			}
 		}
@@ -250,9 +229,26 @@ func (p *Publisher) missingQueues(ctx context.Context, msgs []Message, errs []er
 	return missing, nil
 }
 
-// queueExists asks the broker whether queue exists with a passive declare, bounded by
-// ctx: a stalled link must not hold the publisher past its confirm timeout.
-func (p *Publisher) queueExists(ctx context.Context, queue string) (bool, error) {
+// bindQueue binds queue to key on the exchange, so that the next message published with
+// key reaches it, and reports false if queue does not exist.
+func (p *Publisher) bindQueue(ctx context.Context, queue, key string) (bool, error) {
+	return p.onCheckChannel(ctx, "bind queue "+queue+" to "+key, func(ch *amqp.Channel) error {
+		return ch.QueueBind(queue, key, p.topology.Exchange, false, nil)
+	})
+}
+
+// queueExists reports whether queue exists, with a passive declare.
+func (p *Publisher) queueExists(ctx context.Context, queue, _ string) (bool, error) {
+	return p.onCheckChannel(ctx, "check queue "+queue, func(ch *amqp.Channel) error {
+		_, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+		return err
+	})
+}
+
+// onCheckChannel runs op on the check channel, bounded by ctx (a stalled link must not
+// hold the publisher past its confirm timeout), and reports false if the broker answered
+// NOT_FOUND: the queue op names does not exist.
+func (p *Publisher) onCheckChannel(ctx context.Context, what string, op func(*amqp.Channel) error) (bool, error) {
 	if p.check == nil || p.check.IsClosed() {
 		ch, err := p.conn.Channel(ctx)
 		if err != nil {
@@ -262,31 +258,24 @@ func (p *Publisher) queueExists(ctx context.Context, queue string) (bool, error)
 	}
 	ch := p.check
 	done := make(chan error, 1)
-	go func() {
-		_, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
-		done <- err
-	}()
+	go func() { done <- op(ch) }()
 	select {
 	case err := <-done:
 		var amqpErr *amqp.Error
 		switch {
 		case err == nil:
-			if p.seen[queue].missing {
-				p.seen[queue] = sighting{since: time.Now()} // it has just appeared
-			}
 			return true, nil
 		case errors.As(err, &amqpErr) && amqpErr.Code == amqp.NotFound:
 			p.check = nil // the broker closed the channel with its answer
-			p.seen[queue] = sighting{missing: true}
 			return false, nil
 		default:
 			p.check = nil
-			return false, fmt.Errorf("%w: check queue %s: %w", ErrUnavailable, queue, err)
+			return false, fmt.Errorf("%w: %s: %w", ErrUnavailable, what, err)
 		}
 	case <-ctx.Done():
 		closeAsync(ch)
 		p.check = nil
-		return false, fmt.Errorf("%w: check queue %s: %w", ErrUnavailable, queue, ctx.Err())
+		return false, fmt.Errorf("%w: %s: %w", ErrUnavailable, what, ctx.Err())
 	}
 }
 

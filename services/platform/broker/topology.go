@@ -70,7 +70,8 @@ func DLQArgs() amqp.Table { return amqp.Table{"x-queue-type": "quorum"} }
 // Declarations are idempotent, so every service runs this on start, each for its own part
 // of the system (Subset): the exchanges and the queues it consumes. With broker
 // permissions that cover only that part, a service can neither delete nor rebind another
-// service's queue. RabbitMQ's permission checks: declaring an exchange or queue needs
+// service's queue, except that a publisher binds the queues its events are bound to
+// (Publisher). RabbitMQ's permission checks: declaring an exchange or queue needs
 // configure on it, and a queue with an x-dead-letter-exchange also read on the queue and
 // write on that exchange; a binding needs write on the queue and read on the exchange.
 func (t Topology) Declare(ch *amqp.Channel) error {

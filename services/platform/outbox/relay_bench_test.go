@@ -88,7 +88,8 @@ func purge(b *testing.B, ch *amqp.Channel) {
 }
 
 // BenchmarkRelayQueueCheck measures, in one run, what the topology check costs the relay
-// (a passive declare of each queue an event needs, before the batch and after its acks):
+// (a queue.bind of each queue an event needs before the batch, a passive declare after
+// its acks):
 // the same rows drained by a relay that checks and by one that trusts `mandatory` alone,
 // in batches of one (an idle system: one event a wake-up) and of 256 (a backlog).
 // checked/unchecked is the share of the unchecked rate the check leaves.

@@ -83,6 +83,44 @@ func TestAnEventWaitsUntilEveryQueueBoundToItsTypeExists(t *testing.T) {
 	}
 }
 
+// A consumer killed between declaring its queue and binding it leaves the queue there
+// with no binding until it starts again. A relay that has never seen the queue missing
+// (a fresh process) would publish at once: the broker routes each event to the other
+// queue alone and acks it, and the unbound queue's consumer never gets it. The publisher
+// makes the bindings it relies on before each batch, so both queues get every event.
+func TestAnEventReachesAQueueThatExistsButWasLeftUnbound(t *testing.T) {
+	pool, amqpURL, tel := setup(t)
+	ch := sut.Channel(t, amqpURL)
+	if err := twoQueues.Subset("example.first").Declare(ch); err != nil {
+		t.Fatal(err)
+	}
+	// example.second as its consumer leaves it when killed after its queue.declare and
+	// before its queue.bind: dead-letter queue and queue there, the event type unbound.
+	second := twoQueues.Subset("example.second")
+	second.Queues[0].Bindings = nil
+	if err := second.Declare(ch); err != nil {
+		t.Fatal(err)
+	}
+	const events = 4
+	writeEvents(t, pool, testenv.ExampleType, "unbound", events, 1)
+	conn := broker.NewConn(amqpURL, "relay")
+	t.Cleanup(func() { conn.Close() })
+	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, twoQueues, 10*time.Second), tel,
+		outbox.Config{ID: "relay", MaxAttempts: 1, OutageMax: 50 * time.Millisecond, PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runRelay(t, relay)
+	testenv.Eventually(t, 10*time.Second, "every row published", func() bool {
+		return testenv.Count(t, pool, "SELECT count(*) FROM outbox WHERE state = 'published'") == events
+	})
+	for _, q := range []string{"example.first", "example.second"} {
+		if got := sut.Drain(t, amqpURL, q, 300*time.Millisecond); len(got) != events {
+			t.Errorf("%s received %d events, want %d", q, len(got), events)
+		}
+	}
+}
+
 // twinAfterPublish is the failpoint of the twin in the test below alone.
 const twinAfterPublish = "twin/after-publish"
 

@@ -108,11 +108,13 @@ func TestDLQReplayReservesEachOrderOnceAndAReplayedDuplicateChangesNothing(t *te
 
 // An answer no queue was bound to take is refused by the broker (returned) and parked as
 // dead at once (RELAY_MAX_ATTEMPTS=1). `outbox list-dead` shows it; once the bindings are
-// back, `outbox retry-dead --id` sends it, exactly once.
+// back, `outbox retry-dead --id` sends it, exactly once. The relay trusts `mandatory`
+// here (RELAY_QUEUE_CHECK=mandatory): by default it binds the queues back before
+// publishing, and the unbinding below would park nothing.
 func TestOutboxRetryDeadSendsTheParkedAnswerOnceAfterTheFix(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	vars := e.vars("RELAY_MAX_ATTEMPTS", "1")
+	vars := e.vars("RELAY_MAX_ATTEMPTS", "1", "RELAY_QUEUE_CHECK", "mandatory")
 	sut.StartInProcess(t, run, vars)
 	db := testenv.Pool(t, e.databaseURL)
 

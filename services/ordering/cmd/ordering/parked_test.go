@@ -103,11 +103,13 @@ func TestDLQReplayConfirmsTheOrderOnceAndASecondReplayIsADuplicate(t *testing.T)
 // An OrderPlaced event no queue was bound to take is refused by the broker (returned)
 // and parked as dead at once (RELAY_MAX_ATTEMPTS=1): the order would stay pending for
 // ever. `outbox list-dead` shows it; once the binding is back, `outbox retry-dead` sends
-// it to inventory's queue, exactly once.
+// it to inventory's queue, exactly once. The relay trusts `mandatory` here
+// (RELAY_QUEUE_CHECK=mandatory): by default it binds the queue back before publishing,
+// and the unbinding below would park nothing.
 func TestOutboxRetryDeadSendsTheParkedOrderOnceAfterTheFix(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	vars := e.vars("RELAY_MAX_ATTEMPTS", "1")
+	vars := e.vars("RELAY_MAX_ATTEMPTS", "1", "RELAY_QUEUE_CHECK", "mandatory")
 	base := sut.StartInProcess(t, run, vars)
 	db := testenv.Pool(t, e.databaseURL)
 
