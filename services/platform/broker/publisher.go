@@ -21,8 +21,9 @@ var ErrUnroutable = errors.New("broker returned the message: no queue is bound f
 var ErrNacked = errors.New("broker nacked the message")
 
 // ErrMissingQueue is reported for a message held back because a queue bound to its type
-// does not exist, or was gone when the broker routed it. It wraps ErrUnavailable: the topology is incomplete, which is no fault
-// of the message, and the message is published once the queue is there.
+// does not exist, or was gone when the broker routed it. It wraps ErrUnavailable: the
+// topology is incomplete, which is no fault of the message, and the message is published
+// once the queue is there.
 var ErrMissingQueue = fmt.Errorf("%w: a queue bound to the event's type does not exist", ErrUnavailable)
 
 // Message is one message to publish to the topology's exchange.
@@ -103,8 +104,9 @@ func (p *Publisher) Ready(ctx context.Context) error {
 // message: nil (confirmed and routed); ErrNacked or ErrUnroutable (the message's own
 // failure); ErrUnavailable (the channel, connection or broker failed: no message's); or
 // ErrMissingQueue, an ErrUnavailable too: a queue bound to its type does not exist,
-// found by binding it before the batch is sent and by a passive declare after the acks. Whatever the error, the
-// message may or may not be in the broker: the caller publishes it again later.
+// found by binding it before the batch is sent and by a passive declare after the acks.
+// Whatever the error, the message may or may not be in the broker: the caller publishes
+// it again later.
 func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message) []error {
 	errs := make([]error, len(msgs))
 	fail := func(err error) []error {
