@@ -286,6 +286,42 @@ func TestChaosCatchesNaiveConsumer(t *testing.T) {
 	}
 }
 
+// A relay that trusts mandatory, and a queue_unbound fault on notification.stock-events:
+// the harness declares the queue again without its bindings, and the relay publishes
+// stock events to ordering.stock-events alone while notification's queue waits unbound.
+// The fault's own check must say so: the window make chaos once found by a lucky kill,
+// opened on purpose.
+func TestChaosCatchesARelayThatTrustsMandatoryWithAQueueLeftUnbound(t *testing.T) {
+	bin := buildServices(t)
+	cfg := smokeConfig(t, bin)
+	cfg.Orders, cfg.Rate, cfg.FaultsPerKind, cfg.HeavyFaults = 400, 15, 2, 1
+	cfg.RelayQueueCheck = "mandatory"
+
+	res, err := Run(t.Context(), cfg, testLog{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var summary strings.Builder
+	report.PrintSummary(&summary, res)
+	t.Log(summary.String())
+	if res.Passed || res.Violations == 0 {
+		t.Fatal("a relay that trusts mandatory passed the checker under a queue_unbound fault")
+	}
+	caught := false
+	for _, f := range res.Faults {
+		if f.Kind != check.FaultQueueUnbound {
+			continue
+		}
+		t.Logf("%s %d on %s: fired %v, %s", f.Kind, f.ID, f.Target, f.Fired, f.Note)
+		if f.Check != nil && f.Check.Violation == check.QueueLeftUnbound {
+			caught = true
+		}
+	}
+	if !caught {
+		t.Errorf("no queue_unbound fault found its queue left unbound with events of its types published")
+	}
+}
+
 // noRaces fails the test if the race detector reported a data race in any process of the
 // run (RACE=1 builds the binaries with -race). The supervisor restarts a process that
 // exits, so a race shows only in its log.
