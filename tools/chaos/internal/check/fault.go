@@ -21,6 +21,7 @@ const (
 	TwinPublished    = "relay twin published events under a live relay's id"
 	AlarmNotDrained  = "outbox not drained after a broker alarm"
 	QueueNotRestored = "deleted queue not declared again by its consumer"
+	QueueLeftUnbound = "queue left unbound while events of its types were published"
 )
 
 // Fault kinds. Each opens a failure window some part of the design claims to close.
@@ -45,6 +46,7 @@ const (
 	FaultLateConsumer     = "late_consumer"     // a queue's consumers stopped and their queue deleted; they start seconds later and declare it
 	FaultRelayTwin        = "relay_twin"        // a second relay process under a live relay's RELAY_ID
 	FaultPrivilegeRevoked = "privilege_revoked" // a table privilege revoked from a service's role, then granted again
+	FaultQueueUnbound     = "queue_unbound"     // late_consumer, but the harness declares the queue again without its bindings, as a consumer killed between its declare and its binds leaves it
 )
 
 // FaultKinds lists the kinds every run injects, in report order: FaultsPerKind of each,
@@ -53,12 +55,13 @@ var FaultKinds = []string{
 	FaultKill, FaultFailpoint, FaultResetPeer, FaultTimeout, FaultLatency, FaultLinkDown,
 	FaultBrokerOutage, FaultPostgresOutage,
 	FaultProviderFail, FaultProviderAmbiguous, FaultDuplicate, FaultPoison,
-	FaultBrokerAlarm, FaultQueueDeleted, FaultLateConsumer, FaultRelayTwin, FaultPrivilegeRevoked,
+	FaultBrokerAlarm, FaultQueueDeleted, FaultLateConsumer, FaultRelayTwin, FaultPrivilegeRevoked, FaultQueueUnbound,
 }
 
 // HeavyKinds are the kinds config.Config.HeavyFaultsEach counts; each stops processes, changes the
 // broker's topology or the database's privileges for seconds.
-var HeavyKinds = []string{FaultBrokerAlarm, FaultQueueDeleted, FaultLateConsumer, FaultRelayTwin, FaultPrivilegeRevoked}
+// The last one drawn last: a kind added at the end moves none of a seed's other heavy faults.
+var HeavyKinds = []string{FaultBrokerAlarm, FaultQueueDeleted, FaultLateConsumer, FaultRelayTwin, FaultPrivilegeRevoked, FaultQueueUnbound}
 
 // IsHeavy reports whether kind is one of HeavyKinds.
 func IsHeavy(kind string) bool { return slices.Contains(HeavyKinds, kind) }

@@ -286,6 +286,67 @@ func TestChaosCatchesNaiveConsumer(t *testing.T) {
 	}
 }
 
+// A queue_unbound fault on notification.stock-events under traffic: the harness declares
+// the queue again without its bindings, as a consumer killed between its declare and its
+// binds leaves it, and keeps notification down 3-6 s while inventory publishes stock
+// events. The default relay binds the queue before it publishes them, and every
+// invariant holds. (The smoke run has its queue_unbound too, but it often waits for the
+// other queue faults until the load is over.)
+func TestTheDefaultDesignBindsAQueueLeftUnboundBeforePublishingPastIt(t *testing.T) {
+	res := runQueueUnbound(t, "bindings")
+	if !res.Passed || res.Violations != 0 {
+		t.Errorf("the default design broke %d invariants; see %s", res.Violations, res.ReportDir)
+	}
+	for _, f := range res.Faults {
+		if f.Kind == check.FaultQueueUnbound && (f.Check == nil || !f.Check.Checked) {
+			t.Errorf("queue_unbound %d was not checked: %s %+v", f.ID, f.Note, f.Check)
+		}
+	}
+}
+
+// The same fault with a relay that trusts mandatory: it publishes the stock events to
+// ordering.stock-events alone while notification's queue waits unbound, and the fault's
+// own check must say so. This is the window make chaos once found by a lucky kill.
+func TestChaosCatchesARelayThatTrustsMandatoryWithAQueueLeftUnbound(t *testing.T) {
+	res := runQueueUnbound(t, "mandatory")
+	if res.Passed || res.Violations == 0 {
+		t.Fatal("a relay that trusts mandatory passed the checker under a queue_unbound fault")
+	}
+	caught := false
+	for _, f := range res.Faults {
+		if f.Kind == check.FaultQueueUnbound && f.Check != nil && f.Check.Violation == check.QueueLeftUnbound {
+			caught = true
+		}
+	}
+	if !caught {
+		t.Error("no queue_unbound fault found its queue left unbound with events of its types published")
+	}
+}
+
+// runQueueUnbound runs a short load with one fault of each heavy kind (queue_unbound's on
+// notification.stock-events, within the load) and RELAY_QUEUE_CHECK=queueCheck.
+func runQueueUnbound(t *testing.T, queueCheck string) *report.Result {
+	t.Helper()
+	bin := buildServices(t)
+	cfg := smokeConfig(t, bin)
+	cfg.Orders, cfg.Rate, cfg.FaultsPerKind, cfg.HeavyFaults = 600, 15, 2, 1
+	cfg.RelayQueueCheck = queueCheck
+	res, err := Run(t.Context(), cfg, testLog{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noRaces(t, res.ReportDir)
+	var summary strings.Builder
+	report.PrintSummary(&summary, res)
+	t.Log(summary.String())
+	for _, f := range res.Faults {
+		if f.Kind == check.FaultQueueUnbound {
+			t.Logf("%s %d on %s at %v: fired %v, %s; check %+v", f.Kind, f.ID, f.Target, f.Start.Sub(res.LoadStart).Round(100*time.Millisecond), f.Fired, f.Note, f.Check)
+		}
+	}
+	return res
+}
+
 // noRaces fails the test if the race detector reported a data race in any process of the
 // run (RACE=1 builds the binaries with -race). The supervisor restarts a process that
 // exits, so a race shows only in its log.

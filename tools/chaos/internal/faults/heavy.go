@@ -312,7 +312,10 @@ func (in *Injector) holdProvider(ctx context.Context, on bool) {
 // f.Duration: a consumer that starts after publishing has begun, its queue missing until
 // it declares it. Meanwhile a relay must hold the events bound to the missing queue; one
 // that trusts mandatory alone publishes them to the other queue they are bound to (or
-// spends their attempts on returns), and they never reach this one.
+// spends their attempts on returns), and they never reach this one. queue_unbound is
+// late_consumer with the queue declared again at once by the harness, without its
+// bindings (declareUnbound): what a consumer killed between its declare and its binds
+// leaves. A relay must bind it before publishing what it needs (checkBound).
 func (in *Injector) queueFault(ctx context.Context, f *check.Fault) {
 	in.topo.Lock() // no poison, duplicate or privilege fault while a queue is missing, and one queue fault at a time
 	defer in.topo.Unlock()
@@ -371,7 +374,8 @@ func (in *Injector) queueFault(ctx context.Context, f *check.Fault) {
 			return
 		}
 	}
-	late := f.Kind == check.FaultLateConsumer
+	late := f.Kind == check.FaultLateConsumer || f.Kind == check.FaultQueueUnbound
+	unbound := f.Kind == check.FaultQueueUnbound
 	heldDown := false
 	release := func() {
 		if heldDown {
@@ -400,16 +404,30 @@ func (in *Injector) queueFault(ctx context.Context, f *check.Fault) {
 		return
 	}
 	deleted := time.Now()
+	if unbound {
+		if err := in.inject.declareUnbound(f.Target); err != nil {
+			in.record(f, false, "deleted, not declared again unbound: "+err.Error())
+			return
+		}
+	}
 	thaw()
+	thawed := time.Now()
 	var downFor time.Duration
+	c := check.FaultCheck{Checked: true}
 	if late {
 		time.Sleep(f.Duration)
+		if unbound {
+			c = in.checkBound(ctx, f.Target, thawed)
+		}
 		release()
 		downFor = time.Since(deleted)
 	}
 	took, ok := in.sys.WaitQueue(context.WithoutCancel(ctx), f.Target, time.Minute)
 	missing := time.Since(deleted)
 	note := fmt.Sprintf("publishers %s frozen %.1fs while the queue stayed empty; deleted", strings.Join(names, ", "), frozenFor.Seconds())
+	if unbound {
+		note += " and declared again unbound"
+	}
 	if late {
 		var cs []string
 		for _, p := range consumers {
@@ -423,8 +441,79 @@ func (in *Injector) queueFault(ctx context.Context, f *check.Fault) {
 			Detail: fmt.Sprintf("%s deleted at %s, still missing %v later", f.Target, deleted.Format("15:04:05.000"), missing.Round(time.Second))})
 		return
 	}
-	in.record(f, true, fmt.Sprintf("%s; missing %.1fs (declared again %.1fs after its consumers could)", note, missing.Seconds(), took.Seconds()))
-	in.setCheck(f, check.FaultCheck{Checked: true})
+	if unbound {
+		in.record(f, true, note) // the check's detail says what the publishers did
+	} else {
+		in.record(f, true, fmt.Sprintf("%s; missing %.1fs (declared again %.1fs after its consumers could)", note, missing.Seconds(), took.Seconds()))
+	}
+	in.setCheck(f, c)
+}
+
+// declareUnbound declares queue as its consumer's Topology.Declare does, its arguments
+// and its dead-letter queue, and stops before the queue's own bindings.
+func (m *Messages) declareUnbound(queue string) error {
+	t := contracts.Topology.Subset(queue)
+	t.Queues[0].Bindings = nil // Subset copies the queue: the contracts keep theirs
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ch, err := m.channel()
+	if err != nil {
+		return err
+	}
+	if err := t.Declare(ch); err != nil {
+		m.ch = nil // a failed declare closes the channel
+		return err
+	}
+	return nil
+}
+
+// checkBound is queue_unbound's own check, made while the queue's consumers are still
+// down: every type bound to queue in the contracts whose events were published since
+// the publishers were thawed must be bound to it by now, since a publisher binds a
+// queue before it publishes what the queue needs. Those published while it was unbound
+// went to the other queue of their type alone, or nowhere. A type with no event
+// published meanwhile may stay unbound, and a fault with none at all (the load over)
+// is not checked. The first second after the thaw is left out: a relay frozen between
+// a confirm and its mark marks a row published then that reached the queue before its
+// delete.
+func (in *Injector) checkBound(ctx context.Context, queue string, thawed time.Time) check.FaultCheck {
+	since := thawed.Add(time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	bound, err := in.sys.QueueBindings(ctx, queue, contracts.Topology.Exchange)
+	if err != nil {
+		return check.FaultCheck{Detail: "not checked: " + err.Error()}
+	}
+	var published, missed []string
+	for _, q := range contracts.Topology.Queues {
+		if q.Name != queue {
+			continue
+		}
+		for _, key := range q.Bindings {
+			producer := strings.SplitN(key, ".", 2)[0]
+			var n int
+			err := in.sys.DBs[producer].QueryRow(ctx, `SELECT count(*) FROM outbox WHERE state = 'published' AND event_type = $1 AND published_at >= $2`, key, since).Scan(&n)
+			if err != nil {
+				return check.FaultCheck{Detail: fmt.Sprintf("not checked: %s outbox: %v", producer, err)}
+			}
+			if n == 0 {
+				continue
+			}
+			published = append(published, fmt.Sprintf("%d %s", n, key))
+			if !slices.Contains(bound, key) {
+				missed = append(missed, key)
+			}
+		}
+	}
+	after := time.Since(thawed).Seconds()
+	switch {
+	case len(published) == 0:
+		return check.FaultCheck{Detail: fmt.Sprintf("not checked: no event of its types published in the %.1fs it was left unbound", after)}
+	case len(missed) > 0:
+		return check.FaultCheck{Checked: true, Violation: check.QueueLeftUnbound,
+			Detail: fmt.Sprintf("%s not bound to %s %.1fs after the thaw; published meanwhile: %s", queue, strings.Join(missed, ", "), after, strings.Join(published, ", "))}
+	}
+	return check.FaultCheck{Checked: true, Detail: fmt.Sprintf("published meanwhile: %s, each type bound by then", strings.Join(published, ", "))}
 }
 
 // relayTwin starts a second relay process under the live relay f.Target's RELAY_ID for

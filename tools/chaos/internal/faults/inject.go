@@ -126,7 +126,7 @@ func (in *Injector) apply(ctx context.Context, f *check.Fault) {
 		in.failpoint(ctx, f)
 	case check.FaultBrokerAlarm:
 		in.brokerAlarm(ctx, f)
-	case check.FaultQueueDeleted, check.FaultLateConsumer:
+	case check.FaultQueueDeleted, check.FaultLateConsumer, check.FaultQueueUnbound:
 		in.queueFault(ctx, f)
 	case check.FaultRelayTwin:
 		in.relayTwin(ctx, f)

@@ -163,7 +163,7 @@ func scheduleHeavy(cfg config.Config, processes []string, outages []check.Fault)
 				busy = f.Duration
 			case check.FaultQueueDeleted:
 				f.Target = queues[i%len(queues)]
-			case check.FaultLateConsumer:
+			case check.FaultLateConsumer, check.FaultQueueUnbound:
 				f.Target, f.Duration = queues[i%len(queues)], between(3*time.Second, 6*time.Second)
 				busy += f.Duration
 			case check.FaultRelayTwin:

@@ -183,7 +183,7 @@ func TestHeavyFaultsKeepClearOfOutagesAndCycleTheirTargets(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]int{check.FaultBrokerAlarm: 2, check.FaultQueueDeleted: 3, check.FaultLateConsumer: 3, check.FaultRelayTwin: 4, check.FaultPrivilegeRevoked: 2}
+	want := map[string]int{check.FaultBrokerAlarm: 2, check.FaultQueueDeleted: 3, check.FaultLateConsumer: 3, check.FaultRelayTwin: 4, check.FaultPrivilegeRevoked: 2, check.FaultQueueUnbound: 3}
 	for kind, n := range want {
 		if len(targets[kind]) != n {
 			t.Errorf("%s targets %v, want %d different ones", kind, targets[kind], n)

@@ -51,3 +51,22 @@ func (s *System) WaitQueue(ctx context.Context, queue string, timeout time.Durat
 	}
 	return time.Since(start), false
 }
+
+// QueueBindings returns the routing keys queue is bound to from exchange, as the
+// management API lists them (bindings are not statistics: they do not lag).
+func (s *System) QueueBindings(ctx context.Context, queue, exchange string) ([]string, error) {
+	var bindings []struct {
+		Source     string `json:"source"`
+		RoutingKey string `json:"routing_key"`
+	}
+	if err := s.management().Do(ctx, http.MethodGet, s.queuePath(queue)+"/bindings", "", &bindings); err != nil {
+		return nil, err
+	}
+	var keys []string
+	for _, b := range bindings {
+		if b.Source == exchange {
+			keys = append(keys, b.RoutingKey)
+		}
+	}
+	return keys, nil
+}

@@ -19,11 +19,13 @@ func init() {
 	kindColors[check.FaultLateConsumer] = "#e7969c"
 	kindColors[check.FaultRelayTwin] = "#5254a3"
 	kindColors[check.FaultPrivilegeRevoked] = "#843c39"
+	kindColors[check.FaultQueueUnbound] = "#bd9e39"
 	faultCategory[check.FaultBrokerAlarm] = "network"
 	faultCategory[check.FaultQueueDeleted] = "process"
 	faultCategory[check.FaultLateConsumer] = "process"
 	faultCategory[check.FaultRelayTwin] = "process"
 	faultCategory[check.FaultPrivilegeRevoked] = "network"
+	faultCategory[check.FaultQueueUnbound] = "process"
 }
 
 // printHeavyFaults writes one row per heavy fault: when, what, what happened and its own
