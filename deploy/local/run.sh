@@ -64,6 +64,7 @@ pids=()
 service_ports=()
 relay_pid=""
 storefront_vars=()
+storefront_port=""
 
 # prefix copies its input to stdout, each line led by the service's name. A plain read
 # loop, not sed, so it works with macOS's bash 3.2 and BSD tools alike.
@@ -131,7 +132,7 @@ for i in "${!services[@]}"; do
     continue
   fi
   if [[ $name == storefront ]]; then
-    storefront_vars=(${vars[@]+"${vars[@]}"})
+    storefront_vars=(${vars[@]+"${vars[@]}"}) storefront_port=${ports[$i]}
     if [[ -n $relay_pid ]]; then
       storefront_vars+=("STOREFRONT_RELAY_PID=$relay_pid")
     fi
@@ -164,7 +165,7 @@ if ((${#pids[@]} > 0)); then
 fi
 if [[ -x "$bin_dir/storefront" ]]; then
   first=${#names[@]}
-  start storefront 8080 ${storefront_vars[@]+"${storefront_vars[@]}"} "$bin_dir/storefront"
+  start storefront "$storefront_port" ${storefront_vars[@]+"${storefront_vars[@]}"} "$bin_dir/storefront"
   wait_ready "$first"
 fi
 
