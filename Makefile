@@ -82,7 +82,7 @@ lint: ## gofmt, go vet, the sqlc drift check, the contracts (api/: OpenAPI, Asyn
 	go run ./tools/chaos figures -check
 
 .PHONY: demo
-demo: services ## the producer's and the idempotent consumer's experiments, measured against the real Postgres and RabbitMQ
+demo: services ## every pattern's experiments (the producer's, the consumer's, the email's), each a measured line, against the real Postgres and RabbitMQ
 	go run ./services/ordering/cmd/demo
 	go run ./services/inventory/cmd/demo
 	go run ./services/notification/cmd/demo
