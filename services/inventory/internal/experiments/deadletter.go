@@ -11,6 +11,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/platform/sandbox"
 )
 
 // DeadLetterResult is the measurement of InboxSameIDDifferentContent.
@@ -84,7 +85,7 @@ func (l *Lab) InboxSameIDDifferentContent(ctx context.Context) (DeadLetterResult
 	if err := publish(ctx, pub, original); err != nil {
 		return r, err
 	}
-	if err := l.waitFor(ctx, 10*time.Second, "the original in the inbox",
+	if err := sandbox.WaitFor(ctx, l.Pool, 10*time.Second, "the original in the inbox",
 		"SELECT count(*) = 1 FROM inbox WHERE message_id = $1", original.UUID()); err != nil {
 		return r, err
 	}
@@ -132,22 +133,4 @@ func awaitDeadLetter(ctx context.Context, conn *broker.Conn, dlq, messageID stri
 		}
 	}
 	return false, nil
-}
-
-// waitFor polls a boolean query until it is true, or fails after timeout.
-func (l *Lab) waitFor(ctx context.Context, timeout time.Duration, what, query string, args ...any) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		var ok bool
-		if err := l.Pool.QueryRow(ctx, query, args...).Scan(&ok); err != nil {
-			return fmt.Errorf("wait for %s: %w", what, err)
-		}
-		if ok {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

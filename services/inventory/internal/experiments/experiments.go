@@ -28,6 +28,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/inventory/internal/wrongways"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/inbox"
+	"github.com/bookstore-go/bookstore/services/platform/sandbox"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 )
 
@@ -224,7 +225,7 @@ func (l *Lab) crashAtOutcomeEvent(ctx context.Context, svc *stock.Service, msg e
 	defer letGo()
 	done := make(chan error, 1)
 	go func() { _, err := svc.HandleOrderEvent(ctx, msg); done <- err }()
-	pid, err := l.waitForLockWait(ctx, "INSERT INTO outbox", 10*time.Second)
+	pid, err := sandbox.WaitForLockWait(ctx, l.Pool, "INSERT INTO outbox", 10*time.Second)
 	if err == nil && pid == 0 {
 		err = errors.New("first delivery: it never reached its outcome event")
 	}
@@ -287,14 +288,14 @@ func (l *Lab) InboxTwoCopiesAtOnce(ctx context.Context) (ConcurrentResult, error
 	}
 	firstDone, secondDone := make(chan done, 1), make(chan done, 1)
 	go func() { o, err := svc.HandleOrderEvent(ctx, msg); firstDone <- done{o, err} }()
-	if pid, err := l.waitForLockWait(ctx, "INSERT INTO outbox", 10*time.Second); err != nil || pid == 0 {
+	if pid, err := sandbox.WaitForLockWait(ctx, l.Pool, "INSERT INTO outbox", 10*time.Second); err != nil || pid == 0 {
 		letGo()
 		d := <-firstDone
 		return r, fmt.Errorf("first copy never held its transaction at its outcome event: %v, %v", err, d.err)
 	}
 	go func() { o, err := svc.HandleOrderEvent(ctx, msg); secondDone <- done{o, err} }()
 
-	pid, err := l.waitForLockWait(ctx, "INSERT INTO inbox", 10*time.Second)
+	pid, err := sandbox.WaitForLockWait(ctx, l.Pool, "INSERT INTO inbox", 10*time.Second)
 	if err != nil {
 		letGo()
 		return r, err
@@ -330,28 +331,6 @@ func (l *Lab) holdOutbox(ctx context.Context) (letGo func(), err error) {
 		return nil, fmt.Errorf("hold the outbox: %w", err)
 	}
 	return func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }, nil
-}
-
-// waitForLockWait polls pg_stat_activity until a session of this database waits on a
-// lock in a statement that holds statement, and returns its process id, or 0 once
-// timeout passes.
-func (l *Lab) waitForLockWait(ctx context.Context, statement string, timeout time.Duration) (int32, error) {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		var pid int32
-		err := l.Pool.QueryRow(ctx, `
-			SELECT coalesce(min(pid), 0) FROM pg_stat_activity
-			WHERE datname = current_database() AND pid <> pg_backend_pid()
-			  AND wait_event_type = 'Lock' AND query ILIKE '%' || $1 || '%'`, statement).Scan(&pid)
-		if err != nil {
-			return 0, fmt.Errorf("observe lock waits: %w", err)
-		}
-		if pid != 0 {
-			return pid, nil
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return 0, nil
 }
 
 func crash(context.Context) error { return errSimulatedCrash }

@@ -25,6 +25,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/notification/internal/notifications"
 	"github.com/bookstore-go/bookstore/services/notification/internal/provider"
 	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/services/platform/sandbox"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 )
 
@@ -101,7 +102,7 @@ func (l *Lab) EmailCrashAfterSend(ctx context.Context) (EmailResult, error) {
 		return r, err
 	}
 	// The restarted process may claim the record once the dead one's lease has run out.
-	if err := l.waitFor(ctx, 10*time.Second, "the dead attempt's lease to run out",
+	if err := sandbox.WaitFor(ctx, l.Pool, 10*time.Second, "the dead attempt's lease to run out",
 		"SELECT claimed_until <= now() FROM notifications WHERE order_id = $1", orderID); err != nil {
 		return r, err
 	}
@@ -157,7 +158,7 @@ func (l *Lab) crashAfterSend(ctx context.Context, svc *notifications.Service, ms
 		return err
 	}
 	defer letGo()
-	pid, err := l.waitForLockWait(ctx, "completed_at", 10*time.Second)
+	pid, err := sandbox.WaitForLockWait(ctx, l.Pool, "completed_at", 10*time.Second)
 	if err == nil && pid == 0 {
 		err = errors.New("first delivery: it never reached phase two")
 	}
@@ -187,46 +188,6 @@ func (l *Lab) holdRecord(ctx context.Context, orderID uuid.UUID) (letGo func(), 
 		return nil, fmt.Errorf("hold the record: %w", err)
 	}
 	return func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }, nil
-}
-
-// waitForLockWait polls pg_stat_activity until a session of this database waits on a
-// lock in a statement that holds statement, and returns its process id, or 0 once
-// timeout passes.
-func (l *Lab) waitForLockWait(ctx context.Context, statement string, timeout time.Duration) (int32, error) {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		var pid int32
-		err := l.Pool.QueryRow(ctx, `
-			SELECT coalesce(min(pid), 0) FROM pg_stat_activity
-			WHERE datname = current_database() AND pid <> pg_backend_pid()
-			  AND wait_event_type = 'Lock' AND query ILIKE '%' || $1 || '%'`, statement).Scan(&pid)
-		if err != nil {
-			return 0, fmt.Errorf("observe lock waits: %w", err)
-		}
-		if pid != 0 {
-			return pid, nil
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return 0, nil
-}
-
-// waitFor polls a boolean query until it is true, or fails after timeout.
-func (l *Lab) waitFor(ctx context.Context, timeout time.Duration, what, query string, args ...any) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		var ok bool
-		if err := l.Pool.QueryRow(ctx, query, args...).Scan(&ok); err != nil {
-			return fmt.Errorf("wait for %s: %w", what, err)
-		}
-		if ok {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func (l *Lab) status(ctx context.Context, orderID uuid.UUID) (string, error) {
