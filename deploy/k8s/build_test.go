@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -148,7 +150,9 @@ func dig(m map[string]any, keys ...string) any {
 	return v
 }
 
-// contractPorts reads the services table of docs/contracts.md: service name to port.
+// contractPorts reads docs/contracts.md's service name to port: the services table's four
+// rows, and each of webServices from the sentence that introduces it beside the table
+// ("the **storefront** (port 8080, ...").
 func contractPorts(t testing.TB) map[string]int32 {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "contracts.md"))
@@ -163,6 +167,15 @@ func contractPorts(t testing.TB) map[string]int32 {
 	}
 	if len(ports) != 4 {
 		t.Fatalf("docs/contracts.md's services table: want 4 services with ports, have %v", ports)
+	}
+	for _, w := range webServices {
+		m := regexp.MustCompile(`\*\*` + w + `\*\* \(port (80\d\d),`).FindSubmatch(b)
+		if m == nil {
+			t.Fatalf("docs/contracts.md: no \"**%s** (port 80xx,\" beside the services table", w)
+		}
+		var p int32
+		fmt.Sscan(string(m[1]), &p)
+		ports[w] = p
 	}
 	return ports
 }
@@ -191,11 +204,13 @@ var (
 	helpErr  error
 )
 
-// serviceVariables builds the four binaries as the Dockerfile does (CGO_ENABLED=0) and
-// reads the variables each prints in its --help table.
+// serviceVariables builds the binaries of docs/contracts.md's services and web pages
+// (contractPorts) as the Dockerfile does (CGO_ENABLED=0) and reads the variables each
+// prints in its --help table.
 func serviceVariables(t testing.TB) map[string]map[string]bool {
 	t.Helper()
 	root := repoRoot(t)
+	ports := contractPorts(t) // outside Do: its t.Fatal must not end the Do of another test
 	helpOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "bookstore-k8s-test-")
 		if err != nil {
@@ -203,7 +218,7 @@ func serviceVariables(t testing.TB) map[string]map[string]bool {
 			return
 		}
 		defer os.RemoveAll(dir)
-		services := []string{"ordering", "inventory", "notification", "emailprovider"}
+		services := slices.Sorted(maps.Keys(ports))
 		args := []string{"build", "-o", dir + string(filepath.Separator)}
 		for _, s := range services {
 			args = append(args, "./services/"+s+"/cmd/"+s)
@@ -228,8 +243,9 @@ func serviceVariables(t testing.TB) map[string]map[string]bool {
 					vars[f[0]] = true
 				}
 			}
-			if !vars["DATABASE_URL"] || !vars["HTTP_ADDR"] {
-				helpErr = fmt.Errorf("%s --help lists no DATABASE_URL or HTTP_ADDR:\n%s", s, out)
+			// A service owns a database (docs/contracts.md); a web page has none.
+			if !vars["HTTP_ADDR"] || vars["DATABASE_URL"] == slices.Contains(webServices, s) {
+				helpErr = fmt.Errorf("%s --help: HTTP_ADDR %v, DATABASE_URL %v; want HTTP_ADDR, and DATABASE_URL unless a web page:\n%s", s, vars["HTTP_ADDR"], vars["DATABASE_URL"], out)
 				return
 			}
 			helpVars[s] = vars

@@ -41,11 +41,30 @@ var podVariables = map[string]string{"RELAY_ID": "metadata.name"}
 // consumers are the services that use the broker; the email provider does not.
 var consumers = []string{"ordering", "inventory", "notification"}
 
+// webServices serve a page rather than an API of the contracts: no database, no broker
+// user, no row in docs/contracts.md's services table (its port is in the sentence beside
+// it). Every check of a service's pod covers them too.
+var webServices = []string{"storefront"}
+
 // overlayServices: the email provider is a stand-in and runs in local only.
 var overlayServices = map[string][]string{
-	local:      {"ordering", "inventory", "notification", "emailprovider"},
-	production: {"ordering", "inventory", "notification"},
+	local:      {"ordering", "inventory", "notification", "emailprovider", "storefront"},
+	production: {"ordering", "inventory", "notification", "storefront"},
 }
+
+// browserVariables name an address as the reader's browser reaches it, not one the pod
+// dials: the storefront's links to Jaeger (compose's http://localhost:16686, a
+// port-forward in local) and to the source. They are no Service of the overlay.
+var browserVariables = []string{"JAEGER_URL", "SOURCE_URL"}
+
+// storefrontDemos are the storefront's break-it switches, each with the value that keeps
+// it off: STOREFRONT_DEMOS=0 hides the panel whose buttons fault the email provider and
+// pause a relay, and an empty STOREFRONT_RELAY_PID names no relay to pause.
+var storefrontDemos = map[string]string{"STOREFRONT_DEMOS": "0", "STOREFRONT_RELAY_PID": ""}
+
+// storefrontSettings are the storefront's other STOREFRONT_ variables, which break
+// nothing: how long a pause lasts.
+var storefrontSettings = []string{"STOREFRONT_RELAY_PAUSE"}
 
 func TestOverlaysBuildAndDecodeStrictly(t *testing.T) {
 	for _, dir := range []string{"base", local, production, productionBroker} {
@@ -418,7 +437,8 @@ func selects(selector, labels map[string]string) bool {
 }
 
 // Every variable a service's pod sets is one the service reads (its --help) or the Go
-// runtime does; the broker users read AMQP_URL and the email provider does not.
+// runtime does; the broker users read AMQP_URL and the email provider does not; every
+// service with a database (the storefront has none) is given its DATABASE_URL.
 func TestEnvironmentMatchesHelp(t *testing.T) {
 	vars := serviceVariables(t)
 	for _, dir := range []string{local, production} {
@@ -431,7 +451,7 @@ func TestEnvironmentMatchesHelp(t *testing.T) {
 				}
 			}
 			for _, v := range []string{"DATABASE_URL", "HTTP_ADDR"} {
-				if _, ok := env[v]; !ok {
+				if _, ok := env[v]; !ok && vars[name][v] {
 					t.Errorf("%s: Deployment %s does not set %s", dir, name, v)
 				}
 			}
@@ -596,6 +616,9 @@ func TestLocalMatchesCompose(t *testing.T) {
 			}
 		}
 		for k, s := range env {
+			if slices.Contains(browserVariables, k) {
+				continue
+			}
 			v, _ := resolve(b, s)
 			u, err := url.Parse(v)
 			if err != nil || u.Host == "" {
@@ -677,8 +700,52 @@ func TestProductionAgreesWithCompose(t *testing.T) {
 				t.Errorf("Deployment %s: %s %q, compose %q", name, k, v, w)
 			}
 		}
-		if v, _ := resolve(b, env["EMAILPROVIDER_URL"]); name == "notification" && (v == "" || strings.Contains(v, "emailprovider")) {
-			t.Errorf("Deployment notification: EMAILPROVIDER_URL %q: want the real provider, not the stand-in", v)
+	}
+	// The real provider: notification sends through it, and the storefront shows each
+	// email's deliveries from that same one.
+	deps := deployments(b)
+	sends, _ := resolve(b, environment(t, b, deps["notification"].Spec.Template.Spec.Containers[0])["EMAILPROVIDER_URL"])
+	for _, name := range []string{"notification", "storefront"} {
+		d, ok := deps[name]
+		if !ok {
+			t.Errorf("no Deployment %s", name)
+			continue
+		}
+		v, _ := resolve(b, environment(t, b, d.Spec.Template.Spec.Containers[0])["EMAILPROVIDER_URL"])
+		if v == "" || strings.Contains(v, "emailprovider") || v != sends {
+			t.Errorf("Deployment %s: EMAILPROVIDER_URL %q: want the real provider, not the stand-in, the one notification sends through (%q)", name, v, sends)
+		}
+	}
+}
+
+// Production's storefront has every break-it switch off, set so in the overlay rather than
+// left to the binary's default: its panel would fault the real email provider and pause a
+// relay. Every STOREFRONT_ variable its --help lists is either such a switch or a setting
+// that breaks nothing, so a new switch fails here until it is classified.
+func TestProductionTurnsEveryStorefrontDemoOff(t *testing.T) {
+	for v := range serviceVariables(t)["storefront"] {
+		if _, demo := storefrontDemos[v]; strings.HasPrefix(v, "STOREFRONT_") && !demo && !slices.Contains(storefrontSettings, v) {
+			t.Errorf("storefront --help lists %s: a demo switch (storefrontDemos, with its off value) or a harmless setting (storefrontSettings)?", v)
+		}
+	}
+	b := build(t, production)
+	d, ok := deployments(b)["storefront"]
+	if !ok {
+		t.Fatal("production runs no storefront")
+	}
+	ctr := d.Spec.Template.Spec.Containers[0]
+	if len(ctr.Command)+len(ctr.Args) > 0 {
+		t.Errorf("Deployment storefront: command %q args %q, want the image's (the storefront takes no command)", ctr.Command, ctr.Args)
+	}
+	env := environment(t, b, ctr)
+	for v, off := range storefrontDemos {
+		s, set := env[v]
+		have, _ := resolve(b, s)
+		switch {
+		case off == "" && set && have != "":
+			t.Errorf("Deployment storefront: %s %q, want it unset in production", v, have)
+		case off != "" && (!set || have != off):
+			t.Errorf("Deployment storefront: %s %q (set: %v), want %q, set in the overlay", v, have, set, off)
 		}
 	}
 }
@@ -787,7 +854,12 @@ func TestProductionBroker(t *testing.T) {
 // the service's DATABASE_URL comes from.
 func TestProductionDatabases(t *testing.T) {
 	b := build(t, production)
+	owners := 0 // the Deployments with a database: all but the web pages
 	for name, d := range deployments(b) {
+		if slices.Contains(webServices, name) {
+			continue
+		}
+		owners++
 		db := environment(t, b, d.Spec.Template.Spec.Containers[0])["DATABASE_URL"]
 		cluster, ok := strings.CutSuffix(db.Ref, "-app")
 		if db.Kind != "Secret" || db.Key != "uri" || !ok {
@@ -810,8 +882,8 @@ func TestProductionDatabases(t *testing.T) {
 			t.Errorf("Cluster %s: primary and standby may share a node", cluster)
 		}
 	}
-	if n := len(b.all("Cluster")); n != len(deployments(b)) {
-		t.Errorf("%d Clusters for %d services", n, len(deployments(b)))
+	if n := len(b.all("Cluster")); n != owners {
+		t.Errorf("%d Clusters for %d services with a database", n, owners)
 	}
 }
 
