@@ -489,3 +489,6 @@ func (p *Postgres) Close() error {
 	errs = append(errs, os.RemoveAll(p.dir))
 	return errors.Join(errs...)
 }
+
+// Logs returns the tail of both nodes' logs, for a failed test to print.
+func (p *Postgres) Logs() string { return p.withLogs(errors.New("postgres " + p.name)).Error() }

@@ -515,3 +515,21 @@ func (r *RabbitMQ) Close() error {
 	errs = append(errs, os.RemoveAll(r.dir))
 	return errors.Join(errs...)
 }
+
+// Logs returns, for a failed test to print, what a running node says about every queue's
+// replicas and the tail of each node's logs.
+func (r *RabbitMQ) Logs(ctx context.Context) string {
+	var b strings.Builder
+	if up := r.running(); len(up) > 0 {
+		var queues []queueInfo
+		err := r.management(up[0]).Do(ctx, http.MethodGet, "/api/queues?columns=name,vhost,type,leader,members,online", "", &queues)
+		fmt.Fprintf(&b, "queues as node %d sees them (%v):\n", up[0], err)
+		for _, q := range queues {
+			fmt.Fprintf(&b, "  %s %s leader %s members %v online %v\n", q.Name, q.Type, q.Leader, q.Members, q.Online)
+		}
+	}
+	for i := range r.nodes {
+		fmt.Fprintf(&b, "%v\n", r.withLogs(fmt.Errorf("node %d", i), i))
+	}
+	return b.String()
+}

@@ -10,6 +10,8 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/bookstore-go/bookstore/services/platform/broker"
+
 	"github.com/bookstore-go/bookstore/testenv"
 )
 
@@ -26,6 +28,9 @@ func startRabbitMQ(t *testing.T, n int) *RabbitMQ {
 	}
 	t.Logf("%d RabbitMQ nodes booted, clustered and their quorum queues replicated in %v", n, r.BootTime.Round(time.Millisecond))
 	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("RabbitMQ:\n%s", r.Logs(context.Background()))
+		}
 		if err := r.Close(); err != nil {
 			t.Errorf("close: %v", err)
 		}
@@ -109,6 +114,28 @@ func TestAQuorumQueueOfTheClusterKeepsItsMessagesThroughTheLossOfItsLeader(t *te
 	if got != "order-1" {
 		t.Fatalf("got message %q, want order-1", got)
 	}
+	// And the remaining majority takes new messages: a publish is confirmed.
+	testenv.Eventually(t, 60*time.Second, "a publish to "+queue+" is confirmed by the remaining nodes", func() bool {
+		conn, err := amqp.Dial(nodeURL(r, other, "ordering", "ordering-dev"))
+		if err != nil {
+			return false
+		}
+		defer conn.Close()
+		ch, err := conn.Channel()
+		if err != nil || ch.Confirm(false) != nil {
+			return false
+		}
+		confirm, err := ch.PublishWithDeferredConfirmWithContext(ctx, "bookstore.events", "ordering.order-placed.v1", true, false,
+			amqp.Publishing{MessageId: "order-2", DeliveryMode: amqp.Persistent, Body: []byte("{}")})
+		if err != nil {
+			return false
+		}
+		ok, err := confirm.WaitContext(ctx)
+		if !ok {
+			t.Logf("publish after the leader's loss: nacked (%v)", err)
+		}
+		return ok && err == nil
+	})
 
 	began := time.Now()
 	if err := r.Start(ctx, leader); err != nil {
@@ -127,4 +154,40 @@ func TestAQuorumQueueOfTheClusterKeepsItsMessagesThroughTheLossOfItsLeader(t *te
 		t.Fatal(err)
 	}
 	t.Logf("node %d stopped gracefully and rejoined in %v", other, time.Since(began).Round(time.Millisecond))
+}
+
+// The wrong design: a service given one broker address is stranded while that node is
+// down, though the rest of the cluster runs; given every node's address it dials the next
+// one and carries on.
+func TestABrokerConnPinnedToOneNodeIsStrandedWhileThatNodeIsDown(t *testing.T) {
+	t.Parallel()
+	r := startRabbitMQ(t, 2)
+	ctx := context.Background()
+	pinned := broker.NewConn(nodeURL(r, 0, "ordering", "ordering-dev"), "pinned")
+	defer pinned.Close()
+	every := broker.NewConn(r.URL("ordering", "ordering-dev", "/"), "every node")
+	defer every.Close()
+	for _, c := range []*broker.Conn{pinned, every} {
+		if err := c.Ping(ctx); err != nil {
+			t.Fatalf("ping with every node up: %v", err)
+		}
+	}
+
+	if err := r.Kill(0); err != nil {
+		t.Fatal(err)
+	}
+	// Both were connected to node 0; the one with every address redials node 1.
+	var last error
+	testenv.Eventually(t, 30*time.Second, "a Conn given every node's address pings while node 0 is down", func() bool {
+		last = every.Ping(ctx)
+		return last == nil
+	})
+	for range 3 {
+		if err := pinned.Ping(ctx); err == nil {
+			t.Fatal("a Conn given only node 0's address pings while node 0 is down")
+		} else {
+			last = err
+		}
+	}
+	t.Logf("pinned to node 0: %v", last)
 }
