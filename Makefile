@@ -9,6 +9,9 @@ PKGS    := github.com/bookstore-go/bookstore/...
 # systems; under -race they would double .ci/run's time for no code the pass has not
 # already watched.
 RACE_PKGS := github.com/bookstore-go/bookstore/services/... github.com/bookstore-go/bookstore/testenv/...
+# The one e2e test the race pass runs too: the services' reconnection to surviving broker
+# nodes and to a promoted Postgres standby runs in no other test.
+CLUSTER_E2E := TestOrdersPlacedAcrossABrokerNodeLossAndAPostgresFailoverAreEachEmailedOnce
 SERVICES := ordering inventory notification emailprovider storefront
 SQLC    := cd tools/sqlc && GOWORK=off go tool sqlc -f ../../sqlc.yaml
 
@@ -59,6 +62,7 @@ fuzz: ## run every fuzz target for FUZZTIME (30s) each, stopping at the first fa
 .PHONY: test-race
 test-race: services ## the shared module and every service's tests under the race detector; the binaries they start are built with -race too
 	RACE=1 go test -race -count=1 -timeout 20m $(RACE_PKGS)
+	RACE=1 go test -race -count=1 -timeout 20m -run '^$(CLUSTER_E2E)$$' github.com/bookstore-go/bookstore/e2e
 
 .PHONY: bench
 bench: services ## benchmarks, each reported as a ratio to a baseline measured in the same run (docs/performance.md)

@@ -168,6 +168,12 @@ func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message) []error {
 			broken = true
 		case !acked:
 			errs[i] = ErrNacked
+			// A channel can go on nacking for good: one opened on a cluster node while
+			// a quorum queue's leader was dying keeps sending to the dead leader
+			// (RabbitMQ 3.10), and every retry of the message on it was nacked again
+			// (TestOrdersPlacedAcrossABrokerNodeLossAndAPostgresFailoverAreEachEmailedOnce).
+			// A fresh channel finds the new leader.
+			broken = true
 		}
 	}
 	// The broker sends basic.return before the basic.ack of the same message, and the

@@ -16,6 +16,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
+	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/harness"
@@ -46,7 +47,7 @@ func (m *Messages) channel() (*amqp.Channel, error) {
 		return m.ch, nil
 	}
 	if m.conn == nil || m.conn.IsClosed() {
-		conn, err := amqp.DialConfig(m.sys.AMQPURL, amqp.Config{Properties: amqp.Table{"connection_name": "chaos-harness"}})
+		conn, err := broker.Dial(context.Background(), m.sys.AMQPURL, amqp.Config{Properties: amqp.Table{"connection_name": "chaos-harness"}})
 		if err != nil {
 			return nil, fmt.Errorf("harness broker connection: %w", err)
 		}

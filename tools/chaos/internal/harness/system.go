@@ -154,7 +154,7 @@ func Start(ctx context.Context, cfg config.Config, dir string, onFPCrash func(*P
 	if err != nil {
 		return nil, fmt.Errorf("postgres url: %w", err)
 	}
-	amqpBase, err := url.Parse(cfg.AMQPURL)
+	amqpBase, err := broker.ParseEndpoints(cfg.AMQPURL)
 	if err != nil {
 		return nil, fmt.Errorf("amqp url: %w", err)
 	}
@@ -228,7 +228,7 @@ func Start(ctx context.Context, cfg config.Config, dir string, onFPCrash func(*P
 
 // newProcess creates the process's links (Postgres, RabbitMQ, and for notification the
 // provider) and its environment, all pointing at the proxies.
-func (s *System) newProcess(ctx context.Context, name, service string, args, extra []string, pgAdmin, amqpBase *url.URL) (*Process, error) {
+func (s *System) newProcess(ctx context.Context, name, service string, args, extra []string, pgAdmin *url.URL, amqpBase broker.Endpoints) (*Process, error) {
 	httpAddr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -252,7 +252,7 @@ func (s *System) newProcess(ctx context.Context, name, service string, args, ext
 	if service != "emailprovider" {
 		// The link's far end is the process's alarm proxy, which can tell its connections
 		// what a broker alarm would (broker_alarm).
-		alarm, err := s.addAlarmProxy(name, amqpBase.Host)
+		alarm, err := s.addAlarmProxy(name, amqpBase.Addrs()...)
 		if err != nil {
 			return nil, err
 		}
@@ -260,13 +260,7 @@ func (s *System) newProcess(ctx context.Context, name, service string, args, ext
 		if err != nil {
 			return nil, err
 		}
-		u := *amqpBase
-		u.Host = amqpLink
-		amqpURL, err := withVHost(u.String(), s.Vhost)
-		if err != nil {
-			return nil, err
-		}
-		env = append(env, "AMQP_URL="+amqpURL)
+		env = append(env, "AMQP_URL="+amqpBase.WithHosts(amqpLink).WithVHost(s.Vhost).String())
 		env = append(env, s.Cfg.DesignEnv()...)
 	}
 	if service == "notification" {
@@ -291,15 +285,13 @@ func (s *System) newProcess(ctx context.Context, name, service string, args, ext
 	}, nil
 }
 
-// withVHost returns the AMQP URL with its path set to the vhost.
+// withVHost returns the AMQP URL, one host or several, with its path set to the vhost.
 func withVHost(amqpURL, vhost string) (string, error) {
-	u, err := url.Parse(amqpURL)
+	e, err := broker.ParseEndpoints(amqpURL)
 	if err != nil {
 		return "", fmt.Errorf("amqp url: %w", err)
 	}
-	u.Path = "/" + vhost
-	u.RawPath = "/" + url.PathEscape(vhost)
-	return u.String(), nil
+	return e.WithVHost(vhost).String(), nil
 }
 
 // Stop stops every process at once (the checker has its snapshot: the order no longer
