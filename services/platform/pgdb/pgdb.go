@@ -11,8 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"io/fs"
-	"net/url"
+	"net"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -57,11 +58,9 @@ func Ensure(ctx context.Context, adminURL, databaseURL string) error {
 	}
 
 	// A password in DATABASE_URL (docker compose) is set on the role; locally trust auth
-	// needs none.
-	pw := ""
-	if u, err := url.Parse(databaseURL); err == nil && u.User != nil {
-		pw, _ = u.User.Password()
-	}
+	// needs none. pgx's parse, not net/url's: it takes every form DATABASE_URL may have,
+	// a multi-host URL with an IPv6 host among them.
+	pw := target.Password
 	createRole := "CREATE ROLE " + pgx.Identifier{role}.Sanitize() + " LOGIN"
 	if pw != "" {
 		createRole += " PASSWORD " + quoteLiteral(pw)
@@ -174,15 +173,29 @@ func Open(ctx context.Context, adminURL, databaseURL string, sets ...Migrations)
 
 // Transient reports whether err is a failure that the same statement may not meet again:
 // a serialization failure or a deadlock, which Postgres resolves by aborting one of the
-// transactions involved, or a connection that broke before anything was sent. A retry of
-// the whole transaction is the remedy for each, and the message it served is not at fault.
+// transactions involved, or a connection that broke, before anything was sent or in the
+// middle of a statement (the server died, or a failover moved the primary elsewhere). A
+// retry of the whole transaction, on a new connection, is the remedy for each, and the
+// message it served is not at fault. A connection lost in the middle of a COMMIT leaves
+// its outcome unknown: the retry may repeat committed work, which the caller's inbox
+// (or an equally idempotent write) must absorb.
 func Transient(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		return pgErr.Code == "40001" || pgErr.Code == "40P01" // serialization_failure, deadlock_detected
 	}
 	var connectErr *pgconn.ConnectError
-	return errors.As(err, &connectErr) || pgconn.SafeToRetry(err)
+	return errors.As(err, &connectErr) || pgconn.SafeToRetry(err) || lostConnection(err)
+}
+
+// lostConnection reports whether err is the connection breaking under a statement: the
+// server hung up (EOF), the network failed (a reset, a refused write), or pgx had closed
+// the connection on such a failure earlier in the same operation (ErrConnClosed). pgx
+// closes such a connection and a pool does not hand it out again.
+func lostConnection(err error) bool {
+	var netErr net.Error
+	return errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		(errors.As(err, &netErr) && !netErr.Timeout())
 }
 
 // Refused reports whether err is the database refusing any work of this kind, whatever
