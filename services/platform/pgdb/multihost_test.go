@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -82,5 +83,46 @@ func TestALostConnectionIsTransientAndAViolationIsNot(t *testing.T) {
 		if got := pgdb.Transient(tc.err); got != tc.want {
 			t.Errorf("Transient(%v) = %v, want %v", tc.err, got, tc.want)
 		}
+	}
+}
+
+// A first host that takes the connection and then never answers (a partitioned node, a
+// dead primary's address behind a load balancer) costs each connection ConnectTimeout,
+// not forever: the service opens on the next host.
+func TestAHostThatNeverAnswersCostsAConnectionTheConnectTimeoutNotForever(t *testing.T) {
+	t.Parallel()
+	admin, dbURL := testenv.Database(t, "pgdb_stall")
+	silent, err := net.Listen("tcp", testenv.FreeAddr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = silent.Close() })
+	held := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			held <- c // never read, never answered, closed when the test ends
+		}
+	}()
+	t.Cleanup(func() {
+		for len(held) > 0 {
+			_ = (<-held).Close()
+		}
+	})
+	u, _ := url.Parse(dbURL)
+	u.Host = silent.Addr().String() + "," + u.Host
+	ctx, cancel := context.WithTimeout(context.Background(), 4*pgdb.ConnectTimeout)
+	defer cancel()
+	start := time.Now()
+	pool, err := pgdb.Open(ctx, admin, u.String())
+	if err != nil {
+		t.Fatalf("open with a silent first host: %v (after %v)", err, time.Since(start))
+	}
+	defer pool.Close()
+	if err := pool.Ping(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

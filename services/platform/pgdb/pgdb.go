@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -45,7 +46,12 @@ func Ensure(ctx context.Context, adminURL, databaseURL string) error {
 	if role == "" || db == "" {
 		return errors.New("ensure database: DATABASE_URL must name a user and a database")
 	}
-	admin, err := pgx.Connect(ctx, adminURL)
+	adminCfg, err := pgx.ParseConfig(adminURL)
+	if err != nil {
+		return fmt.Errorf("ensure database: parse DATABASE_ADMIN_URL: %w", err)
+	}
+	boundConnect(adminURL, &adminCfg.Config)
+	admin, err := pgx.ConnectConfig(ctx, adminCfg)
 	if err != nil {
 		return fmt.Errorf("ensure database: connect admin: %w", err)
 	}
@@ -151,7 +157,12 @@ func Open(ctx context.Context, adminURL, databaseURL string, sets ...Migrations)
 			return nil, err
 		}
 	}
-	pool, err := pgxpool.New(ctx, databaseURL)
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	boundConnect(databaseURL, &cfg.ConnConfig.Config)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
@@ -169,6 +180,24 @@ func Open(ctx context.Context, adminURL, databaseURL string, sets ...Migrations)
 		return nil, err
 	}
 	return pool, nil
+}
+
+// ConnectTimeout bounds each host's connection attempt (TCP, TLS, startup and, with
+// target_session_attrs, the check of the server's role) when the URL sets no
+// connect_timeout of its own. pgx has no default: a host that drops packets (a node
+// partitioned away, a primary's address with no machine behind it after a failover)
+// would hang every new connection until the kernel gives up minutes later, instead of
+// moving on to the next host of a multi-host URL. Every connection a service opens, the
+// pool's, its relay's listener (which copies the pool's config) and the admin one,
+// gets it here.
+const ConnectTimeout = 5 * time.Second
+
+// boundConnect sets ConnectTimeout on cfg, parsed from rawURL, unless rawURL sets
+// connect_timeout itself.
+func boundConnect(rawURL string, cfg *pgconn.Config) {
+	if cfg.ConnectTimeout == 0 && !strings.Contains(rawURL, "connect_timeout") {
+		cfg.ConnectTimeout = ConnectTimeout
+	}
 }
 
 // Transient reports whether err is a failure that the same statement may not meet again:
