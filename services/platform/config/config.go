@@ -113,7 +113,7 @@ func (c *Common) PoolURL() string {
 func Standard(service string, port int) (*Common, []Var) {
 	c := &Common{}
 	return c, []Var{
-		String("DATABASE_URL", "postgres://"+service+"@localhost:5432/"+service+"?sslmode=disable", "the service's own database and role; created if missing when DATABASE_ADMIN_URL is set", &c.DatabaseURL),
+		String("DATABASE_URL", "postgres://"+service+"@localhost:5432/"+service+"?sslmode=disable", "the service's own database and role; created if missing when DATABASE_ADMIN_URL is set. A primary and its standbys may be listed, e.g. postgres://u@pg-a:5432,pg-b:5432/db?target_session_attrs=read-write; connect_timeout defaults to 5 (seconds, per host)", &c.DatabaseURL),
 		// Least privilege by default: no superuser connection unless one is given (make run,
 		// docker compose and the tests give one).
 		String("DATABASE_ADMIN_URL", "", "superuser connection that creates the role and database at start, e.g. postgres://postgres@localhost:5432/postgres?sslmode=disable; empty: assume they exist, never connect as a superuser", &c.DatabaseAdminURL),
