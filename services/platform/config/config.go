@@ -83,16 +83,29 @@ type Common struct {
 }
 
 // PoolURL is DatabaseURL with the pool size of DATABASE_MAX_CONNS, unless the URL sets
-// pool_max_conns itself.
+// pool_max_conns itself. The URL is otherwise kept as given, byte for byte: a multi-host
+// URL (postgres://u@h1:5432,h2:5432/db?target_session_attrs=read-write), which net/url
+// cannot always take apart (an IPv6 host among several), keeps every host, and a
+// keyword/value string (host=h1,h2 dbname=db) is extended in its own syntax.
 func (c *Common) PoolURL() string {
-	u, err := url.Parse(c.DatabaseURL)
-	if err != nil || u.Query().Has("pool_max_conns") {
-		return c.DatabaseURL // a malformed URL fails, with its own message, where it is used
+	s, size := c.DatabaseURL, strconv.Itoa(c.DatabaseMaxConns)
+	if !strings.HasPrefix(s, "postgres://") && !strings.HasPrefix(s, "postgresql://") {
+		if s == "" || slices.ContainsFunc(strings.Fields(s), func(f string) bool { return strings.HasPrefix(f, "pool_max_conns=") }) {
+			return s
+		}
+		return s + " pool_max_conns=" + size
 	}
-	q := u.Query()
-	q.Set("pool_max_conns", strconv.Itoa(c.DatabaseMaxConns))
-	u.RawQuery = q.Encode()
-	return u.String()
+	_, query, hasQuery := strings.Cut(s, "?")
+	if !hasQuery {
+		return s + "?pool_max_conns=" + size
+	}
+	if q, err := url.ParseQuery(query); err != nil || q.Has("pool_max_conns") {
+		return s // a malformed query fails, with its own message, where it is used
+	}
+	if query == "" {
+		return s + "pool_max_conns=" + size
+	}
+	return s + "&pool_max_conns=" + size
 }
 
 // Standard returns the variables every service reads, bound to a Common, with defaults
@@ -100,7 +113,7 @@ func (c *Common) PoolURL() string {
 func Standard(service string, port int) (*Common, []Var) {
 	c := &Common{}
 	return c, []Var{
-		String("DATABASE_URL", "postgres://"+service+"@localhost:5432/"+service+"?sslmode=disable", "the service's own database and role; created if missing when DATABASE_ADMIN_URL is set", &c.DatabaseURL),
+		String("DATABASE_URL", "postgres://"+service+"@localhost:5432/"+service+"?sslmode=disable", "the service's own database and role; created if missing when DATABASE_ADMIN_URL is set. A primary and its standbys may be listed, e.g. postgres://u@pg-a:5432,pg-b:5432/db?target_session_attrs=read-write; connect_timeout defaults to 5 (seconds, per host)", &c.DatabaseURL),
 		// Least privilege by default: no superuser connection unless one is given (make run,
 		// docker compose and the tests give one).
 		String("DATABASE_ADMIN_URL", "", "superuser connection that creates the role and database at start, e.g. postgres://postgres@localhost:5432/postgres?sslmode=disable; empty: assume they exist, never connect as a superuser", &c.DatabaseAdminURL),

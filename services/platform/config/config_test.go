@@ -3,10 +3,13 @@ package config
 import (
 	"errors"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 func TestParseDefaultsOverridesAndHelp(t *testing.T) {
@@ -87,5 +90,44 @@ func TestPositiveNumbersAndDurations(t *testing.T) {
 	}
 	if err := parse(Int("N", "x", "", &n), ""); err == nil {
 		t.Error("a bad default was accepted")
+	}
+}
+
+// The pool's URL keeps every host of a multi-host DATABASE_URL (pgx follows a failover
+// through them) and its other settings, and adds DATABASE_MAX_CONNS as pool_max_conns
+// unless the URL has its own: in URL and in keyword/value form, with IPv6 hosts too.
+func TestThePoolURLKeepsEveryHostOfAMultiHostDatabaseURL(t *testing.T) {
+	for _, tc := range []struct {
+		url      string
+		hosts    []string
+		maxConns int32
+	}{
+		{"postgres://ordering@h1:5432,h2:5433/ordering?sslmode=disable&target_session_attrs=read-write", []string{"h1:5432", "h2:5433"}, 7},
+		{"postgres://ordering@[::1]:5432,h2:5433/ordering?sslmode=disable", []string{"[::1]:5432", "h2:5433"}, 7},
+		{"postgresql://ordering@h1,h2,h3/ordering", []string{"h1:5432", "h2:5432", "h3:5432"}, 7},
+		{"postgres://ordering@h1:5432,h2:5433/ordering?sslmode=disable&pool_max_conns=3", []string{"h1:5432", "h2:5433"}, 3},
+		{"postgres://ordering@h1:5432/ordering?", []string{"h1:5432"}, 7},
+		{"host=h1,h2 port=5432,5433 user=ordering dbname=ordering sslmode=disable", []string{"h1:5432", "h2:5433"}, 7},
+		{"host=h1,h2 user=ordering dbname=ordering pool_max_conns=2", []string{"h1:5432", "h2:5432"}, 2},
+	} {
+		c := Common{DatabaseURL: tc.url, DatabaseMaxConns: 7}
+		cfg, err := pgxpool.ParseConfig(c.PoolURL())
+		if err != nil {
+			t.Errorf("PoolURL() of %q = %q: %v", tc.url, c.PoolURL(), err)
+			continue
+		}
+		hosts := []string{net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))}
+		for _, f := range cfg.ConnConfig.Fallbacks {
+			hosts = append(hosts, net.JoinHostPort(f.Host, strconv.Itoa(int(f.Port))))
+		}
+		hosts = slices.Compact(hosts) // sslmode=prefer tries each host twice, with TLS and without
+		want := make([]string, len(tc.hosts))
+		for i, h := range tc.hosts {
+			host, port, _ := net.SplitHostPort(h)
+			want[i] = net.JoinHostPort(host, port)
+		}
+		if !slices.Equal(hosts, want) || cfg.MaxConns != tc.maxConns || cfg.ConnConfig.User != "ordering" {
+			t.Errorf("PoolURL() of %q = %q: hosts %v, pool_max_conns %d, user %q; want %v, %d, ordering", tc.url, c.PoolURL(), hosts, cfg.MaxConns, cfg.ConnConfig.User, want, tc.maxConns)
+		}
 	}
 }

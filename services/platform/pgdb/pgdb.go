@@ -11,9 +11,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"io/fs"
-	"net/url"
+	"net"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -44,7 +46,12 @@ func Ensure(ctx context.Context, adminURL, databaseURL string) error {
 	if role == "" || db == "" {
 		return errors.New("ensure database: DATABASE_URL must name a user and a database")
 	}
-	admin, err := pgx.Connect(ctx, adminURL)
+	adminCfg, err := pgx.ParseConfig(adminURL)
+	if err != nil {
+		return fmt.Errorf("ensure database: parse DATABASE_ADMIN_URL: %w", err)
+	}
+	boundConnect(adminURL, &adminCfg.Config)
+	admin, err := pgx.ConnectConfig(ctx, adminCfg)
 	if err != nil {
 		return fmt.Errorf("ensure database: connect admin: %w", err)
 	}
@@ -57,11 +64,9 @@ func Ensure(ctx context.Context, adminURL, databaseURL string) error {
 	}
 
 	// A password in DATABASE_URL (docker compose) is set on the role; locally trust auth
-	// needs none.
-	pw := ""
-	if u, err := url.Parse(databaseURL); err == nil && u.User != nil {
-		pw, _ = u.User.Password()
-	}
+	// needs none. pgx's parse, not net/url's: it takes every form DATABASE_URL may have,
+	// a multi-host URL with an IPv6 host among them.
+	pw := target.Password
 	createRole := "CREATE ROLE " + pgx.Identifier{role}.Sanitize() + " LOGIN"
 	if pw != "" {
 		createRole += " PASSWORD " + quoteLiteral(pw)
@@ -152,7 +157,12 @@ func Open(ctx context.Context, adminURL, databaseURL string, sets ...Migrations)
 			return nil, err
 		}
 	}
-	pool, err := pgxpool.New(ctx, databaseURL)
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	boundConnect(databaseURL, &cfg.ConnConfig.Config)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
@@ -172,17 +182,49 @@ func Open(ctx context.Context, adminURL, databaseURL string, sets ...Migrations)
 	return pool, nil
 }
 
+// ConnectTimeout bounds each host's connection attempt (TCP, TLS, startup and, with
+// target_session_attrs, the check of the server's role) when the URL sets no
+// connect_timeout of its own. pgx has no default: a host that drops packets (a node
+// partitioned away, a primary's address with no machine behind it after a failover)
+// would hang every new connection until the kernel gives up minutes later, instead of
+// moving on to the next host of a multi-host URL. Every connection a service opens, the
+// pool's, its relay's listener (which copies the pool's config) and the admin one,
+// gets it here.
+const ConnectTimeout = 5 * time.Second
+
+// boundConnect sets ConnectTimeout on cfg, parsed from rawURL, unless rawURL sets
+// connect_timeout itself.
+func boundConnect(rawURL string, cfg *pgconn.Config) {
+	if cfg.ConnectTimeout == 0 && !strings.Contains(rawURL, "connect_timeout") {
+		cfg.ConnectTimeout = ConnectTimeout
+	}
+}
+
 // Transient reports whether err is a failure that the same statement may not meet again:
 // a serialization failure or a deadlock, which Postgres resolves by aborting one of the
-// transactions involved, or a connection that broke before anything was sent. A retry of
-// the whole transaction is the remedy for each, and the message it served is not at fault.
+// transactions involved, or a connection that broke, before anything was sent or in the
+// middle of a statement (the server died, or a failover moved the primary elsewhere). A
+// retry of the whole transaction, on a new connection, is the remedy for each, and the
+// message it served is not at fault. A connection lost in the middle of a COMMIT leaves
+// its outcome unknown: the retry may repeat committed work, which the caller's inbox
+// (or an equally idempotent write) must absorb.
 func Transient(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		return pgErr.Code == "40001" || pgErr.Code == "40P01" // serialization_failure, deadlock_detected
 	}
 	var connectErr *pgconn.ConnectError
-	return errors.As(err, &connectErr) || pgconn.SafeToRetry(err)
+	return errors.As(err, &connectErr) || pgconn.SafeToRetry(err) || lostConnection(err)
+}
+
+// lostConnection reports whether err is the connection breaking under a statement: the
+// server hung up (EOF), the network failed (a reset, a refused write), or pgx had closed
+// the connection on such a failure earlier in the same operation (ErrConnClosed). pgx
+// closes such a connection and a pool does not hand it out again.
+func lostConnection(err error) bool {
+	var netErr net.Error
+	return errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		(errors.As(err, &netErr) && !netErr.Timeout())
 }
 
 // Refused reports whether err is the database refusing any work of this kind, whatever
