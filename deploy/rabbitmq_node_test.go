@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -157,6 +158,74 @@ prometheus.tcp.port = ` + ports["prometheus"] + "\n"
 		}
 		_ = conn.Close()
 	}
+
+	// The broker's own bound on a message: one larger than max_message_size is refused at
+	// the publish (the channel closed with 406), whoever publishes it, and one within it
+	// is taken. Consumers bound what they read lower still (consumer.DefaultMaxMessageSize).
+	max := maxMessageSize(t, string(conf))
+	conn, err := amqp.Dial("amqp://admin:admin@127.0.0.1:" + ports["amqp"] + "/")
+	if err != nil {
+		t.Fatalf("dial as admin: %v", err)
+	}
+	defer conn.Close()
+	for _, c := range []struct {
+		size    int
+		refused bool
+	}{{max, false}, {max + 1, true}} {
+		if got := publishRefused(t, conn, c.size); got != c.refused {
+			t.Errorf("a message of %d bytes (max_message_size %d): refused %v, want %v", c.size, max, got, c.refused)
+		}
+	}
+}
+
+// maxMessageSize reads max_message_size from rabbitmq.conf.
+func maxMessageSize(t *testing.T, conf string) int {
+	t.Helper()
+	for _, line := range strings.Split(conf, "\n") {
+		k, v, ok := strings.Cut(line, "=")
+		if ok && strings.TrimSpace(k) == "max_message_size" {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				t.Fatalf("max_message_size %q: %v", v, err)
+			}
+			return n
+		}
+	}
+	t.Fatal("rabbitmq.conf sets no max_message_size: the broker takes messages of up to 128 MB")
+	return 0
+}
+
+// publishRefused publishes size bytes with confirms on a channel of its own and reports
+// whether the broker refused it by closing the channel instead of confirming.
+func publishRefused(t *testing.T, conn *amqp.Connection, size int) bool {
+	t.Helper()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", "no-such-queue", false, false, amqp.Publishing{Body: make([]byte, size)})
+	if err != nil {
+		return true
+	}
+	if ok, _ := dc.WaitContext(ctx); ok {
+		return false
+	}
+	select {
+	case e := <-closed:
+		if e == nil || e.Code != amqp.PreconditionFailed {
+			t.Errorf("the channel closed with %v, want 406 PRECONDITION_FAILED", e)
+		}
+	case <-ctx.Done():
+		t.Errorf("a message of %d bytes was neither confirmed nor refused by a close", size)
+	}
+	return true
 }
 
 // queueMetrics scrapes RabbitMQ's exporter and returns, per metric, the queues it has a

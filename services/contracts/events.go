@@ -1,7 +1,9 @@
 package contracts
 
 import (
+	"strconv"
 	"time"
+	"unicode"
 
 	"github.com/google/uuid"
 )
@@ -105,6 +107,28 @@ const (
 	MaxLines    = 50
 	MaxQuantity = 100
 )
+
+// Limits of an event's free text, which no HTTP request sets: a consumer refuses an event
+// whose text is longer, or holds a control or invisible formatting character (the rule
+// AddressProblem applies to an address), as data no producer of Bookstore writes.
+const (
+	MaxNameLen   = 200 // OrderPlacedV2's customer.name
+	MaxReasonLen = 500 // StockRejected's reason
+)
+
+// TextProblem says what is wrong with s as an event's free text of at most max bytes
+// (MaxNameLen, MaxReasonLen), or "" when nothing is.
+func TextProblem(s string, max int) string {
+	if len(s) > max {
+		return "must be at most " + strconv.Itoa(max) + " bytes"
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == unicode.ReplacementChar {
+			return "must not contain control or invisible formatting characters"
+		}
+	}
+	return ""
+}
 
 // MaxBooks is the most books inventory's catalogue holds: PUT /books/{id} refuses a new
 // book beyond it (409 catalogue-full), so an administrator's script gone wrong cannot grow

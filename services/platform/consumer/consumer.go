@@ -71,7 +71,16 @@ type Config struct {
 	// requeued (default 3).
 	InPlaceRetries int
 	HandlerTimeout time.Duration // the most one delivery may take, even during shutdown (default 30s)
+	// MaxMessageSize is the largest body the consumer reads, in bytes (default
+	// DefaultMaxMessageSize); a larger message is poison before it is decoded.
+	MaxMessageSize int
 }
+
+// DefaultMaxMessageSize is the largest message body a consumer reads unless told
+// otherwise: 64 KiB, about fourteen times Bookstore's largest legitimate event (a
+// StockRejected of 50 lines to a 254-character address, with a reason and a full
+// tracestate: 4,611 bytes, TestTheLargestEventIsFarBelowTheConsumersLimit).
+const DefaultMaxMessageSize = 64 << 10
 
 // Consumer consumes one queue until its context ends.
 type Consumer struct {
@@ -103,6 +112,7 @@ func New(conn *broker.Conn, tel *telemetry.Telemetry, cfg Config, handle Handler
 	cfg.RetryMax = cmp.Or(cfg.RetryMax, 10*time.Second)
 	cfg.InPlaceRetries = cmp.Or(cfg.InPlaceRetries, 3)
 	cfg.HandlerTimeout = cmp.Or(cfg.HandlerTimeout, 30*time.Second)
+	cfg.MaxMessageSize = cmp.Or(cfg.MaxMessageSize, DefaultMaxMessageSize)
 	c := &Consumer{
 		conn:    conn,
 		cfg:     cfg,

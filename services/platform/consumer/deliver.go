@@ -98,7 +98,8 @@ func (c *Consumer) deliverOnce(ctx context.Context, d amqp.Delivery) error {
 		span.SetStatus(codes.Error, "poison")
 		span.RecordError(err)
 		c.forget(d.MessageId)
-		c.m.poison.Add(hctx, 1, metric.WithAttributes(attribute.String("consumer", c.cfg.Name), attribute.String("reason", reason)))
+		c.m.poison.Add(hctx, 1, metric.WithAttributes(attribute.String("consumer", c.cfg.Name),
+			attribute.String("queue", c.cfg.Queue), attribute.String("reason", reason)))
 		log.ErrorContext(hctx, "poison message dead-lettered", "reason", reason, "err", err)
 		if err := d.Reject(false); err != nil {
 			log.WarnContext(hctx, "reject failed; the broker will redeliver", "err", err)
@@ -171,8 +172,14 @@ func (c *Consumer) process(ctx context.Context, d amqp.Delivery) (inbox.Outcome,
 	return c.handle(ctx, env)
 }
 
-// decode reads d's event; every error is poison.
+// decode reads d's event; every error is poison. A body over the size limit, or of
+// another content type than the events', is refused before it is parsed: whoever could
+// publish it (a producer's bug, or anyone holding a broker user) would otherwise have the
+// consumer parse, store and republish it, and its handler write it into the database.
 func (c *Consumer) decode(d amqp.Delivery) (event.Envelope, error) {
+	if err := admit(d, c.cfg.MaxMessageSize); err != nil {
+		return event.Envelope{}, err
+	}
 	env, err := event.Decode(d.Body, c.cfg.Types...)
 	if err != nil {
 		return env, err
@@ -193,4 +200,22 @@ func deliveryCount(d amqp.Delivery) int64 {
 		return int64(v)
 	}
 	return 0
+}
+
+// admit is the gate before decoding: a body of at most max bytes (DefaultMaxMessageSize
+// when max is 0) whose content type is event.ContentType, as every producer's
+// broker.EventPublishing sets it. A message without one is refused too: a body that only
+// looks like JSON is not yet an event. Its error is poison, with a reason from a fixed set
+// (the metric's label), and it quotes none of the message.
+func admit(d amqp.Delivery, max int) error {
+	if max <= 0 {
+		max = DefaultMaxMessageSize
+	}
+	if len(d.Body) > max {
+		return event.Poison(event.ReasonTooLarge, fmt.Errorf("%d bytes, over the %d this consumer reads", len(d.Body), max))
+	}
+	if !event.IsContentType(d.ContentType) {
+		return event.Poison(event.ReasonContentType, fmt.Errorf("content type %s, want %s", event.Truncate(d.ContentType), event.ContentType))
+	}
+	return nil
 }

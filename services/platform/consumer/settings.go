@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/bookstore-go/bookstore/services/platform/config"
@@ -10,6 +11,9 @@ import (
 type Retry struct {
 	Base, Max time.Duration
 	OnRefusal string // pause, or requeue: the wrong way (Config.RequeueRefused)
+	// MaxMessageSize is Config.MaxMessageSize. It sits with the retry pacing because it is
+	// a consumer's too, and every service that consumes declares these.
+	MaxMessageSize int
 }
 
 // RetryVariables returns the variables of a consumer's retry pacing for config.Parse,
@@ -23,5 +27,6 @@ func RetryVariables(max string) (*Retry, []config.Var) {
 		config.Duration("CONSUMER_RETRY_MAX", max, "the longest of those waits", &r.Max),
 		config.OneOf("CONSUMER_ON_REFUSAL", "pause", "pause: a delivery whose work the database refuses (a privilege, an undefined table, a read-only standby) is held and tried again, spending no delivery; requeue: it is requeued as the message's own failure (the wrong way, for make chaos-compare)",
 			[]string{"pause", "requeue"}, &r.OnRefusal),
+		config.Int("CONSUMER_MAX_MESSAGE_SIZE", strconv.Itoa(DefaultMaxMessageSize), "the largest message body the consumer reads, in bytes; a larger one is dead-lettered at once, unread (the broker's max_message_size is the bound above it)", &r.MaxMessageSize),
 	}
 }

@@ -14,10 +14,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"reflect"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -75,6 +77,12 @@ const (
 	ReasonUnknownType     = "unknown-type"
 	ReasonInvalidData     = "invalid-data"
 	ReasonContentMismatch = "id-reused-with-different-content"
+	// ReasonTooLarge: the message is larger than the consumer reads (consumer.Config's
+	// MaxMessageSize); it is refused before a byte of it is decoded.
+	ReasonTooLarge = "too-large"
+	// ReasonContentType: the message's AMQP content type is not ContentType; its bytes
+	// are not read as an event whatever they hold.
+	ReasonContentType = "content-type"
 )
 
 // PoisonError marks a message that can never succeed, whatever the retry.
@@ -83,7 +91,53 @@ type PoisonError struct {
 	Err    error
 }
 
-func (e *PoisonError) Error() string { return "poison message (" + e.Reason + "): " + e.Err.Error() }
+// Error says why, in at most about MaxDetail bytes of the cause: the cause may quote
+// the message (a type, a field name, an id), and the message is whatever a publisher
+// sent, so the log line and the span event that carry it stay bounded.
+func (e *PoisonError) Error() string {
+	return "poison message (" + e.Reason + "): " + cut(e.Err.Error(), MaxDetail)
+}
+
+// MaxDetail is the most bytes of a poison error's cause that Error keeps.
+const MaxDetail = 512
+
+// maxQuoted is the most bytes of one value that Truncate keeps.
+const maxQuoted = 64
+
+// Truncate quotes s for an error message, at most its first 64 bytes followed by how long
+// it was: a value from a message quoted whole could be the whole message.
+func Truncate(s string) string {
+	if len(s) <= maxQuoted {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(cut(s, maxQuoted)) + "… (" + strconv.Itoa(len(s)) + " bytes)"
+}
+
+// cut returns s's first n bytes at most, not splitting a UTF-8 character.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// IsContentType reports whether an AMQP content type is ContentType, the events' (its
+// case and a charset=utf-8 parameter aside).
+func IsContentType(contentType string) bool {
+	t, params, err := mime.ParseMediaType(contentType)
+	if err != nil || t != ContentType {
+		return false
+	}
+	for k, v := range params {
+		if k != "charset" || !strings.EqualFold(v, "utf-8") {
+			return false
+		}
+	}
+	return true
+}
 func (e *PoisonError) Unwrap() error { return e.Err }
 
 // Poison wraps err as a poison message with the given reason.
@@ -122,13 +176,13 @@ func Decode(body []byte, known ...string) (Envelope, error) {
 			return e, nil
 		}
 	}
-	return e, Poison(ReasonUnknownType, fmt.Errorf("type %q is not one of %v", e.Type, known))
+	return e, Poison(ReasonUnknownType, fmt.Errorf("type %s is not one of %v", Truncate(e.Type), known))
 }
 
 func (e Envelope) validate() error {
 	switch {
 	case e.SpecVersion != "1.0":
-		return fmt.Errorf("specversion %q, want 1.0", e.SpecVersion)
+		return fmt.Errorf("specversion %s, want 1.0", Truncate(e.SpecVersion))
 	case e.Source == "":
 		return errors.New("source is empty")
 	case e.Type == "":
@@ -151,14 +205,14 @@ func (e Envelope) validate() error {
 	}
 	id, err := uuid.Parse(e.ID)
 	if err != nil {
-		return fmt.Errorf("id %q is not a UUID", e.ID)
+		return fmt.Errorf("id %s is not a UUID", Truncate(e.ID))
 	}
 	if id.String() != e.ID {
-		return fmt.Errorf("id %q is not in canonical form", e.ID)
+		return fmt.Errorf("id %s is not in canonical form", Truncate(e.ID))
 	}
 	// Canonical only ("1", not "01" or "+1"): the sequence is part of the content hash.
 	if n, err := strconv.ParseInt(e.Sequence, 10, 64); err != nil || n < 1 || strconv.FormatInt(n, 10) != e.Sequence {
-		return fmt.Errorf("sequence %q is not a positive decimal", e.Sequence)
+		return fmt.Errorf("sequence %s is not a positive decimal", Truncate(e.Sequence))
 	}
 	return nil
 }

@@ -139,3 +139,32 @@ func FuzzDecode(f *testing.F) {
 		_ = env.ContentHash()
 	})
 }
+
+// A poison error quotes a message's values in part only: an unknown type, an id, an
+// unknown field of 60 KB each make an error (a log line, a span event) of at most about
+// MaxDetail bytes that still says what was wrong.
+func TestAPoisonErrorQuotesTheMessageInPartOnly(t *testing.T) {
+	huge := strings.Repeat("x", 60_000)
+	body := string(validBody(t))
+	for _, c := range []struct{ name, body, says string }{
+		{"unknown type", strings.Replace(body, placed, huge, 1), "is not one of"},
+		{"id", strings.Replace(body, `"id":"`, `"id":"`+huge, 1), "is not a UUID"},
+		{"sequence", strings.Replace(body, `"sequence":"1"`, `"sequence":"`+huge+`"`, 1), "is not a positive decimal"},
+	} {
+		_, err := Decode([]byte(c.body), placed)
+		if err == nil {
+			t.Fatalf("%s: decoded", c.name)
+		}
+		if msg := err.Error(); len(msg) > MaxDetail+64 || !strings.Contains(msg, c.says) {
+			t.Errorf("%s: an error of %d bytes (%.120s…), want at most %d saying %q", c.name, len(msg), msg, MaxDetail+64, c.says)
+		}
+	}
+	env, err := Decode(validBody(t), placed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Data = json.RawMessage(`{"` + huge + `":1}`)
+	if err := env.DecodeData(&placedData{}); err == nil || len(err.Error()) > MaxDetail+64 {
+		t.Errorf("an unknown field of 60 KB: %d bytes of error, want at most %d", len(err.Error()), MaxDetail+64)
+	}
+}

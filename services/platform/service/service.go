@@ -131,7 +131,8 @@ func (s *Start) RelayVariables() *outbox.EnvSettings {
 }
 
 // RetryVariables declares a consumer's retry pacing (CONSUMER_RETRY_*,
-// CONSUMER_ON_REFUSAL) with max as the longest wait's default; Consume reads them.
+// CONSUMER_ON_REFUSAL), with max as the longest wait's default, and its message size
+// limit (CONSUMER_MAX_MESSAGE_SIZE); Consume reads them.
 func (s *Start) RetryVariables(max string) {
 	retry, vars := consumer.RetryVariables(max)
 	s.retry = retry
@@ -246,6 +247,7 @@ func (s *Start) Consume(conn *broker.Conn, cfg consumer.Config, handle consumer.
 	}
 	cfg.RetryBase, cfg.RetryMax = s.retry.Base, s.retry.Max
 	cfg.RequeueRefused = s.retry.OnRefusal == "requeue"
+	cfg.MaxMessageSize = s.retry.MaxMessageSize
 	cfg.Healthy = s.pool.Ping
 	c, err := consumer.New(conn, s.tel, cfg, handle)
 	if err != nil {

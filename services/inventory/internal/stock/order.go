@@ -2,7 +2,6 @@ package stock
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/google/uuid"
 
@@ -61,22 +60,26 @@ func orderFromV2(env event.Envelope) (Order, error) {
 	if d.Customer.Email == "" {
 		return Order{}, invalidData(env, "customer.email is missing")
 	}
+	if p := contracts.TextProblem(d.Customer.Name, contracts.MaxNameLen); p != "" {
+		return Order{}, invalidData(env, "customer.name %s", p)
+	}
 	return Order{ID: d.OrderID, CustomerEmail: d.Customer.Email, Lines: d.Lines}, nil
 }
 
 // checkOrder is what every version's order must be: an id equal to the subject, a
-// customer email that is text a database can store (the outcome event carries it on to
-// notification, whose record of the email could not be written with a NUL in it, so the
-// event would fail there on every redelivery instead of here once), and 1 to MaxLines
-// lines of distinct books with quantities of 1 to MaxQuantity.
+// customer email that is an address by the rule ordering's API applies to an order
+// (contracts.AddressProblem: the outcome event carries it on to notification, which
+// would store it and send it to the provider; a NUL would fail notification's record on
+// every redelivery instead of here once, and a 50 MB one would be stored and republished
+// whole), and 1 to MaxLines lines of distinct books with quantities of 1 to MaxQuantity.
 func checkOrder(env event.Envelope, o Order) error {
 	switch {
 	case o.ID == uuid.Nil:
 		return invalidData(env, "order_id is missing")
 	case o.ID.String() != env.Subject:
 		return invalidData(env, "order_id %s does not match subject %q", o.ID, env.Subject)
-	case strings.ContainsRune(o.CustomerEmail, 0):
-		return invalidData(env, "the customer email %q holds a NUL character", o.CustomerEmail)
+	case contracts.AddressProblem(o.CustomerEmail) != "":
+		return invalidData(env, "the customer email %s %s", event.Truncate(o.CustomerEmail), contracts.AddressProblem(o.CustomerEmail))
 	case len(o.Lines) == 0 || len(o.Lines) > contracts.MaxLines:
 		return invalidData(env, "%d lines, want 1 to %d", len(o.Lines), contracts.MaxLines)
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -44,8 +43,9 @@ func CancellationOf(env event.Envelope) (Cancellation, error) {
 		return Cancellation{}, invalidData(env, "order_id is missing")
 	case d.OrderID.String() != env.Subject:
 		return Cancellation{}, invalidData(env, "order_id %s does not match subject %q", d.OrderID, env.Subject)
-	case d.CustomerEmail == "" || strings.ContainsRune(d.CustomerEmail, 0):
-		return Cancellation{}, invalidData(env, "customer_email %q", d.CustomerEmail)
+	case contracts.AddressProblem(d.CustomerEmail) != "":
+		// The rule of ordering's API, as an order's (checkOrder).
+		return Cancellation{}, invalidData(env, "customer_email %s %s", event.Truncate(d.CustomerEmail), contracts.AddressProblem(d.CustomerEmail))
 	}
 	return Cancellation{OrderID: d.OrderID, CustomerEmail: d.CustomerEmail, Sequence: seq}, nil
 }

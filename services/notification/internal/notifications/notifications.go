@@ -133,19 +133,23 @@ func emailFor(env event.Envelope) (email, error) {
 }
 
 // validData checks what the email is written from: the order the subject names, a
-// recipient, and no NUL in the recipient or in texts (a rejection's reason), since the
-// record that holds them could not be written: the event would fail on every
-// redelivery instead of being dead-lettered once.
+// recipient that is an address by the rule ordering's API and the provider apply
+// (contracts.AddressProblem), and texts (a rejection's reason) of bounded length with no
+// control character. The record that holds them could not be written with a NUL, and a
+// 50 MB recipient would be stored and sent on to a provider that refuses it: either way
+// the event would fail after work instead of being dead-lettered once, unread.
 func validData(orderID uuid.UUID, to string, env event.Envelope, texts ...string) error {
 	switch {
 	case orderID == uuid.Nil || orderID.String() != env.Subject:
-		return event.Poison(event.ReasonInvalidData, fmt.Errorf("order_id %s does not match subject %q", orderID, env.Subject))
+		return event.Poison(event.ReasonInvalidData, fmt.Errorf("order_id %s does not match subject %s", orderID, event.Truncate(env.Subject)))
 	case to == "":
 		return event.Poison(event.ReasonInvalidData, fmt.Errorf("%s for order %s has no customer_email", env.Type, orderID))
+	case contracts.AddressProblem(to) != "":
+		return event.Poison(event.ReasonInvalidData, fmt.Errorf("%s for order %s: customer_email %s %s", env.Type, orderID, event.Truncate(to), contracts.AddressProblem(to)))
 	}
-	for _, s := range append([]string{to}, texts...) {
-		if strings.ContainsRune(s, 0) {
-			return event.Poison(event.ReasonInvalidData, fmt.Errorf("%s for order %s: %q holds a NUL character", env.Type, orderID, s))
+	for _, s := range texts {
+		if p := contracts.TextProblem(s, contracts.MaxReasonLen); p != "" {
+			return event.Poison(event.ReasonInvalidData, fmt.Errorf("%s for order %s: %s %s", env.Type, orderID, event.Truncate(s), p))
 		}
 	}
 	return nil

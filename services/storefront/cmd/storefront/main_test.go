@@ -158,3 +158,88 @@ func TestRelayPauseNeedsDemosAndARelayProcess(t *testing.T) {
 		t.Errorf("POST /api/demos/relay/pause with an unknown field: %d, want 400", code)
 	}
 }
+
+// getWith answers a GET of url: status, headers and body.
+func getWith(t *testing.T, url string) (int, http.Header, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+// What the storefront answers is the client's to read, and names nothing inside the
+// system: a service that failed is named by what failed, not by its internal URL; a pid
+// that is not the relay is refused without the command line of the process it is; the
+// static files are files, never a directory listing; and every 404 is a problem.
+func TestTheStorefrontNamesNoInternalAddressOrProcess(t *testing.T) {
+	const inventory = "127.0.0.1:1" // no one answers there
+	base := startAlone(t, map[string]string{"INVENTORY_URL": "http://" + inventory, "STOREFRONT_DEMOS": "1",
+		"STOREFRONT_RELAY_PID": strconv.Itoa(os.Getpid())})
+
+	code, h, body := getWith(t, base+"/api/books")
+	if code != http.StatusServiceUnavailable || h.Get("Content-Type") != "application/problem+json" {
+		t.Errorf("GET /api/books with inventory down: %d %s, want 503 problem+json", code, h.Get("Content-Type"))
+	}
+	if strings.Contains(body, inventory) {
+		t.Errorf("the 503 names inventory's internal address %s: %s", inventory, body)
+	}
+	if page := getPage(t, base+"/"); strings.Contains(page, inventory) {
+		t.Errorf("the page names inventory's internal address %s", inventory)
+	}
+
+	code, body = postJSON(t, base+"/api/demos/relay/pause", "{}")
+	exe, _ := os.Executable()
+	if code != http.StatusConflict || strings.Contains(body, os.Args[0]) || strings.Contains(body, exe) || strings.Contains(body, "-test.") {
+		t.Errorf("POST /api/demos/relay/pause with the test's own pid: %d %s, want 409 naming no process", code, body)
+	}
+
+	for _, path := range []string{"/static/", "/static/nothing.css", "/nowhere"} {
+		code, h, body := getWith(t, base+path)
+		if code != http.StatusNotFound || h.Get("Content-Type") != "application/problem+json" {
+			t.Errorf("GET %s: %d %s, want 404 problem+json: %s", path, code, h.Get("Content-Type"), body)
+		}
+		if strings.Contains(body, "app.js") {
+			t.Errorf("GET %s lists the static directory: %s", path, body)
+		}
+	}
+	if code, h, _ := getWith(t, base+"/static/app.js"); code != http.StatusOK || !strings.HasPrefix(h.Get("Content-Type"), "text/javascript") {
+		t.Errorf("GET /static/app.js: %d %s, want 200 text/javascript", code, h.Get("Content-Type"))
+	}
+}
+
+// Every answer of the storefront tells the browser to run only the storefront's own
+// script files (no inline script, nothing from elsewhere), not to guess a content type,
+// and not to show the storefront inside another site's frame, where a click on a hidden
+// "Place order" would be the other site's.
+func TestThePageAllowsOnlyItsOwnScriptsAndNoFraming(t *testing.T) {
+	base := startAlone(t, map[string]string{"INVENTORY_URL": "http://127.0.0.1:1", "STOREFRONT_DEMOS": "1"})
+	for _, path := range []string{"/", "/static/app.js", "/api/books", "/nowhere"} {
+		_, h, _ := getWith(t, base+path)
+		csp := h.Get("Content-Security-Policy")
+		for _, want := range []string{"default-src 'none'", "script-src 'self'", "frame-ancestors 'none'", "base-uri 'none'"} {
+			if !strings.Contains(csp, want) {
+				t.Errorf("GET %s: Content-Security-Policy %q lacks %s", path, csp, want)
+			}
+		}
+		if strings.Contains(csp, "unsafe-") {
+			t.Errorf("GET %s: Content-Security-Policy %q allows an unsafe source", path, csp)
+		}
+		if got := h.Get("X-Content-Type-Options"); got != "nosniff" {
+			t.Errorf("GET %s: X-Content-Type-Options %q, want nosniff", path, got)
+		}
+		if got := h.Get("X-Frame-Options"); got != "DENY" {
+			t.Errorf("GET %s: X-Frame-Options %q, want DENY", path, got)
+		}
+	}
+	// The policy holds only if the page needs nothing it forbids: no inline script or
+	// style, no handler attribute.
+	page := getPage(t, base+"/")
+	inline := regexp.MustCompile(`(?i)<script(\s[^>]*)?>\s*[^<\s]|<script>|\son[a-z]+\s*=|<style|\sstyle\s*=|javascript:`)
+	if m := inline.FindString(page); m != "" {
+		t.Errorf("the page has inline script or style, which its policy forbids: %q", m)
+	}
+}

@@ -74,10 +74,49 @@ func NewServer(opts Options, tel *telemetry.Telemetry, ready ...httpapi.Check) h
 	r.Put("/api/demos/faults", s.putFaults)
 	r.Get("/api/demos/relay", s.getRelay)
 	r.Post("/api/demos/relay/pause", s.pauseRelay)
-	sub, _ := fs.Sub(static, "static")
-	r.Handle("/static/*", http.StripPrefix("/static/", http.FileServer(http.FS(sub))))
+	r.Handle("/static/*", http.StripPrefix("/static/", staticFiles()))
 	httpapi.Probes(r, tel, ready...)
-	return httpapi.Instrument(tel, r)
+	return defended(httpapi.Instrument(tel, r))
+}
+
+// contentSecurityPolicy is the storefront's Content-Security-Policy: the page runs its
+// own script and style files and talks to its own origin, nothing else. No inline script,
+// style or handler attribute runs, so text a client wrote that reaches the page (an
+// email address, a problem's detail) cannot become script even where escaping failed;
+// and no other site may frame the page, where a hidden "Place order" click would be that
+// site's (clickjacking). Keep the page to it: scripts in static/, no on...= attributes,
+// no style= (TestThePageAllowsOnlyItsOwnScriptsAndNoFraming).
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
+	"connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+
+// defended sets the headers every answer of the storefront carries: the policy above,
+// nosniff (a browser takes a file for its declared type, never guesses script out of it)
+// and X-Frame-Options for browsers that predate frame-ancestors.
+func defended(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", contentSecurityPolicy)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "same-origin")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// staticFiles serves the files of static/ and nothing else: a directory, or a name that
+// is none of them, is a 404 problem like any other path's, never a listing of what is
+// there nor http.FileServer's text/plain 404.
+func staticFiles() http.Handler {
+	sub, _ := fs.Sub(static, "static")
+	files := http.FileServerFS(sub)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := r.URL.Path
+		if st, err := fs.Stat(sub, name); !fs.ValidPath(name) || err != nil || st.IsDir() {
+			httpapi.WriteProblem(w, httpapi.NewProblem(http.StatusNotFound, "not-found", "Not found", "no such static file"))
+			return
+		}
+		files.ServeHTTP(w, r)
+	})
 }
 
 // pageData is what the template renders.
@@ -103,7 +142,7 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 	books, err := s.api.books(r.Context())
 	if err != nil {
 		s.tel.Logger.ErrorContext(r.Context(), "list books failed", "err", err)
-		data.Error = "inventory did not answer: " + err.Error()
+		data.Error = "inventory did not answer; the storefront's log says why" // not err: it names inventory's internal URL
 	}
 	data.Books = books
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -335,12 +374,16 @@ func (s *Server) pauseRelay(w http.ResponseWriter, r *http.Request) {
 			"it continues at "+until.UTC().Format(time.TimeOnly)+" UTC; one pause at a time"))
 		return
 	case errors.Is(err, errNotTheRelay):
+		// The log, not the answer, says which process it is: its command line is another
+		// program's arguments, which a client of the page has no business reading.
+		s.tel.Logger.WarnContext(r.Context(), "relay pause refused", "err", err)
 		httpapi.WriteProblem(w, httpapi.NewProblem(http.StatusConflict, "not-the-relay", "Not an ordering relay",
-			"STOREFRONT_RELAY_PID: "+err.Error()))
+			"STOREFRONT_RELAY_PID names a process that is not `ordering relay`; the storefront's log says which"))
 		return
 	case err != nil:
 		s.tel.Logger.ErrorContext(r.Context(), "pause the relay failed", "err", err)
-		httpapi.WriteProblem(w, httpapi.NewProblem(http.StatusServiceUnavailable, "unavailable", "The relay could not be paused", err.Error()))
+		httpapi.WriteProblem(w, httpapi.NewProblem(http.StatusServiceUnavailable, "unavailable", "The relay could not be paused",
+			"the storefront could not signal the relay process; its log says why"))
 		return
 	}
 	s.tel.Logger.InfoContext(r.Context(), "relay paused (SIGSTOP)", "until", until)
@@ -353,9 +396,11 @@ func seconds(d time.Duration) string {
 }
 
 // upstream answers 503 for a service that failed or could not be reached: nothing the
-// storefront did changed anything, and asking again is safe.
+// storefront did changed anything, and asking again is safe. The answer says what failed
+// and the log why: the error names the service's internal URL, and a failed service's
+// answer, neither of which the page's client should read.
 func (s *Server) upstream(w http.ResponseWriter, r *http.Request, what string, err error) {
 	s.tel.Logger.ErrorContext(r.Context(), what+" failed", "err", err)
 	httpapi.WriteProblem(w, httpapi.NewProblem(http.StatusServiceUnavailable, "unavailable", "A service failed",
-		what+": "+err.Error()))
+		what+" failed: a service behind the storefront did not answer as expected; asking again is safe"))
 }
