@@ -4,8 +4,9 @@
 // It closes three failures: Conn redials on demand, so a restarted broker or a dropped
 // link needs no service restart; a publish is done only when the broker confirms it
 // (Publisher treats a nack, a return or a timeout as not published); and every failure
-// of the connection itself wraps ErrUnavailable, so callers tell an outage from a nack
-// or a return (one message's) and spend no message's retry budget on it.
+// of the connection itself, and every nack (the broker's refusal for a reason of its
+// own), wraps ErrUnavailable, so callers tell an outage from a return (one message's)
+// and spend no message's retry budget on it.
 package broker
 
 import (

@@ -17,8 +17,15 @@ const MaxBatch = 512
 // ErrUnroutable is reported for a mandatory message no queue was bound to take.
 var ErrUnroutable = errors.New("broker returned the message: no queue is bound for its routing key")
 
-// ErrNacked is reported for a message the broker refused to take responsibility for.
-var ErrNacked = errors.New("broker nacked the message")
+// ErrNacked is reported for a message the broker nacked: it could not take
+// responsibility for it. It wraps ErrUnavailable. RabbitMQ nacks only for reasons of its
+// own, never for a fault of the message: an internal error in the queue's process (in a
+// cluster, a quorum queue whose leader is moving, for as long as minutes after a node
+// dies), or a queue over its max-length with overflow reject-publish, which an operator
+// sets. The same message is taken once that passes, so a nack spends no message's retry
+// budget: a relay that parked nacked events as dead would turn a full queue or a node's
+// loss into stranded data (TestANackedPublishSpendsNoAttempt).
+var ErrNacked = fmt.Errorf("%w: broker nacked the message (an internal error of the queue, or a queue over its length limit)", ErrUnavailable)
 
 // ErrMissingQueue is reported for a message held back because a queue bound to its type
 // does not exist, or was gone when the broker routed it. It wraps ErrUnavailable: the
@@ -101,10 +108,12 @@ func (p *Publisher) Ready(ctx context.Context) error {
 }
 
 // PublishBatch publishes msgs pipelined (one round trip a batch) and returns one error per
-// message: nil (confirmed and routed); ErrNacked or ErrUnroutable (the message's own
-// failure); ErrUnavailable (the channel, connection or broker failed: no message's); or
-// ErrMissingQueue, an ErrUnavailable too: a queue bound to its type does not exist,
-// found by binding it before the batch is sent and by a passive declare after the acks.
+// message: nil (confirmed and routed); ErrUnroutable (the message's own failure: no
+// queue is bound for its type); ErrUnavailable (the channel, connection or broker
+// failed: no message's); ErrNacked, an ErrUnavailable too: the broker refused it for a
+// reason of its own; or ErrMissingQueue, an ErrUnavailable too: a queue bound to its
+// type does not exist, found by binding it before the batch is sent and by a passive
+// declare after the acks.
 // Whatever the error, the message may or may not be in the broker: the caller publishes
 // it again later.
 func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message) []error {

@@ -37,7 +37,7 @@ type Config struct {
 	BatchSize       int           // rows claimed and published at once (at most broker.MaxBatch)
 	Lease           time.Duration // how long a claim keeps other relays off a row
 	PollInterval    time.Duration // how often to look without a notification
-	MaxAttempts     int           // publishes the broker refused (nack, return) before a row is parked as dead
+	MaxAttempts     int           // publishes the broker returned (no queue bound) before a row is parked as dead
 	BackoffBase     time.Duration // first retry delay; doubles per attempt, with jitter
 	BackoffMax      time.Duration // of a row's retries
 	OutageMax       time.Duration // the longest wait between tries while the broker or database is down
@@ -87,9 +87,11 @@ func (c Config) withDefaults() Config {
 // A relay process relays only while it holds its id's advisory lock: it then knows every
 // other claim under its id is a dead process's and takes it back at once. A second
 // process under a live relay's id refuses to relay (Ready says so): it would publish the
-// holder's rows in flight a second time. A nack or return spends one of a row's
-// MaxAttempts (out of them, it is parked as dead, its aggregate's later events behind
-// it); a failure of the broker, link or database spends none: the relay backs off.
+// holder's rows in flight a second time. A return (no queue bound for the event's type)
+// spends one of a row's MaxAttempts (out of them, it is parked as dead, its aggregate's
+// later events behind it); a failure of the broker, link or database spends none: the
+// relay backs off. A nack is the broker's failure too (see broker.ErrNacked): a full
+// queue or a quorum queue's leader moving is no fault of the event.
 type Relay struct {
 	pool      *pgxpool.Pool
 	q         *store.Queries
@@ -148,7 +150,8 @@ var errNoLock = errors.New("the relay does not hold its relay id's lock (yet)")
 
 // Ready reports whether the relay is publishing, for /readyz: it is not while it waits
 // for its id's lock, refuses as a twin, or could not run its last batch (the broker or
-// the database unreachable or refusing, a queue an event needs missing).
+// the database unreachable or refusing, the broker nacking, a queue an event needs
+// missing).
 func (r *Relay) Ready(context.Context) error {
 	if r.twin.Load() && !r.cfg.ShareID {
 		return fmt.Errorf("relay %s: %w", r.cfg.ID, ErrTwin)
@@ -449,8 +452,8 @@ func newRelayMetrics(m metric.Meter, q *store.Queries) (relayMetrics, error) {
 	in := telemetry.NewInstruments(m)
 	rm := relayMetrics{
 		published: in.Counter("bookstore.outbox.published", "Events the broker confirmed."),
-		failures:  in.Counter("bookstore.outbox.publish_failures", "Publishes the broker nacked or returned: each spends one of its row's attempts."),
-		outages:   in.Counter("bookstore.outbox.relay_outages", "Relay batches that could not run because the broker, the link or the database failed; no row's attempts are spent."),
+		failures:  in.Counter("bookstore.outbox.publish_failures", "Publishes the broker returned (no queue bound): each spends one of its row's attempts."),
+		outages:   in.Counter("bookstore.outbox.relay_outages", "Relay batches that could not run because the broker, the link or the database failed, or the broker nacked; no row's attempts are spent."),
 		latency: in.Float64Histogram("bookstore.outbox.publish_latency", "From the outbox row's commit to the broker's confirm.", metric.WithUnit("s"),
 			metric.WithExplicitBucketBoundaries(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)),
 	}

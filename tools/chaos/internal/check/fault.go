@@ -22,6 +22,7 @@ const (
 	AlarmNotDrained  = "outbox not drained after a broker alarm"
 	QueueNotRestored = "deleted queue not declared again by its consumer"
 	QueueLeftUnbound = "queue left unbound while events of its types were published"
+	QueueFullLost    = "outbox rows parked dead or not drained after a queue was full"
 )
 
 // Fault kinds. Each opens a failure window some part of the design claims to close.
@@ -47,6 +48,7 @@ const (
 	FaultRelayTwin        = "relay_twin"        // a second relay process under a live relay's RELAY_ID
 	FaultPrivilegeRevoked = "privilege_revoked" // a table privilege revoked from a service's role, then granted again
 	FaultQueueUnbound     = "queue_unbound"     // late_consumer, but the harness declares the queue again without its bindings, as a consumer killed between its declare and its binds leaves it
+	FaultQueueFull        = "queue_full"        // an operator's policy caps a work queue at length 0 with overflow reject-publish, its consumers down: the broker nacks every event bound to it
 )
 
 // FaultKinds lists the kinds every run injects, in report order: FaultsPerKind of each,
@@ -56,12 +58,13 @@ var FaultKinds = []string{
 	FaultBrokerOutage, FaultPostgresOutage,
 	FaultProviderFail, FaultProviderAmbiguous, FaultDuplicate, FaultPoison,
 	FaultBrokerAlarm, FaultQueueDeleted, FaultLateConsumer, FaultRelayTwin, FaultPrivilegeRevoked, FaultQueueUnbound,
+	FaultQueueFull,
 }
 
 // HeavyKinds are the kinds config.Config.HeavyFaultsEach counts; each stops processes, changes the
 // broker's topology or the database's privileges for seconds.
 // The last one drawn last: a kind added at the end moves none of a seed's other heavy faults.
-var HeavyKinds = []string{FaultBrokerAlarm, FaultQueueDeleted, FaultLateConsumer, FaultRelayTwin, FaultPrivilegeRevoked, FaultQueueUnbound}
+var HeavyKinds = []string{FaultBrokerAlarm, FaultQueueDeleted, FaultLateConsumer, FaultRelayTwin, FaultPrivilegeRevoked, FaultQueueUnbound, FaultQueueFull}
 
 // IsHeavy reports whether kind is one of HeavyKinds.
 func IsHeavy(kind string) bool { return slices.Contains(HeavyKinds, kind) }

@@ -1,8 +1,13 @@
 package faults
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
+	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/harness"
 )
@@ -700,4 +706,120 @@ func cmpOr(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// queueFullPolicy is the policy queue_full puts on its queue: what an operator sets to
+// cap a queue, with the overflow that turns publishers away (the broker nacks) instead
+// of dropping the oldest messages.
+const queueFullPolicy = `{"max-length":0,"overflow":"reject-publish"}`
+
+// queueFull caps f.Target at length 0 with overflow reject-publish (queueFullPolicy) for
+// f.Duration, its consumers held down meanwhile, then takes the cap off and lets them
+// start. A quorum queue's reject-publish is soft: it takes what comes while no more than
+// max-length messages are ready in it, and a running consumer keeps it empty; held down,
+// the consumers hand back what they had prefetched, or the next event fills it, and from
+// then on the broker nacks every event bound to the queue. A nack is the broker's
+// refusal, not the event's fault: a relay that spent an attempt on each parks the rows
+// as dead, and their aggregates' later events wait behind them for good. The fault's
+// own check: every row written before the cap came off is published within
+// AlarmDrainLimit, and no outbox row is dead.
+func (in *Injector) queueFull(ctx context.Context, f *check.Fault) {
+	in.topo.Lock() // one queue fault at a time; no poison or duplicate into a queue that nacks it
+	defer in.topo.Unlock()
+	ctx = context.WithoutCancel(ctx)
+	publishers, consumers := queueRoles(in.sys, f.Target)
+	for _, p := range append(slices.Clone(publishers), consumers...) {
+		in.guard.enter(p.Name)
+		defer in.guard.leave(p.Name)
+	}
+	m := broker.Management{URL: in.sys.Cfg.ManagementURL}
+	path := "/api/policies/" + url.PathEscape(in.sys.Vhost) + "/chaos-queue-full"
+	body, err := queueFullBody(in.sys.Cfg.DeliveryLimit, f.Target)
+	if err == nil {
+		err = m.Do(ctx, http.MethodPut, path, body, nil)
+	}
+	if err != nil {
+		in.record(f, false, "policy: "+err.Error())
+		return
+	}
+	in.begin(f)
+	for _, p := range consumers {
+		p.HoldDown(5 * time.Second)
+	}
+	time.Sleep(f.Duration)
+	// Over the cap now means the broker was nacking: ready messages above a length of 0.
+	ready, rerr := in.inject.readyCount(f.Target)
+	// The cap must come off whatever happens: retried until it does.
+	for range 30 {
+		if err = m.Do(ctx, http.MethodDelete, path, "", nil); err == nil {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	for _, p := range consumers {
+		p.Release()
+	}
+	end := time.Now()
+	var names []string
+	for _, p := range consumers {
+		names = append(names, p.Name)
+	}
+	note := fmt.Sprintf("%s capped (%s) for %.1fs, consumers %s down; %d ready when the cap came off (%v)",
+		f.Target, queueFullPolicy, f.Duration.Seconds(), strings.Join(names, ", "), ready, rerr)
+	if err != nil {
+		note += "; policy not removed: " + err.Error()
+	}
+	in.record(f, err == nil, note)
+	in.mu.Lock()
+	f.End = end
+	in.mu.Unlock()
+
+	for {
+		pending, perr := pendingBefore(ctx, in.sys, end)
+		dead, derr := deadRows(ctx, in.sys)
+		switch {
+		case derr == nil && dead > 0:
+			in.setCheck(f, check.FaultCheck{Checked: true, Violation: check.QueueFullLost,
+				Detail: fmt.Sprintf("%d outbox rows parked dead after %s refused events for %.1fs", dead, f.Target, f.Duration.Seconds())})
+			return
+		case perr == nil && derr == nil && pending == 0:
+			in.setCheck(f, check.FaultCheck{Checked: true, Drain: time.Since(end)})
+			return
+		case time.Since(end) > AlarmDrainLimit:
+			in.setCheck(f, check.FaultCheck{Checked: true, Violation: check.QueueFullLost,
+				Detail: fmt.Sprintf("%d rows written before the cap came off at %s still unpublished %v later (last error: %v)", pending, end.Format("15:04:05.000"), AlarmDrainLimit, cmp.Or(perr, derr))})
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// queueFullBody is the policy queue_full puts on queue. A queue takes one policy, the
+// highest priority's: the run's delivery-limit policy (--delivery-limit) on the queue is
+// carried over, so the cap changes nothing else.
+func queueFullBody(deliveryLimit int, queue string) (string, error) {
+	var def map[string]any
+	if err := json.Unmarshal([]byte(queueFullPolicy), &def); err != nil {
+		return "", err
+	}
+	if deliveryLimit > 0 && (queue == contracts.QueueInventoryOrderPlaced || queue == contracts.QueueOrderingStockEvents) {
+		def["delivery-limit"] = deliveryLimit
+	}
+	b, err := json.Marshal(map[string]any{
+		"pattern": "^" + regexp.QuoteMeta(queue) + "$", "apply-to": "queues", "priority": 10, "definition": def,
+	})
+	return string(b), err
+}
+
+// deadRows counts the outbox rows parked dead in both outboxes.
+func deadRows(ctx context.Context, sys *harness.System) (int, error) {
+	total := 0
+	for _, svc := range []string{"ordering", "inventory"} {
+		var n int
+		if err := sys.DBs[svc].QueryRow(ctx, `SELECT count(*) FROM outbox WHERE state = 'dead'`).Scan(&n); err != nil {
+			return 0, fmt.Errorf("%s outbox: %w", svc, err)
+		}
+		total += n
+	}
+	return total, nil
 }

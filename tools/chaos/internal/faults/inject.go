@@ -130,6 +130,8 @@ func (in *Injector) apply(ctx context.Context, f *check.Fault) {
 		in.queueFault(ctx, f)
 	case check.FaultRelayTwin:
 		in.relayTwin(ctx, f)
+	case check.FaultQueueFull:
+		in.queueFull(ctx, f)
 	case check.FaultPrivilegeRevoked:
 		in.privilegeRevoked(ctx, f)
 	case check.FaultResetPeer:

@@ -166,6 +166,10 @@ func scheduleHeavy(cfg config.Config, processes []string, outages []check.Fault)
 			case check.FaultLateConsumer, check.FaultQueueUnbound:
 				f.Target, f.Duration = queues[i%len(queues)], between(3*time.Second, 6*time.Second)
 				busy += f.Duration
+			case check.FaultQueueFull:
+				f.Target, f.Duration = queues[i%len(queues)], between(4*time.Second, 8*time.Second)
+				f.Detail = queueFullPolicy
+				busy = f.Duration + 10*time.Second
 			case check.FaultRelayTwin:
 				if len(relays) == 0 {
 					continue

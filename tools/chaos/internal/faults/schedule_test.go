@@ -183,7 +183,7 @@ func TestHeavyFaultsKeepClearOfOutagesAndCycleTheirTargets(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]int{check.FaultBrokerAlarm: 2, check.FaultQueueDeleted: 3, check.FaultLateConsumer: 3, check.FaultRelayTwin: 4, check.FaultPrivilegeRevoked: 2, check.FaultQueueUnbound: 3}
+	want := map[string]int{check.FaultBrokerAlarm: 2, check.FaultQueueDeleted: 3, check.FaultLateConsumer: 3, check.FaultRelayTwin: 4, check.FaultPrivilegeRevoked: 2, check.FaultQueueUnbound: 3, check.FaultQueueFull: 3}
 	for kind, n := range want {
 		if len(targets[kind]) != n {
 			t.Errorf("%s targets %v, want %d different ones", kind, targets[kind], n)
@@ -207,4 +207,31 @@ func slicesReversed(xs []string) []string {
 		out[len(xs)-1-i] = x
 	}
 	return out
+}
+
+// Every run caps each work queue with queue_full in turn, with the policy an operator
+// would set: overflow reject-publish, so the broker nacks; drop-head would delete events.
+func TestTheScheduleCapsTheWorkQueuesWithAPolicyThatNacks(t *testing.T) {
+	cfg := config.Default
+	cfg.HeavyFaults = 3
+	targets := map[string]bool{}
+	for _, f := range Schedule(cfg, testProcesses, smokeLinks) {
+		if f.Kind != check.FaultQueueFull {
+			continue
+		}
+		targets[f.Target] = true
+		if !strings.Contains(f.Detail, `"overflow":"reject-publish"`) || f.Duration < 4*time.Second {
+			t.Errorf("queue_full on %s for %v with %s, want reject-publish for seconds", f.Target, f.Duration, f.Detail)
+		}
+	}
+	for _, q := range []string{contracts.QueueInventoryOrderPlaced, contracts.QueueOrderingStockEvents, contracts.QueueNotificationStockEvents} {
+		if !targets[q] {
+			t.Errorf("no queue_full on %s: %v", q, targets)
+		}
+	}
+	// A queue takes one policy: the cap carries the run's delivery limit over.
+	body, err := queueFullBody(5, contracts.QueueInventoryOrderPlaced)
+	if err != nil || !strings.Contains(body, `"delivery-limit":5`) || !strings.Contains(body, `"max-length":0`) {
+		t.Errorf("queue_full policy with --delivery-limit 5: %s, %v", body, err)
+	}
 }

@@ -20,12 +20,14 @@ func init() {
 	kindColors[check.FaultRelayTwin] = "#5254a3"
 	kindColors[check.FaultPrivilegeRevoked] = "#843c39"
 	kindColors[check.FaultQueueUnbound] = "#bd9e39"
+	kindColors[check.FaultQueueFull] = "#e7cb94"
 	faultCategory[check.FaultBrokerAlarm] = "network"
 	faultCategory[check.FaultQueueDeleted] = "process"
 	faultCategory[check.FaultLateConsumer] = "process"
 	faultCategory[check.FaultRelayTwin] = "process"
 	faultCategory[check.FaultPrivilegeRevoked] = "network"
 	faultCategory[check.FaultQueueUnbound] = "process"
+	faultCategory[check.FaultQueueFull] = "process"
 }
 
 // printHeavyFaults writes one row per heavy fault: when, what, what happened and its own
