@@ -133,7 +133,7 @@ func emailFor(env event.Envelope) (email, error) {
 }
 
 // validData checks what the email is written from: the order the subject names, a
-// recipient, and no NUL in the recipient or in texts (a rejection's reason), since the
+// recipient that is an address by contracts.AddressProblem, and no NUL in the recipient or in texts (a rejection's reason), since the
 // record that holds them could not be written: the event would fail on every
 // redelivery instead of being dead-lettered once.
 func validData(orderID uuid.UUID, to string, env event.Envelope, texts ...string) error {
@@ -142,6 +142,11 @@ func validData(orderID uuid.UUID, to string, env event.Envelope, texts ...string
 		return event.Poison(event.ReasonInvalidData, fmt.Errorf("order_id %s does not match subject %q", orderID, env.Subject))
 	case to == "":
 		return event.Poison(event.ReasonInvalidData, fmt.Errorf("%s for order %s has no customer_email", env.Type, orderID))
+	case contracts.AddressProblem(to) != "":
+		// The rule ordering applied when the order was placed: an event that breaks it
+		// did not come from an order, and would only be refused by the provider later.
+		return event.Poison(event.ReasonInvalidData, fmt.Errorf("%s for order %s: customer_email %.80q %s",
+			env.Type, orderID, to, contracts.AddressProblem(to)))
 	}
 	for _, s := range append([]string{to}, texts...) {
 		if strings.ContainsRune(s, 0) {
