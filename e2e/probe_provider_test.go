@@ -19,7 +19,9 @@ func TestTheProviderKnowsItsCallersAndAStrangerCannotTakeAnOrdersEmail(t *testin
 	})
 	s.setStock(bookID(1), "Dune", 10)
 
-	email := func(to string) string { return `{"to":"` + to + `","subject":"Your order is confirmed","text":"Pay here"}` }
+	email := func(to string) string {
+		return `{"to":"` + to + `","subject":"Your order is confirmed","text":"Pay here"}`
+	}
 	for _, p := range []probe{
 		{service: "emailprovider", method: "POST", path: "/v1/emails", header: []string{"Idempotency-Key", "k", "Authorization", ""}, body: email("eve@example.com"), status: 401},
 		{service: "emailprovider", method: "POST", path: "/v1/emails", header: []string{"Idempotency-Key", "k", "Authorization", "Bearer not-a-key-0123456789abcdef0123456789"}, body: email("eve@example.com"), status: 401},
