@@ -434,6 +434,9 @@ func startSystem(t *testing.T, binaries map[string]string, services []string, am
 			"LOG_LEVEL":           "debug",
 			"EMAILPROVIDER_ADMIN": "1",
 			"PROVIDER_TIMEOUT":    "500ms", // notification gives up on a stalled send sooner
+			// notification's key at the provider, and the test's own in the same account
+			"EMAILPROVIDER_API_KEYS": "bookstore:" + dashboardNotificationKey + ",bookstore:" + dashboardKey,
+			"EMAILPROVIDER_API_KEY":  dashboardNotificationKey,
 		}
 		if u, ok := sys.urls["emailprovider"]; ok {
 			all["EMAILPROVIDER_URL"] = u
@@ -580,6 +583,12 @@ func publish(t testing.TB, amqpURL, key string, msg amqp.Publishing) {
 	sut.Publish(t, amqpURL, broker.Message{RoutingKey: key, Publishing: msg})
 }
 
+// The API keys notification and this test hold at the email provider.
+const (
+	dashboardNotificationKey = "dashboard-notification-key-0123456789"
+	dashboardKey             = "dashboard-test-key-0123456789abcdef01"
+)
+
 func httpDo(t testing.TB, method, url, idempotencyKey, body string, want int) []byte {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
@@ -590,6 +599,7 @@ func httpDo(t testing.TB, method, url, idempotencyKey, body string, want int) []
 	if idempotencyKey != "" {
 		req.Header.Set("Idempotency-Key", idempotencyKey)
 	}
+	req.Header.Set("Authorization", "Bearer "+dashboardKey) // the provider's; the others ignore it
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, url, err)

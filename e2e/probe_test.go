@@ -148,6 +148,7 @@ func send(t *testing.T, base string, p probe) (int, *problemBody, string) {
 	if err != nil {
 		t.Fatalf("%s %s: %v", p.method, p.path, err)
 	}
+	req.Header.Set("Authorization", "Bearer "+readerKey) // the provider's, for its probes; a row may send another
 	if p.body != "" || p.method == http.MethodPost || p.method == http.MethodPut {
 		req.Header.Set("Content-Type", "application/json")
 	}

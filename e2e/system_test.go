@@ -43,6 +43,14 @@ type system struct {
 	procs   map[string]*testenv.Process
 }
 
+// The API keys notification and the tests hold at the email provider, both of account
+// bookstore: the tests read what notification sent, as the storefront does. Every
+// request the tests send carries readerKey; the other services ignore it.
+const (
+	notificationKey = "e2e-notification-key-0123456789abcdef"
+	readerKey       = "e2e-reader-key-0123456789abcdef012345"
+)
+
 // startSystem starts the four services; extra adds environment variables per service.
 func startSystem(t testing.TB, extra map[string]map[string]string) *system {
 	t.Helper()
@@ -55,8 +63,11 @@ func startSystem(t testing.TB, extra map[string]map[string]string) *system {
 			"LOG_LEVEL": "info", "OTEL_BSP_SCHEDULE_DELAY": "100",
 		}
 		switch name {
+		case "emailprovider":
+			env["EMAILPROVIDER_API_KEYS"] = "bookstore:" + notificationKey + ",bookstore:" + readerKey
 		case "notification":
 			env["EMAILPROVIDER_URL"] = s.URL["emailprovider"]
+			env["EMAILPROVIDER_API_KEY"] = notificationKey
 		case "inventory":
 			env["INVENTORY_ADMIN"] = "1" // the tests set the stock with PUT /books/{id}
 		}
@@ -83,6 +94,7 @@ func (s *system) call(method, url string, body any, out any, header ...string) i
 	for try := 1; ; try++ {
 		req, _ := http.NewRequest(method, url, bytes.NewReader(payload))
 		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+readerKey)
 		for i := 0; i+1 < len(header); i += 2 {
 			req.Header.Set(header[i], header[i+1])
 		}
@@ -198,7 +210,12 @@ func getAll[T any](t testing.TB, u string) []T {
 	t.Helper()
 	var all []T
 	for u != "" {
-		resp, err := http.Get(u)
+		req, err := http.NewRequest(http.MethodGet, u, nil)
+		if err != nil {
+			t.Fatalf("GET %s: %v", u, err)
+		}
+		req.Header.Set("Authorization", "Bearer "+readerKey)
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatalf("GET %s: %v", u, err)
 		}

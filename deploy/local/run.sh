@@ -53,6 +53,14 @@ if [[ ${STOREFRONT_DEMOS:-0} == 1 ]]; then
   export EMAILPROVIDER_ADMIN="${EMAILPROVIDER_ADMIN:-1}"
 fi
 
+# The email provider answers only its callers: notification, which sends, and the
+# storefront, which shows each order's email, each with an API key of its own in account
+# bookstore (32 hex characters, made afresh for each run).
+random_key() { od -An -N16 -tx1 /dev/urandom | tr -d ' \n'; }
+notification_provider_key="$(random_key)"
+storefront_provider_key="$(random_key)"
+export EMAILPROVIDER_API_KEYS="bookstore:$notification_provider_key,bookstore:$storefront_provider_key"
+
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 bin_dir="${BIN_DIR:-$root/bin}"
 ready_timeout="${READY_TIMEOUT:-30}"
@@ -124,6 +132,10 @@ for i in "${!services[@]}"; do
   if [[ $name != storefront ]]; then
     vars+=("DATABASE_URL=postgres://$name:$name-dev@localhost:5432/$name?sslmode=disable")
   fi
+  case $name in
+  notification) vars+=("EMAILPROVIDER_API_KEY=$notification_provider_key") ;;
+  storefront) vars+=("EMAILPROVIDER_API_KEY=$storefront_provider_key") ;;
+  esac
   if [[ $demos == 1 && $name == ordering ]]; then
     # The relay as a process of its own, which the storefront's panel can pause alone.
     start ordering "${ports[$i]}" ${vars[@]+"${vars[@]}"} ORDERING_RELAY=0 "$bin_dir/ordering"

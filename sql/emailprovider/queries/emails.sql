@@ -1,15 +1,16 @@
 -- name: GetEmailByKey :one
-SELECT * FROM emails WHERE idempotency_key = $1;
+SELECT * FROM emails WHERE account = $1 AND idempotency_key = $2;
 
 -- name: InsertEmail :exec
-INSERT INTO emails (id, idempotency_key, request_hash, recipient, subject, body, deliveries, response_body, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8);
+INSERT INTO emails (id, account, idempotency_key, request_hash, recipient, subject, body, deliveries, response_body, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, $9);
 
 -- name: ListEmailsByRecipient :many
--- One page of the emails sent to an address, oldest first: those after the cursor
--- (created_at, id), or from the first without one, at most max_rows of them.
+-- One page of the emails an account sent to an address, oldest first: those after the
+-- cursor (created_at, id), or from the first without one, at most max_rows of them.
 SELECT * FROM emails
-WHERE recipient = sqlc.arg(recipient)
+WHERE account = sqlc.arg(account)
+  AND recipient = sqlc.arg(recipient)
   AND (sqlc.narg(after_created_at)::timestamptz IS NULL
        OR (created_at, id) > (sqlc.narg(after_created_at)::timestamptz, sqlc.narg(after_id)::uuid))
 ORDER BY created_at, id

@@ -24,8 +24,8 @@ func TestListingEmailsWalksEveryEmailOnceOldestFirstByNextLinks(t *testing.T) {
 	// the same moment), and some to another address that must not show up.
 	db := testenv.Pool(t, p.databaseURL)
 	if _, err := db.Exec(context.Background(), `
-		INSERT INTO emails (id, idempotency_key, request_hash, recipient, subject, body, deliveries, response_body, created_at)
-		SELECT gen_random_uuid(), r || '/' || i, '\x00', r, 'Email ' || i, 'text', 1, '\x7b7d',
+		INSERT INTO emails (id, account, idempotency_key, request_hash, recipient, subject, body, deliveries, response_body, created_at)
+		SELECT gen_random_uuid(), 'bookstore', r || '/' || i, '\x00', r, 'Email ' || i, 'text', 1, '\x7b7d',
 		       timestamptz '2026-11-30 12:00:00+00' + (i / 3) * interval '1 second'
 		FROM generate_series(1, 25) AS i, unnest(ARRAY[$1, 'grace@example.com']) AS r`, to); err != nil {
 		t.Fatal(err)

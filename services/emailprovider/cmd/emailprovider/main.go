@@ -25,8 +25,9 @@ func main() { service.Main("emailprovider", run) }
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	s := service.New(service.Spec{Name: "emailprovider", Port: 8084, Postgres: true}) // no broker, no failpoints
 	defer s.Close()
-	var failRate, ambiguousRate, latency, admin, smtpAddr, smtpFrom string
+	var failRate, ambiguousRate, latency, admin, smtpAddr, smtpFrom, apiKeys string
 	s.Vars(
+		config.String("EMAILPROVIDER_API_KEYS", "", "the callers: comma-separated account:key pairs (a key: 32 or more printable ASCII characters); required", &apiKeys),
 		config.String("EMAILPROVIDER_FAIL_RATE", "0", "share of sends answered 503 without sending (0 to 1)", &failRate),
 		config.String("EMAILPROVIDER_AMBIGUOUS_RATE", "0", "share of sends that send, then stall past the caller's timeout (0 to 1)", &ambiguousRate),
 		config.String("EMAILPROVIDER_LATENCY", "0s", "added to every request, e.g. 200ms; a send spends it holding its key", &latency),
@@ -43,6 +44,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	if admin != "0" && admin != "1" {
 		return fmt.Errorf("EMAILPROVIDER_ADMIN=%q: want 0 or 1", admin)
+	}
+	keys, err := api.ParseAPIKeys(apiKeys)
+	if err != nil {
+		return err
 	}
 
 	tel, err := s.Begin(ctx)
@@ -62,7 +67,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	s.Serve(api.NewServer(svc, faults, admin == "1", tel, s.Checks()...))
+	s.Serve(api.NewServer(svc, faults, admin == "1", keys, tel, s.Checks()...))
 	s.Log.InfoContext(ctx, "emailprovider started", "http_addr", s.Config.HTTPAddr, "smtp_addr", smtpAddr,
 		"admin", admin == "1", "fail_rate", initial.FailRate, "ambiguous_rate", initial.AmbiguousRate, "latency", initial.Latency)
 	return s.Wait(ctx)

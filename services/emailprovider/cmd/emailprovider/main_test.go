@@ -30,6 +30,20 @@ func TestMain(m *testing.M) {
 type provider struct {
 	base        string
 	databaseURL string
+	apiKey      string // sent as Authorization: Bearer; "" sends none
+}
+
+// The API keys of the tests' two accounts: bookstore's, which the tests send as unless
+// they say otherwise, and a stranger's.
+const (
+	bookstoreKey = "test-bookstore-key-0123456789abcdef"
+	strangerKey  = "test-stranger-key-0123456789abcdef0"
+)
+
+// as returns the provider as the caller holding apiKey sees it.
+func (p provider) as(apiKey string) provider {
+	p.apiKey = apiKey
+	return p
 }
 
 // start runs the provider through run() on a database of its own until the test ends;
@@ -38,14 +52,15 @@ func start(t *testing.T, extra ...string) provider {
 	t.Helper()
 	admin, db := testenv.Database(t, "emailprovider")
 	vars := map[string]string{
-		"DATABASE_URL":       db,
-		"DATABASE_ADMIN_URL": admin,
-		"LOG_LEVEL":          "warn",
+		"DATABASE_URL":           db,
+		"DATABASE_ADMIN_URL":     admin,
+		"LOG_LEVEL":              "warn",
+		"EMAILPROVIDER_API_KEYS": "bookstore:" + bookstoreKey + ",stranger:" + strangerKey,
 	}
 	for i := 0; i+1 < len(extra); i += 2 {
 		vars[extra[i]] = extra[i+1]
 	}
-	return provider{base: sut.StartInProcess(t, run, vars), databaseURL: db}
+	return provider{base: sut.StartInProcess(t, run, vars), databaseURL: db, apiKey: bookstoreKey}
 }
 
 type response struct {
@@ -63,6 +78,9 @@ func (p provider) do(t *testing.T, client *http.Client, method, path, key, body 
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
+	}
+	if p.apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+p.apiKey)
 	}
 	resp, err := client.Do(req)
 	if err != nil {

@@ -34,7 +34,7 @@ func sendEmail(svc *emails.Service, tel *telemetry.Telemetry) http.HandlerFunc {
 			return
 		}
 
-		sent, err := svc.Send(r.Context(), key, req)
+		sent, err := svc.Send(r.Context(), accountOf(r), key, req)
 		switch {
 		case errors.Is(err, emails.ErrKeyInFlight):
 			httpapi.WriteProblem(w, httpapi.IdempotencyKeyInFlight(err))
@@ -88,7 +88,7 @@ func getEmail(svc *emails.Service, tel *telemetry.Telemetry) http.HandlerFunc {
 			httpapi.WriteProblem(w, p)
 			return
 		}
-		email, err := svc.Get(r.Context(), key)
+		email, err := svc.Get(r.Context(), accountOf(r), key)
 		switch {
 		case errors.Is(err, emails.ErrNotFound):
 			httpapi.NotFound(w, "an email with Idempotency-Key "+key)
@@ -116,7 +116,7 @@ func listEmails(svc *emails.Service, tel *telemetry.Telemetry) http.HandlerFunc 
 			httpapi.WriteProblem(w, problem)
 			return
 		}
-		list, err := svc.ListByRecipient(r.Context(), to, page.After, page.Fetch())
+		list, err := svc.ListByRecipient(r.Context(), accountOf(r), to, page.After, page.Fetch())
 		if err != nil {
 			tel.Logger.ErrorContext(r.Context(), "list emails failed", "err", err)
 			httpapi.Internal(w)

@@ -85,13 +85,15 @@ type Email struct {
 	CreatedAt      time.Time `json:"created_at"`
 }
 
-// Delivered is an email as the GET forms show it: with its recipient, subject and how many
-// times it was actually delivered.
+// Delivered is an email as the GET forms show it: with its recipient, subject, the hash
+// of its content (contracts.EmailContentHash), by which a caller reconciling a key
+// tells the email it meant from another, and how many times it was actually delivered.
 type Delivered struct {
 	Email
-	To         string `json:"to"`
-	Subject    string `json:"subject"`
-	Deliveries int    `json:"deliveries"`
+	To            string `json:"to"`
+	Subject       string `json:"subject"`
+	ContentSHA256 string `json:"content_sha256"`
+	Deliveries    int    `json:"deliveries"`
 }
 
 // Sent is the outcome of Send.
@@ -135,7 +137,8 @@ func NewService(pool *pgxpool.Pool, faults *Faults, relay Relay, log *slog.Logge
 	return &Service{pool: pool, faults: faults, relay: relay, log: log, tracer: tracer, m: m}, nil
 }
 
-// Send sends req once per key. key must be non-empty.
+// Send sends req once per key of the account. key must be non-empty; account is the
+// caller the API authenticated, whose keys no other account can take or see.
 //
 // The order of statements is what makes it exactly once:
 //  1. idempotency.Do looks the key up: an email already sent is replayed (or
@@ -147,7 +150,7 @@ func NewService(pool *pgxpool.Pool, faults *Faults, relay Relay, log *slog.Logge
 //
 // The ambiguous fault strikes only after step 3: the email is sent and the caller never
 // hears so. That is the window the caller's reconciliation must close.
-func (s *Service) Send(ctx context.Context, key string, req Request) (Sent, error) {
+func (s *Service) Send(ctx context.Context, account, key string, req Request) (Sent, error) {
 	ctx, span := s.tracer.Start(ctx, "SendEmail transaction")
 	defer span.End()
 
@@ -167,7 +170,7 @@ func (s *Service) Send(ctx context.Context, key string, req Request) (Sent, erro
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after Commit, a no-op
 	q := store.New(tx)
 	lookup := func(db *idempotency.LookupDB) (idempotency.Stored, error) {
-		prev, err := store.New(db).GetEmailByKey(ctx, key)
+		prev, err := store.New(db).GetEmailByKey(ctx, store.GetEmailByKeyParams{Account: account, IdempotencyKey: key})
 		return idempotency.Stored{RequestHash: prev.RequestHash, Response: prev.ResponseBody}, err
 	}
 	send := func() ([]byte, error) {
@@ -186,7 +189,7 @@ func (s *Service) Send(ctx context.Context, key string, req Request) (Sent, erro
 			return nil, err
 		}
 		err = q.InsertEmail(ctx, store.InsertEmailParams{
-			ID: id, IdempotencyKey: key, RequestHash: hash, Recipient: req.To,
+			ID: id, Account: account, IdempotencyKey: key, RequestHash: hash, Recipient: req.To,
 			Subject: req.Subject, Body: req.Text, ResponseBody: body, CreatedAt: email.CreatedAt,
 		})
 		if err != nil {
@@ -194,7 +197,7 @@ func (s *Service) Send(ctx context.Context, key string, req Request) (Sent, erro
 		}
 		return body, nil
 	}
-	res, err := idempotency.Do(ctx, tx, idempotency.Key{Scope: "emailprovider/emails", Key: key, RequestHash: hash}, lookup, send)
+	res, err := idempotency.Do(ctx, tx, idempotency.Key{Scope: "emailprovider/emails/" + account, Key: key, RequestHash: hash}, lookup, send)
 	sent := Sent{Body: res.Response, Replayed: res.Replayed}
 	if err == nil {
 		// The commit is not cut short when the caller gives up. A COMMIT interrupted by a
@@ -237,12 +240,13 @@ func (s *Service) relayEmail(ctx context.Context, key string, req Request) {
 	}
 }
 
-// Get answers the reconciliation query: the email sent under key, or ErrNotFound.
-func (s *Service) Get(ctx context.Context, key string) (Delivered, error) {
+// Get answers the reconciliation query: the email the account sent under key, or
+// ErrNotFound.
+func (s *Service) Get(ctx context.Context, account, key string) (Delivered, error) {
 	if !backoff.Sleep(ctx, s.faults.roll().latency) {
 		return Delivered{}, ctx.Err()
 	}
-	row, err := store.New(s.pool).GetEmailByKey(ctx, key)
+	row, err := store.New(s.pool).GetEmailByKey(ctx, store.GetEmailByKeyParams{Account: account, IdempotencyKey: key})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Delivered{}, ErrNotFound
 	}
@@ -266,13 +270,13 @@ func CursorOf(e Delivered) Cursor { return Cursor{CreatedAt: e.CreatedAt, ID: e.
 // no id is not one the API wrote.
 func (c Cursor) Known() bool { return !c.CreatedAt.IsZero() && c.ID != uuid.Nil }
 
-// ListByRecipient returns at most limit emails sent to an address, oldest first, those
-// after the cursor after (from the first when it is nil).
-func (s *Service) ListByRecipient(ctx context.Context, to string, after *Cursor, limit int) ([]Delivered, error) {
+// ListByRecipient returns at most limit emails the account sent to an address, oldest
+// first, those after the cursor after (from the first when it is nil).
+func (s *Service) ListByRecipient(ctx context.Context, account, to string, after *Cursor, limit int) ([]Delivered, error) {
 	if !backoff.Sleep(ctx, s.faults.roll().latency) {
 		return nil, ctx.Err()
 	}
-	params := store.ListEmailsByRecipientParams{Recipient: to, MaxRows: int32(limit)}
+	params := store.ListEmailsByRecipientParams{Account: account, Recipient: to, MaxRows: int32(limit)}
 	if after != nil {
 		params.AfterCreatedAt = &after.CreatedAt
 		params.AfterID = uuid.NullUUID{UUID: after.ID, Valid: true}
@@ -294,9 +298,10 @@ func delivered(r store.Email) Delivered {
 			ID: r.ID, IdempotencyKey: r.IdempotencyKey, Status: StatusSent,
 			CreatedAt: r.CreatedAt.UTC().Truncate(time.Microsecond),
 		},
-		To:         r.Recipient,
-		Subject:    r.Subject,
-		Deliveries: int(r.Deliveries),
+		To:            r.Recipient,
+		Subject:       r.Subject,
+		ContentSHA256: contracts.EmailContentHash(r.Subject, r.Body),
+		Deliveries:    int(r.Deliveries),
 	}
 }
 

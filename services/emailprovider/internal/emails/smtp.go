@@ -68,10 +68,22 @@ func message(from, key string, req Request) []byte {
 	fmt.Fprintf(&b, "Date: %s\r\n", time.Now().UTC().Format(time.RFC1123Z))
 	fmt.Fprintf(&b, "X-Idempotency-Key: %s\r\n", strings.NewReplacer("\r", "", "\n", "").Replace(key))
 	b.WriteString("MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n")
-	b.WriteString(strings.ReplaceAll(strings.ReplaceAll(req.Text, "\r\n", "\n"), "\n", "\r\n"))
+	b.WriteString(crlf(req.Text))
 	b.WriteString("\r\n")
 	return []byte(b.String())
 }
+
+// lineEnds are the line ends a text may hold: CRLF first, so that it stays one.
+var lineEnds = strings.NewReplacer("\r\n", "\r\n", "\r", "\r\n", "\n", "\r\n")
+
+// crlf returns text with every line end (CRLF, a bare CR, a bare LF) written as CRLF,
+// the only line end SMTP has. A bare CR or LF passed on would be a line end to some
+// servers and not to others; "\r.\r\n" then ends DATA at a lenient server while the
+// relay's dot-stuffing, which looks only after CRLF, lets it through, and the rest of
+// the text is read as commands (SMTP smuggling). Once every line end is CRLF, the
+// DATA writer of net/smtp stuffs every line that starts with a dot, and no text can
+// hold the end marker.
+func crlf(text string) string { return lineEnds.Replace(text) }
 
 // encodeHeader returns v as a header value that is ASCII and reads back as v. Printable
 // ASCII without "=?" is written as it is. Anything else is RFC 2047 encoded, or a mail

@@ -13,11 +13,16 @@ import (
 )
 
 const getEmailByKey = `-- name: GetEmailByKey :one
-SELECT id, idempotency_key, request_hash, recipient, subject, body, deliveries, response_body, created_at FROM emails WHERE idempotency_key = $1
+SELECT id, idempotency_key, request_hash, recipient, subject, body, deliveries, response_body, created_at, account FROM emails WHERE account = $1 AND idempotency_key = $2
 `
 
-func (q *Queries) GetEmailByKey(ctx context.Context, idempotencyKey string) (Email, error) {
-	row := q.db.QueryRow(ctx, getEmailByKey, idempotencyKey)
+type GetEmailByKeyParams struct {
+	Account        string
+	IdempotencyKey string
+}
+
+func (q *Queries) GetEmailByKey(ctx context.Context, arg GetEmailByKeyParams) (Email, error) {
+	row := q.db.QueryRow(ctx, getEmailByKey, arg.Account, arg.IdempotencyKey)
 	var i Email
 	err := row.Scan(
 		&i.ID,
@@ -29,17 +34,19 @@ func (q *Queries) GetEmailByKey(ctx context.Context, idempotencyKey string) (Ema
 		&i.Deliveries,
 		&i.ResponseBody,
 		&i.CreatedAt,
+		&i.Account,
 	)
 	return i, err
 }
 
 const insertEmail = `-- name: InsertEmail :exec
-INSERT INTO emails (id, idempotency_key, request_hash, recipient, subject, body, deliveries, response_body, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8)
+INSERT INTO emails (id, account, idempotency_key, request_hash, recipient, subject, body, deliveries, response_body, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, $9)
 `
 
 type InsertEmailParams struct {
 	ID             uuid.UUID
+	Account        string
 	IdempotencyKey string
 	RequestHash    []byte
 	Recipient      string
@@ -52,6 +59,7 @@ type InsertEmailParams struct {
 func (q *Queries) InsertEmail(ctx context.Context, arg InsertEmailParams) error {
 	_, err := q.db.Exec(ctx, insertEmail,
 		arg.ID,
+		arg.Account,
 		arg.IdempotencyKey,
 		arg.RequestHash,
 		arg.Recipient,
@@ -64,25 +72,28 @@ func (q *Queries) InsertEmail(ctx context.Context, arg InsertEmailParams) error 
 }
 
 const listEmailsByRecipient = `-- name: ListEmailsByRecipient :many
-SELECT id, idempotency_key, request_hash, recipient, subject, body, deliveries, response_body, created_at FROM emails
-WHERE recipient = $1
-  AND ($2::timestamptz IS NULL
-       OR (created_at, id) > ($2::timestamptz, $3::uuid))
+SELECT id, idempotency_key, request_hash, recipient, subject, body, deliveries, response_body, created_at, account FROM emails
+WHERE account = $1
+  AND recipient = $2
+  AND ($3::timestamptz IS NULL
+       OR (created_at, id) > ($3::timestamptz, $4::uuid))
 ORDER BY created_at, id
-LIMIT $4
+LIMIT $5
 `
 
 type ListEmailsByRecipientParams struct {
+	Account        string
 	Recipient      string
 	AfterCreatedAt *time.Time
 	AfterID        uuid.NullUUID
 	MaxRows        int32
 }
 
-// One page of the emails sent to an address, oldest first: those after the cursor
-// (created_at, id), or from the first without one, at most max_rows of them.
+// One page of the emails an account sent to an address, oldest first: those after the
+// cursor (created_at, id), or from the first without one, at most max_rows of them.
 func (q *Queries) ListEmailsByRecipient(ctx context.Context, arg ListEmailsByRecipientParams) ([]Email, error) {
 	rows, err := q.db.Query(ctx, listEmailsByRecipient,
+		arg.Account,
 		arg.Recipient,
 		arg.AfterCreatedAt,
 		arg.AfterID,
@@ -105,6 +116,7 @@ func (q *Queries) ListEmailsByRecipient(ctx context.Context, arg ListEmailsByRec
 			&i.Deliveries,
 			&i.ResponseBody,
 			&i.CreatedAt,
+			&i.Account,
 		); err != nil {
 			return nil, err
 		}

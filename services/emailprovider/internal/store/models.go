@@ -20,4 +20,5 @@ type Email struct {
 	Deliveries     int32
 	ResponseBody   []byte
 	CreatedAt      time.Time
+	Account        string
 }

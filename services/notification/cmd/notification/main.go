@@ -29,11 +29,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	s := service.New(service.Spec{Name: "notification", Port: 8083, Postgres: true, RabbitMQ: true,
 		Failpoints: contracts.Failpoints, Commands: parkedCommands})
 	defer s.Close()
-	var providerURL string
+	var providerURL, providerKey string
 	var attempts, concurrency int
 	var timeout, staleAfter, interval time.Duration
 	s.Vars(
 		config.String("EMAILPROVIDER_URL", "http://127.0.0.1:8084", "base URL of the email provider", &providerURL),
+		config.String("EMAILPROVIDER_API_KEY", "", "notification's API key at the provider (one of its EMAILPROVIDER_API_KEYS); required", &providerKey),
 		config.Duration("PROVIDER_TIMEOUT", "2s", "timeout of each provider call; a send that times out is reconciled, not resent blindly", &timeout),
 		config.Int("NOTIFICATION_MAX_ATTEMPTS", "30", "provider attempts per email before its record fails and its message is dead-lettered", &attempts),
 		config.Duration("RECONCILE_AFTER", "30s", "the sweeper reconciles records left unfinished and untouched this long", &staleAfter),
@@ -61,7 +62,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	conn := s.BrokerConn("consume")
-	client, err := provider.New(providerURL, timeout, tel)
+	client, err := provider.New(providerURL, providerKey, timeout, tel)
 	if err != nil {
 		return err
 	}

@@ -62,19 +62,41 @@ func (w *world) startProvider(t *testing.T, extra ...string) *testenv.Process {
 		"LOG_LEVEL":          "debug", // its request log, a debug line, shows the trace it was called in
 		"DATABASE_URL":       w.provider,
 		"DATABASE_ADMIN_URL": w.providerAdmin,
+		// notification's key, and the tests' own key in the same account to read and
+		// arrange what the provider holds (as the storefront's does).
+		"EMAILPROVIDER_API_KEYS": "bookstore:" + notificationKey + ",bookstore:" + providerKey,
 	}, extra))
 }
 
 func (w *world) startNotification(t *testing.T, extra ...string) *testenv.Process {
 	t.Helper()
 	return sut.StartProcess(t, testenv.Build(t, "."), nil, withExtra(map[string]string{
-		"LOG_LEVEL":          "info",
-		"DATABASE_URL":       w.notification,
-		"DATABASE_ADMIN_URL": w.notificationAdmin,
-		"AMQP_URL":           w.amqpURL,
-		"EMAILPROVIDER_URL":  "http://" + w.providerAddr,
-		"PROVIDER_TIMEOUT":   "1s",
+		"LOG_LEVEL":             "info",
+		"DATABASE_URL":          w.notification,
+		"DATABASE_ADMIN_URL":    w.notificationAdmin,
+		"AMQP_URL":              w.amqpURL,
+		"EMAILPROVIDER_URL":     "http://" + w.providerAddr,
+		"EMAILPROVIDER_API_KEY": notificationKey,
+		"PROVIDER_TIMEOUT":      "1s",
 	}, extra))
+}
+
+// The API keys notification and the tests hold at the provider, both of account
+// bookstore.
+const (
+	notificationKey = "test-notification-key-0123456789abcdef"
+	providerKey     = "test-reader-key-0123456789abcdef0123"
+)
+
+// authorizedGet is a GET with the tests' API key, which the provider needs and
+// notification ignores.
+func authorizedGet(u string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+providerKey)
+	return http.DefaultClient.Do(req)
 }
 
 func withExtra(m map[string]string, extra []string) map[string]string {
@@ -130,7 +152,7 @@ type record struct {
 
 func getJSON(t *testing.T, u string, v any) int {
 	t.Helper()
-	resp, err := http.Get(u)
+	resp, err := authorizedGet(u)
 	if err != nil {
 		t.Fatalf("GET %s: %v", u, err)
 	}
@@ -154,7 +176,7 @@ func getAll[T any](t *testing.T, u string) []T {
 	t.Helper()
 	var all []T
 	for pages := 0; u != ""; pages++ {
-		resp, err := http.Get(u)
+		resp, err := authorizedGet(u)
 		if err != nil {
 			t.Fatalf("GET %s: %v", u, err)
 		}
@@ -222,6 +244,7 @@ func setFaults(t *testing.T, p *testenv.Process, body string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPut, p.Base+"/admin/faults", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+providerKey)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("PUT /admin/faults: %v", err)

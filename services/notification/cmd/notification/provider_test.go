@@ -1,6 +1,8 @@
 package main
 
 import (
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,5 +116,61 @@ func TestARecordOutOfAttemptsFailsAndItsMessageIsDeadLettered(t *testing.T) {
 	}
 	if got := testenv.Metric(t, n.Base, "bookstore_consumer_poison_total", `reason="notification-failed"`); got != 1 {
 		t.Fatalf("poison metric = %v, want 1", got)
+	}
+}
+
+// Reconciliation takes as sent only the email it meant. Another email already sits under
+// the record's key in notification's own account (a leaked key was used to take it
+// first); the retry's lookup finds it, sees another recipient and content, and does not
+// complete the record with it: the record fails, its message is dead-lettered for an
+// operator, and the lookup is counted as a mismatch.
+func TestReconciliationTakesOnlyTheEmailItMeantAsSent(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	orderID := uuid.New()
+	key := "order/" + orderID.String() + "/order-confirmed"
+
+	p := w.startProvider(t)
+	req, _ := http.NewRequest(http.MethodPost, p.Base+"/v1/emails",
+		strings.NewReader(`{"to":"eve@example.com","subject":"Your order is confirmed","text":"Pay here: http://evil.example/"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("Authorization", "Bearer "+providerKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("the squatter's send: %d", resp.StatusCode)
+	}
+	p.Stop(t)
+
+	// The provider is away, so the first attempt's outcome is unknown and the next one
+	// asks before sending.
+	n := w.startNotification(t, "NOTIFICATION_MAX_ATTEMPTS", "1000")
+	publish(t, w.amqpURL, "", stockEvent(t, contracts.StockReserved, orderID, "ada@example.com"))
+	testenv.Eventually(t, 60*time.Second, "the record to be retrying", func() bool {
+		r := records(t, n, orderID)
+		return len(r) == 1 && r[0].Attempts >= 2
+	})
+	p = w.startProvider(t)
+
+	var last []record
+	testenv.Eventually(t, 60*time.Second, "the record to end", func() bool {
+		last = records(t, n, orderID)
+		return len(last) == 1 && (last[0].Status == "completed" || last[0].Status == "failed")
+	})
+	if last[0].Status != "failed" {
+		t.Fatalf("record %+v: the squatter's email to eve was taken as ada's", last[0])
+	}
+	if got := testenv.Metric(t, n.Base, "bookstore_notification_reconciled_total", `outcome="mismatch"`); got < 1 {
+		t.Fatalf("mismatches counted: %v, want at least 1", got)
+	}
+	testenv.Eventually(t, 60*time.Second, "the message to reach the DLQ", func() bool {
+		return testenv.QueueDepth(t, w.amqpURL, contracts.QueueNotificationStockEvents+".dlq") == 1
+	})
+	if list := emails(t, p, "ada@example.com"); len(list) != 0 {
+		t.Fatalf("an email to ada went out under another key: %+v", list)
 	}
 }

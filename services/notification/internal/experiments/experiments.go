@@ -201,7 +201,7 @@ func (l *Lab) status(ctx context.Context, orderID uuid.UUID) (string, error) {
 // notifications is a notification service as the process starts it, on the lab's
 // database and provider.
 func (l *Lab) notifications() (*notifications.Service, error) {
-	client, err := provider.New(l.Provider.URL, 5*time.Second, l.Tel)
+	client, err := provider.New(l.Provider.URL, "experiments-key", 5*time.Second, l.Tel)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+
+	"github.com/bookstore-go/bookstore/services/contracts"
 )
 
 // Provider is an email provider in-process that answers the two calls notification's
@@ -19,11 +21,18 @@ type Provider struct {
 	URL string
 
 	mu     sync.Mutex
-	emails map[string]string // idempotency key -> email id
+	emails map[string]sentEmail // by idempotency key
 	counts ProviderCounts
 	// afterSend runs once an email is sent, before the answer leaves: where the experiment
 	// holds the caller in its window.
 	afterSend func(key string)
+}
+
+// sentEmail is what the Provider keeps of an email: its id and what a lookup answers.
+type sentEmail struct {
+	ID            string `json:"id"`
+	To            string `json:"to"`
+	ContentSHA256 string `json:"content_sha256"`
 }
 
 // ProviderCounts is what a Provider was asked.
@@ -40,7 +49,7 @@ func StartProvider() (p *Provider, close func(), err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("email provider: %w", err)
 	}
-	p = &Provider{URL: "http://" + ln.Addr().String(), emails: map[string]string{}}
+	p = &Provider{URL: "http://" + ln.Addr().String(), emails: map[string]sentEmail{}}
 	srv := &http.Server{Handler: p}
 	go func() { _ = srv.Serve(ln) }()
 	return p, func() { _ = srv.Close() }, nil
@@ -77,14 +86,19 @@ func (p *Provider) send(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Idempotency-Key is required", http.StatusBadRequest)
 		return
 	}
+	var m struct{ To, Subject, Text string }
+	if err := json.NewDecoder(r.Body).Decode(&m); err != nil {
+		http.Error(w, "unreadable body", http.StatusBadRequest)
+		return
+	}
 	p.mu.Lock()
-	id, replayed := p.emails[key]
+	e, replayed := p.emails[key]
 	var hold func(string)
 	if replayed {
 		p.counts.Replayed++
 	} else {
-		id = fmt.Sprintf("email-%d", len(p.emails)+1)
-		p.emails[key] = id
+		e = sentEmail{ID: fmt.Sprintf("email-%d", len(p.emails)+1), To: m.To, ContentSHA256: contracts.EmailContentHash(m.Subject, m.Text)}
+		p.emails[key] = e
 		p.counts.Sent++
 		hold, p.afterSend = p.afterSend, nil
 	}
@@ -97,7 +111,7 @@ func (p *Provider) send(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusAccepted)
-	_ = json.NewEncoder(w).Encode(map[string]string{"id": id})
+	_ = json.NewEncoder(w).Encode(map[string]string{"id": e.ID})
 }
 
 func (p *Provider) lookup(w http.ResponseWriter, r *http.Request) {
@@ -107,7 +121,7 @@ func (p *Provider) lookup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.mu.Lock()
-	id, found := p.emails[key]
+	e, found := p.emails[key]
 	if found {
 		p.counts.LookupsFound++
 	} else {
@@ -119,5 +133,5 @@ func (p *Provider) lookup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]string{"id": id})
+	_ = json.NewEncoder(w).Encode(e)
 }

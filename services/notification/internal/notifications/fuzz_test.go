@@ -14,7 +14,8 @@ import (
 // FuzzStockEventIsPoisonOrAStorableEmail: whatever the data of a stock event,
 // notification's decoder either refuses it as poison (the consumer dead-letters it) or
 // hands over the email it asks for: for the order the subject names, of the kind the
-// type means, to a recipient, with a recipient, subject and text the record can store.
+// type means, to an address by contracts.AddressProblem (the rule ordering applied), with
+// a recipient, subject and text the record can store.
 // Never a panic, and never an email whose record could not be written: that error would
 // be retried until the delivery limit instead of dead-lettered at once.
 func FuzzStockEventIsPoisonOrAStorableEmail(f *testing.F) {
@@ -36,6 +37,8 @@ func FuzzStockEventIsPoisonOrAStorableEmail(f *testing.F) {
 		{0, id, strings.Replace(reserved, "ada@", `ada\u0000@`, 1)},
 		{1, id, strings.Replace(rejected, "insufficient", `in\u0000sufficient`, 1)},
 		{0, id, strings.Replace(reserved, "ada@", "ada\xff@", 1)},
+		{0, id, strings.Replace(reserved, "ada@example.com", "ada@ex\u0430mple.com", 1)},
+		{0, id, strings.Replace(reserved, "ada@example.com", "ada@127.0.0.1.nip.io", 1)},
 		{0, id, strings.Replace(reserved, `"quantity":2`, `"quantity":-99999999999`, 1)},
 		{0, id, strings.Replace(reserved, `"quantity":2`, `"quantity":1e400`, 1)},
 		{0, id, strings.Replace(reserved, `"lines":[{"book_id":"018f2b1e-0000-7000-8000-000000000001","quantity":2}]`, `"lines":null`, 1)},
@@ -65,7 +68,7 @@ func FuzzStockEventIsPoisonOrAStorableEmail(f *testing.F) {
 			t.Fatalf("%s %q: kind %q", env.Type, data, e.kind)
 		case e.orderID == uuid.Nil || e.orderID.String() != subject:
 			t.Fatalf("%s %q: order %s for subject %q", env.Type, data, e.orderID, subject)
-		case e.message.To == "" || !httpapitest.Storable(e.message.To):
+		case e.message.To == "" || !httpapitest.Storable(e.message.To) || contracts.AddressProblem(e.message.To) != "":
 			t.Fatalf("%s %q: accepted recipient %q", env.Type, data, e.message.To)
 		case e.message.Subject == "" || !httpapitest.Storable(e.message.Subject) || strings.ContainsAny(e.message.Subject, "\r\n"):
 			t.Fatalf("%s %q: subject %q", env.Type, data, e.message.Subject)

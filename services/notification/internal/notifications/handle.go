@@ -201,6 +201,16 @@ func (s *Service) claimIn(ctx context.Context, q *store.Queries, orderID uuid.UU
 	return rec, false, nil
 }
 
+// ErrKeyHoldsAnotherEmail: reconciliation found an email under the record's key that is
+// not the record's (another recipient or another content). The record fails for good.
+var ErrKeyHoldsAnotherEmail = errors.New("the provider holds another email under this key")
+
+// ours reports whether the email a lookup found is the one m describes: the same
+// recipient and the same content hash. An answer without a hash is not ours.
+func ours(found provider.Accepted, m provider.Message) bool {
+	return found.To == m.To && found.ContentSHA256 == contracts.EmailContentHash(m.Subject, m.Text)
+}
+
 // FailedError says a record has failed for good.
 type FailedError struct {
 	Key      string
@@ -240,6 +250,17 @@ func (s *Service) attempt(ctx context.Context, rec store.Notification, trigger s
 		switch {
 		case err != nil:
 			s.m.reconciled.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "error"), attribute.String("trigger", trigger)))
+			return s.release(ctx, rec, err)
+		case found && !ours(acc, msg):
+			// Someone else's email under our key: a leaked API key, or another client of
+			// our account using our key space. Ours was not sent (the provider would refuse
+			// it under this key), and sending it under another key could send it twice if
+			// the stranger was us after all; an operator decides. The record fails and its
+			// message is dead-lettered, counted as outcome "mismatch".
+			s.m.reconciled.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "mismatch"), attribute.String("trigger", trigger)))
+			err := fmt.Errorf("%w: the provider holds email %s to %q with content_sha256 %s; this record's is to %q with %s",
+				ErrKeyHoldsAnotherEmail, acc.ID, acc.To, acc.ContentSHA256, msg.To, contracts.EmailContentHash(msg.Subject, msg.Text))
+			s.log.ErrorContext(ctx, "reconciled: the provider holds another email under our key; not taken as sent", "idempotency_key", key, "err", err)
 			return s.release(ctx, rec, err)
 		case found:
 			s.m.reconciled.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "found"), attribute.String("trigger", trigger)))
@@ -294,7 +315,7 @@ func (s *Service) release(ctx context.Context, rec store.Notification, cause err
 	msg := cause.Error()
 	row, err := store.New(s.pool).ReleaseNotification(ctx, store.ReleaseNotificationParams{
 		OrderID: rec.OrderID, Kind: rec.Kind, ClaimToken: rec.ClaimToken,
-		GiveUp:      errors.Is(cause, provider.ErrRejected),
+		GiveUp:      errors.Is(cause, provider.ErrRejected) || errors.Is(cause, ErrKeyHoldsAnotherEmail),
 		MaxAttempts: int32(s.cfg.MaxAttempts),
 		LastError:   &msg,
 	})
@@ -350,7 +371,7 @@ func newMetrics(m metric.Meter) (metrics, error) {
 	in := telemetry.NewInstruments(m)
 	out.sent = in.Counter("bookstore.notification.sent", "Emails the provider accepted and sent on our request, by kind.")
 	out.replayed = in.Counter("bookstore.notification.replayed_by_provider", "Sends the provider answered from its Idempotency-Key record: sent before, not again.")
-	out.reconciled = in.Counter("bookstore.notification.reconciled", "Reconciliation lookups at the provider, by outcome (found, not-found, error) and trigger.")
+	out.reconciled = in.Counter("bookstore.notification.reconciled", "Reconciliation lookups at the provider, by outcome (found, not-found, mismatch: another email under our key, error) and trigger.")
 	out.failed = in.Counter("bookstore.notification.failed", "Records that failed for good, by kind.")
 	out.deferred = in.Counter("bookstore.notification.deferred", "Cancellation emails requeued because the order's confirmation email was not sent yet.")
 	out.swept = in.Counter("bookstore.notification.swept", "Stale records the sweeper took up, by result.")

@@ -39,25 +39,36 @@ type Message struct {
 	Text    string `json:"text"`
 }
 
-// Accepted is the provider's answer to a send it took.
+// Accepted is the provider's answer to a send it took, or to a lookup that found an
+// email. A lookup's answer also says whom the email went to and the hash of its content
+// (contracts.EmailContentHash), so the caller can tell the email it meant from another
+// sent under the same key.
 type Accepted struct {
-	ID       string `json:"id"`
-	Replayed bool   `json:"-"` // the provider had the key already and sent nothing now
+	ID            string `json:"id"`
+	To            string `json:"to"`
+	ContentSHA256 string `json:"content_sha256"`
+	Replayed      bool   `json:"-"` // the provider had the key already and sent nothing now
 }
 
-// Client calls the email provider with a timeout per call, carrying the trace context.
+// Client calls the email provider with a timeout per call, carrying the trace context
+// and the client's API key.
 type Client struct {
 	base     string
+	apiKey   string
 	timeout  time.Duration
 	http     *http.Client
 	duration metric.Float64Histogram
 }
 
-// New returns a client of the provider at baseURL. Each call gives up after timeout, which
-// is exactly the ambiguity the caller must then reconcile.
-func New(baseURL string, timeout time.Duration, tel *telemetry.Telemetry) (*Client, error) {
+// New returns a client of the provider at baseURL, sending as the account of apiKey.
+// Each call gives up after timeout, which is exactly the ambiguity the caller must then
+// reconcile.
+func New(baseURL, apiKey string, timeout time.Duration, tel *telemetry.Telemetry) (*Client, error) {
 	if _, err := url.ParseRequestURI(baseURL); err != nil {
 		return nil, fmt.Errorf("EMAILPROVIDER_URL=%q: %w", baseURL, err)
+	}
+	if apiKey == "" || strings.ContainsAny(apiKey, " \r\n") {
+		return nil, errors.New("EMAILPROVIDER_API_KEY is required: the key the provider lists for this client in EMAILPROVIDER_API_KEYS")
 	}
 	duration, err := tel.Meter("provider").Float64Histogram("bookstore.notification.provider_duration",
 		metric.WithUnit("s"),
@@ -75,6 +86,7 @@ func New(baseURL string, timeout time.Duration, tel *telemetry.Telemetry) (*Clie
 		otelhttp.WithSpanNameFormatter(func(op string, r *http.Request) string { return "emailprovider " + op }))
 	return &Client{
 		base:     strings.TrimSuffix(baseURL, "/"),
+		apiKey:   apiKey,
 		timeout:  timeout,
 		http:     &http.Client{Transport: transport},
 		duration: duration,
@@ -97,6 +109,7 @@ func (c *Client) Send(ctx context.Context, key string, m Message) (acc Accepted,
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("Authorization", "Bearer "+c.apiKey)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return Accepted{}, fmt.Errorf("send email %s: %w", key, err)
@@ -115,6 +128,11 @@ func (c *Client) Send(ctx context.Context, key string, m Message) (acc Accepted,
 		return acc, nil
 	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
 		return Accepted{}, fmt.Errorf("send email %s: %w: %d %s", key, ErrRejected, resp.StatusCode, quote(b))
+	case http.StatusUnauthorized, http.StatusForbidden:
+		// A wrong or revoked key: retried like an outage, so that the records wait (and
+		// the alerts on retries fire) until an operator fixes the key, instead of every
+		// email failing for good at once.
+		return Accepted{}, fmt.Errorf("send email %s: provider refused our API key: %d %s", key, resp.StatusCode, quote(b))
 	default: // 409 (in flight), 429, 5xx: it may yet be sent, or not; ask again later
 		return Accepted{}, fmt.Errorf("send email %s: provider answered %d %s", key, resp.StatusCode, quote(b))
 	}
@@ -129,6 +147,7 @@ func (c *Client) Lookup(ctx context.Context, key string) (acc Accepted, found bo
 	if err != nil {
 		return Accepted{}, false, err
 	}
+	req.Header.Set("Authorization", "Bearer "+c.apiKey)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return Accepted{}, false, fmt.Errorf("look up email %s: %w", key, err)

@@ -50,6 +50,12 @@ type system struct {
 	db  map[string]string // service name -> database URL
 }
 
+// The API keys notification and the storefront hold at the provider, in one account.
+const (
+	notificationKey = "test-notification-key-0123456789abcdef"
+	storefrontKey   = "test-storefront-key-0123456789abcdef00"
+)
+
 func startSystem(t *testing.T) *system {
 	t.Helper()
 	s := &system{url: map[string]string{}, db: map[string]string{}}
@@ -62,10 +68,12 @@ func startSystem(t *testing.T) *system {
 		switch name {
 		case "emailprovider":
 			env["EMAILPROVIDER_ADMIN"] = "1" // the break-it panel's ambiguous answers
+			env["EMAILPROVIDER_API_KEYS"] = "bookstore:" + notificationKey + ",bookstore:" + storefrontKey
 		case "inventory":
 			env["INVENTORY_ADMIN"] = "1" // the test sets the stock with PUT /books/{id}
 		case "notification":
 			env["EMAILPROVIDER_URL"] = s.url["emailprovider"]
+			env["EMAILPROVIDER_API_KEY"] = notificationKey
 			env["PROVIDER_TIMEOUT"] = "1s" // an ambiguous answer is given up on soon
 		}
 		if name == "ordering" {
@@ -80,7 +88,7 @@ func startSystem(t *testing.T) *system {
 	}
 	storefront := sut.StartProcess(t, testenv.Build(t, "."), nil, map[string]string{
 		"ORDERING_URL": s.url["ordering"], "INVENTORY_URL": s.url["inventory"],
-		"NOTIFICATION_URL": s.url["notification"], "EMAILPROVIDER_URL": s.url["emailprovider"],
+		"NOTIFICATION_URL": s.url["notification"], "EMAILPROVIDER_URL": s.url["emailprovider"], "EMAILPROVIDER_API_KEY": storefrontKey,
 		"JAEGER_URL": jaegerURL, "SOURCE_URL": sourceURL, "STOREFRONT_DEMOS": "1", "LOG_LEVEL": "info",
 		"STOREFRONT_RELAY_PID": strconv.Itoa(relay.Pid()), "STOREFRONT_RELAY_PAUSE": relayPause.String(),
 	})

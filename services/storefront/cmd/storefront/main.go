@@ -34,6 +34,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		config.String("INVENTORY_URL", "http://127.0.0.1:8082", "base URL of inventory's API", &urls.Inventory),
 		config.String("NOTIFICATION_URL", "http://127.0.0.1:8083", "base URL of notification's API", &urls.Notification),
 		config.String("EMAILPROVIDER_URL", "http://127.0.0.1:8084", "base URL of the email provider's API", &urls.EmailProvider),
+		config.String("EMAILPROVIDER_API_KEY", "", "the storefront's API key at the provider (one of its EMAILPROVIDER_API_KEYS, in notification's account); empty: the page cannot show the provider's side of an order", &urls.EmailProviderKey),
 		config.String("JAEGER_URL", "", "Jaeger's UI as the browser reaches it, e.g. http://localhost:16686; empty: no trace links", &jaegerURL),
 		config.String("SOURCE_URL", "https://github.com/bookstore-go/bookstore/blob/main/", "prefix of the links to the file that does each step", &sourceURL),
 		config.String("STOREFRONT_DEMOS", "0", "1: show the break-it panel, whose buttons change the running system (the provider's faults, the relay's pause)", &demos),

@@ -23,7 +23,7 @@ func TestHelpListsEveryVariable(t *testing.T) {
 	if err := run(context.Background(), []string{"--help"}, func(string) string { return "" }, &out); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"HTTP_ADDR", "ORDERING_URL", "INVENTORY_URL", "NOTIFICATION_URL", "EMAILPROVIDER_URL", "JAEGER_URL", "SOURCE_URL", "STOREFRONT_DEMOS", "STOREFRONT_RELAY_PID", "STOREFRONT_RELAY_PAUSE", "LOG_LEVEL", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
+	for _, name := range []string{"HTTP_ADDR", "ORDERING_URL", "INVENTORY_URL", "NOTIFICATION_URL", "EMAILPROVIDER_URL", "EMAILPROVIDER_API_KEY", "JAEGER_URL", "SOURCE_URL", "STOREFRONT_DEMOS", "STOREFRONT_RELAY_PID", "STOREFRONT_RELAY_PAUSE", "LOG_LEVEL", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
 		if !strings.Contains(out.String(), name) {
 			t.Errorf("--help does not list %s:\n%s", name, out.String())
 		}

@@ -22,6 +22,10 @@ import (
 // storefront reads: it has no database and no broker connection.
 type URLs struct {
 	Ordering, Inventory, Notification, EmailProvider string
+	// EmailProviderKey is the storefront's API key at the provider, of the account
+	// notification sends for: the provider answers only its callers, and each account
+	// sees only its own emails.
+	EmailProviderKey string
 }
 
 // backend calls the services' APIs. Every call is a client span whose traceparent the
@@ -68,6 +72,9 @@ func (b *backend) do(ctx context.Context, method, url string, header http.Header
 	}
 	for k, v := range header {
 		req.Header[k] = v
+	}
+	if b.urls.EmailProviderKey != "" && strings.HasPrefix(url, b.urls.EmailProvider+"/") {
+		req.Header.Set("Authorization", "Bearer "+b.urls.EmailProviderKey)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")

@@ -12,6 +12,17 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 )
 
+// The API keys at the email provider, both of account bookstore: notification's, and the
+// harness's own, with which it reads what was sent and sets the faults. Every request
+// the harness sends carries ReaderProviderKey; the other services ignore it.
+const (
+	NotificationProviderKey = "chaos-notification-key-0123456789abcd"
+	ReaderProviderKey       = "chaos-reader-key-0123456789abcdef0123"
+)
+
+// ProviderAPIKeys is the provider's EMAILPROVIDER_API_KEYS in a chaos run.
+const ProviderAPIKeys = "bookstore:" + NotificationProviderKey + ",bookstore:" + ReaderProviderKey
+
 // getJSON GETs u and decodes its JSON answer into out.
 func getJSON(ctx context.Context, u string, out any) error {
 	_, err := getJSONHeader(ctx, u, out)
@@ -26,6 +37,7 @@ func getJSONHeader(ctx context.Context, u string, out any) (http.Header, error) 
 	if err != nil {
 		return nil, err
 	}
+	req.Header.Set("Authorization", "Bearer "+ReaderProviderKey)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, err
@@ -47,6 +59,7 @@ func PutJSON(ctx context.Context, u string, in any) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+ReaderProviderKey)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err

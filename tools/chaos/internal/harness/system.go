@@ -249,6 +249,9 @@ func (s *System) newProcess(ctx context.Context, name, service string, args, ext
 		"DATABASE_ADMIN_URL=" + admin.String(),
 		"LOG_LEVEL=info",
 	}
+	if service == "emailprovider" {
+		env = append(env, "EMAILPROVIDER_API_KEYS="+ProviderAPIKeys)
+	}
 	if service != "emailprovider" {
 		// The link's far end is the process's alarm proxy, which can tell its connections
 		// what a broker alarm would (broker_alarm).
@@ -272,7 +275,7 @@ func (s *System) newProcess(ctx context.Context, name, service string, args, ext
 		if err != nil {
 			return nil, err
 		}
-		env = append(env, "EMAILPROVIDER_URL=http://"+providerLink)
+		env = append(env, "EMAILPROVIDER_URL=http://"+providerLink, "EMAILPROVIDER_API_KEY="+NotificationProviderKey)
 	}
 	log, err := os.Create(filepath.Join(s.dir, "logs", name+".log"))
 	if err != nil {
