@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
@@ -27,6 +28,11 @@ func Instrument(tel *telemetry.Telemetry, h http.Handler) http.Handler {
 		defer func() {
 			if p := rctx.RoutePattern(); p != "" {
 				trace.SpanFromContext(r.Context()).SetName(r.Method + " " + p)
+				// The pattern is one of the routes mapped, never the path asked for, so
+				// it is a label of the HTTP metrics (telemetry.HTTPServerLabels).
+				if l, ok := otelhttp.LabelerFromContext(r.Context()); ok {
+					l.Add(semconv.HTTPRoute(p))
+				}
 			}
 			if v := recover(); v != nil {
 				tel.Logger.ErrorContext(r.Context(), "handler panicked", "panic", v, "path", r.URL.Path)
