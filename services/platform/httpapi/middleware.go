@@ -35,7 +35,7 @@ func Instrument(tel *telemetry.Telemetry, h http.Handler) http.Handler {
 				}
 			}
 			if v := recover(); v != nil {
-				tel.Logger.ErrorContext(r.Context(), "handler panicked", "panic", v, "path", r.URL.Path)
+				tel.Logger.ErrorContext(r.Context(), "handler panicked", "panic", v, "path", Excerpt(r.URL.Path))
 				Internal(rec)
 			}
 			// One line per request that went wrong; every other request is a debug line
@@ -49,7 +49,7 @@ func Instrument(tel *telemetry.Telemetry, h http.Handler) http.Handler {
 			case rec.status >= 400:
 				level = slog.LevelInfo
 			}
-			tel.Logger.Log(r.Context(), level, "http request", "method", r.Method, "path", r.URL.Path,
+			tel.Logger.Log(r.Context(), level, "http request", "method", Excerpt(r.Method), "path", Excerpt(r.URL.Path),
 				"status", rec.status, "duration_ms", time.Since(start).Milliseconds())
 		}()
 		h.ServeHTTP(rec, r)

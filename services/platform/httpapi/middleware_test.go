@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -77,5 +78,59 @@ func TestAThousandHostsLeaveTheMetricsTheirSize(t *testing.T) {
 	}
 	if seen == 0 {
 		t.Fatalf("no HTTP series in /metrics:\n%s", after)
+	}
+}
+
+// What a client sends reaches a log line or a problem only in part: a 60 KB path asked
+// for is a 404 whose access log line and problem detail each hold an excerpt of it.
+func TestALongPathIsLoggedAndEchoedOnlyInPart(t *testing.T) {
+	t.Parallel()
+	var log strings.Builder
+	api, _ := instrumented(t, &log)
+	long := "/" + strings.Repeat("a", 60<<10)
+	for _, c := range []struct{ method, path, contentType string }{
+		{http.MethodGet, long, ""},                                        // 404 no resource at ...
+		{http.MethodDelete, "/orders/" + strings.Repeat("b", 60<<10), ""}, // 405 ... is not allowed on ...
+		{http.MethodPost, "/orders", "text/" + strings.Repeat("c", 60<<10)},
+	} {
+		log.Reset()
+		a := call(t, api, c.method, c.path, c.contentType, `{}`)
+		if a.status < 400 || a.problem.Status != a.status {
+			t.Fatalf("%s %.40s…: %d %.200s, want a problem", c.method, c.path, a.status, a.body)
+		}
+		if len(a.body) > 2<<10 {
+			t.Errorf("%s %.40s…: a %d-byte problem: %.300s…", c.method, c.path, len(a.body), a.body)
+		}
+		if len(log.String()) > 2<<10 {
+			t.Errorf("%s %.40s…: a %d-byte log line: %.300s…", c.method, c.path, len(log.String()), log.String())
+		}
+		if !strings.Contains(log.String(), `"path":"/`) {
+			t.Errorf("%s %.40s…: the log line names no path: %.300s", c.method, c.path, log.String())
+		}
+	}
+}
+
+// A problem lists at most MaxProblemErrors of its fields, and names how many more there
+// were; each field and detail it lists, and its own detail, are excerpts.
+func TestAProblemListsABoundedNumberOfErrors(t *testing.T) {
+	t.Parallel()
+	fields := map[string]string{}
+	for i := range 21000 {
+		fields[fmt.Sprintf("lines[%d].book_id", i)] = "is required " + strings.Repeat("z", 1000)
+	}
+	rec := httptest.NewRecorder()
+	httpapi.WriteProblem(rec, httpapi.Invalid(fields))
+	var p httpapi.Problem
+	if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Errors) > httpapi.MaxProblemErrors || len(p.Errors) == 0 {
+		t.Errorf("%d errors listed, want 1 to %d", len(p.Errors), httpapi.MaxProblemErrors)
+	}
+	if rec.Body.Len() > 16<<10 {
+		t.Errorf("a %d-byte problem for 21,000 fields", rec.Body.Len())
+	}
+	if !strings.Contains(p.Detail, "more") {
+		t.Errorf("the detail does not say more fields were left out: %.300s", p.Detail)
 	}
 }

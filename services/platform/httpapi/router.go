@@ -20,13 +20,13 @@ func NewRouter() chi.Router {
 	r := chi.NewRouter()
 	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
 		WriteProblem(w, NewProblem(http.StatusNotFound, "not-found", "Not found",
-			"no resource at "+req.URL.EscapedPath()))
+			"no resource at "+Excerpt(req.URL.EscapedPath())))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
 		allowed := allowedMethods(r, req)
 		w.Header().Set("Allow", strings.Join(allowed, ", "))
 		WriteProblem(w, NewProblem(http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed",
-			req.Method+" is not allowed on "+req.URL.EscapedPath()+"; allowed: "+strings.Join(allowed, ", ")))
+			Excerpt(req.Method)+" is not allowed on "+Excerpt(req.URL.EscapedPath())+"; allowed: "+strings.Join(allowed, ", ")))
 	})
 	r.Use(middleware.GetHead, requireJSONBody(r))
 	return r
@@ -90,7 +90,7 @@ func jsonMediaType(values []string) string {
 	case err != nil:
 		return "Content-Type " + quoteHeader(values[0]) + " is not a media type; want application/json"
 	case mt != "application/json" && !(strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")):
-		return "Content-Type " + mt + " is not accepted; want application/json"
+		return "Content-Type " + quoteHeader(mt) + " is not accepted; want application/json"
 	}
 	for name, v := range params {
 		if name != "charset" || !strings.EqualFold(v, "utf-8") {
@@ -100,12 +100,5 @@ func jsonMediaType(values []string) string {
 	return ""
 }
 
-// quoteHeader quotes a client's header value for a problem's detail, escaped and cut to
-// a length a reader can take in.
-func quoteHeader(v string) string {
-	const max = 100
-	if len(v) > max {
-		return strconv.Quote(v[:max]) + "…"
-	}
-	return strconv.Quote(v)
-}
+// quoteHeader quotes a client's header value for a problem's detail: an Excerpt, escaped.
+func quoteHeader(v string) string { return strconv.Quote(Excerpt(v)) }
