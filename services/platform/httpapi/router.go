@@ -3,6 +3,7 @@ package httpapi
 import (
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -13,7 +14,8 @@ import (
 // NewRouter returns the router every API is mapped on, which answers what chi answers by
 // itself as problem+json: an unknown path is a 404; another method on a known path is a
 // 405 with Allow; HEAD is served wherever GET is (RFC 9110); a POST, PUT or PATCH not
-// declared application/json is a 415 before the handler reads it, since a browser sends
+// declared application/json is a 415 before the handler reads it (one with no body at all
+// passes, see requireJSONBody), since a browser sends
 // text/plain, forms and multipart cross-site without a CORS preflight, and application/json
 // only after one, to which no API here says yes.
 func NewRouter() chi.Router {
@@ -56,14 +58,29 @@ func routePath(req *http.Request) string {
 }
 
 // requireJSONBody refuses, with a 415 problem, a request to a route that takes a body
-// (POST, PUT, PATCH) unless its Content-Type is application/json (or a +json type) in
-// UTF-8. A request to no route passes on, to be answered 404 or 405 for what it is.
+// (POST, PUT, PATCH) that has one unless its Content-Type is application/json (or a +json
+// type) in UTF-8; a request with no body passes, unless a browser says it comes from
+// another origin (403). A request to no route passes on, to be answered 404 or 405 for
+// what it is.
 func requireJSONBody(routes chi.Routes) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 			switch req.Method {
 			case http.MethodPost, http.MethodPut, http.MethodPatch:
 			default:
+				next.ServeHTTP(w, req)
+				return
+			}
+			if req.ContentLength == 0 {
+				// No body (a chunked one has length -1): nothing to declare a type for.
+				// The handler takes it where the body is optional (BodyOptional) and
+				// answers 400 where one is required. But a browser sends a POST without
+				// a body to another origin without asking first, as it does a form, so
+				// one that says it comes from another origin is refused.
+				if detail := crossOrigin(req); detail != "" && routes.Match(chi.NewRouteContext(), req.Method, routePath(req)) {
+					WriteProblem(w, NewProblem(http.StatusForbidden, "cross-origin", "Cross-origin request", detail))
+					return
+				}
 				next.ServeHTTP(w, req)
 				return
 			}
@@ -77,6 +94,25 @@ func requireJSONBody(routes chi.Routes) func(http.Handler) http.Handler {
 			next.ServeHTTP(w, req)
 		})
 	}
+}
+
+// crossOrigin says why a request comes from a page of another origin, by what a browser
+// adds to every request it sends (Sec-Fetch-Site) or to every cross-origin POST (Origin),
+// or "" when it says nothing of the kind: curl, and the services' own clients, send
+// neither.
+func crossOrigin(req *http.Request) string {
+	switch site := req.Header.Get("Sec-Fetch-Site"); site {
+	case "cross-site", "same-site":
+		return "Sec-Fetch-Site is " + site + "; a request without a body is taken only from the same origin"
+	}
+	origin := req.Header.Get("Origin")
+	if origin == "" {
+		return ""
+	}
+	if u, err := url.Parse(origin); err != nil || u.Host != req.Host {
+		return "Origin " + quoteHeader(origin) + " is another origin; a request without a body is taken only from the same origin"
+	}
+	return ""
 }
 
 // jsonMediaType says what is wrong with a request's Content-Type headers for a JSON body,
