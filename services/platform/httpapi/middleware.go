@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
 
@@ -15,7 +16,8 @@ import (
 )
 
 // Instrument wraps an API with a server span per request, an access log line carrying the
-// trace id, and recovery from a panicking handler.
+// trace id, and recovery from a panicking handler. The span continues an incoming
+// traceparent only when tel.TrustIncoming; otherwise it links to it.
 func Instrument(tel *telemetry.Telemetry, h http.Handler) http.Handler {
 	logged := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -57,8 +59,29 @@ func Instrument(tel *telemetry.Telemetry, h http.Handler) http.Handler {
 	return otelhttp.NewHandler(logged, "http",
 		otelhttp.WithTracerProvider(tel.TracerProvider),
 		otelhttp.WithMeterProvider(tel.MeterProvider),
-		otelhttp.WithPropagators(telemetry.Propagator),
+		otelhttp.WithPropagators(boundedTracestate{telemetry.Propagator}),
+		// A caller not trusted (the default) does not choose the trace: its span is a
+		// link, and the request's span starts a trace of its own, which the outbox
+		// stores with the events the request writes. Otherwise anyone could merge one
+		// order's trace into another's.
+		otelhttp.WithPublicEndpointFn(func(*http.Request) bool { return !tel.TrustIncoming }),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }))
+}
+
+// MaxTracestateBytes bounds the tracestate a trusted caller's request continues with; a
+// longer one is dropped, not stored with every event the request writes to the outbox.
+const MaxTracestateBytes = 256
+
+// boundedTracestate extracts as its propagator does, and drops a tracestate over
+// MaxTracestateBytes (W3C allows 32 members of 256 bytes each).
+type boundedTracestate struct{ propagation.TextMapPropagator }
+
+func (b boundedTracestate) Extract(ctx context.Context, carrier propagation.TextMapCarrier) context.Context {
+	ctx = b.TextMapPropagator.Extract(ctx, carrier)
+	if sc := trace.SpanContextFromContext(ctx); len(sc.TraceState().String()) > MaxTracestateBytes {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, sc.WithTraceState(trace.TraceState{}))
+	}
+	return ctx
 }
 
 type statusRecorder struct {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 )
@@ -132,5 +134,62 @@ func TestAProblemListsABoundedNumberOfErrors(t *testing.T) {
 	}
 	if !strings.Contains(p.Detail, "more") {
 		t.Errorf("the detail does not say more fields were left out: %.300s", p.Detail)
+	}
+}
+
+// clientTrace is a traceparent and a 428-byte tracestate, as a client may send them.
+const clientTraceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+
+var clientTracestate = "a=" + strings.Repeat("v", 212) + ",b=" + strings.Repeat("w", 211)
+
+func tracedRequest(t *testing.T, trust bool) tracetest.SpanStub {
+	t.Helper()
+	exp := tracetest.NewInMemoryExporter()
+	tel, err := telemetry.Setup(context.Background(), telemetry.Options{Service: "test", SpanExporter: exp, TrustIncoming: trust})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	req := httptest.NewRequest(http.MethodGet, "/orders/1", nil)
+	req.Header.Set("traceparent", "00-"+clientTraceID+"-00f067aa0ba902b7-01")
+	req.Header.Set("tracestate", clientTracestate)
+	httpapi.Instrument(tel, exampleAPI()).ServeHTTP(httptest.NewRecorder(), req)
+	spans := exp.GetSpans()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans, want the request's one", len(spans))
+	}
+	return spans[0]
+}
+
+// A client does not choose the trace a request joins: its traceparent is a link of the
+// request's span, which starts a trace of its own (and so does what the request writes
+// to the outbox), and its tracestate is dropped.
+func TestAClientsTraceIsALinkNotTheParent(t *testing.T) {
+	t.Parallel()
+	s := tracedRequest(t, false)
+	if s.Parent.IsValid() || s.SpanContext.TraceID().String() == clientTraceID {
+		t.Errorf("the request's span continues the client's trace %s (parent %s)", s.SpanContext.TraceID(), s.Parent.SpanID())
+	}
+	if len(s.Links) != 1 || s.Links[0].SpanContext.TraceID().String() != clientTraceID {
+		t.Errorf("links %+v, want one to the client's span", s.Links)
+	}
+	if ts := s.SpanContext.TraceState().String(); ts != "" {
+		t.Errorf("the span carries the client's tracestate (%d bytes)", len(ts))
+	}
+}
+
+// A trusted caller (OTEL_TRUST_INCOMING=1: the system's own services) continues its
+// trace, but a tracestate over MaxTracestateBytes is dropped, not stored in the outbox.
+func TestATrustedCallersTraceIsTheParentWithABoundedTracestate(t *testing.T) {
+	t.Parallel()
+	s := tracedRequest(t, true)
+	if s.Parent.TraceID().String() != clientTraceID || s.Parent.SpanID().String() != "00f067aa0ba902b7" {
+		t.Errorf("parent %s/%s, want the caller's span", s.Parent.TraceID(), s.Parent.SpanID())
+	}
+	if ts := s.SpanContext.TraceState().String(); len(ts) > httpapi.MaxTracestateBytes {
+		t.Errorf("the span carries a %d-byte tracestate", len(ts))
+	}
+	if len(clientTracestate) != 428 {
+		t.Fatalf("the client's tracestate is %d bytes, want the probe's 428", len(clientTracestate))
 	}
 }

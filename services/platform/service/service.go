@@ -173,7 +173,8 @@ func (s *Start) Begin(ctx context.Context, logAttrs ...any) (*telemetry.Telemetr
 			return nil, err
 		}
 	}
-	tel, err := telemetry.Setup(ctx, telemetry.Options{Service: s.spec.Name, LogLevel: s.Config.LogLevel, OTLPEndpoint: s.Config.OTLPEndpoint, Stdout: s.stdout})
+	tel, err := telemetry.Setup(ctx, telemetry.Options{Service: s.spec.Name, LogLevel: s.Config.LogLevel, OTLPEndpoint: s.Config.OTLPEndpoint, Stdout: s.stdout,
+		TrustIncoming: s.Config.TrustTrace == "1"})
 	if err != nil {
 		return nil, err
 	}

@@ -46,6 +46,9 @@ type Telemetry struct {
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
 	Metrics        http.Handler
+	// TrustIncoming makes an incoming request's trace context its span's parent; false:
+	// a link, and the request starts a trace of its own (OTEL_TRUST_INCOMING).
+	TrustIncoming bool
 
 	shutdown []func(context.Context) error
 }
@@ -58,6 +61,8 @@ type Options struct {
 	Stdout       io.Writer
 	// SpanExporter, when set, receives every span synchronously (tests use an in-memory one).
 	SpanExporter sdktrace.SpanExporter
+	// TrustIncoming: see Telemetry.TrustIncoming.
+	TrustIncoming bool
 }
 
 // Setup builds the service's telemetry. Call Shutdown to flush spans on exit.
@@ -104,6 +109,7 @@ func Setup(ctx context.Context, opts Options) (*Telemetry, error) {
 		TracerProvider: tp,
 		MeterProvider:  mp,
 		Metrics:        promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		TrustIncoming:  opts.TrustIncoming,
 		shutdown:       []func(context.Context) error{tp.Shutdown, mp.Shutdown},
 	}, nil
 }
