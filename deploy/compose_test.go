@@ -485,6 +485,11 @@ func TestComposeChaosOverride(t *testing.T) {
 			routed++
 		}
 		for key := range before.Environment {
+			// A service reached through toxiproxy answers to its name too (a Host of
+			// another name is a 421), and to nothing else new.
+			if key == "HTTP_HOSTS" && env(after, key) == env(before, key)+",toxiproxy" {
+				continue
+			}
 			if key != "DATABASE_URL" && key != "AMQP_URL" && key != "EMAILPROVIDER_URL" && env(before, key) != env(after, key) {
 				t.Errorf("%s: %s changes under chaos", c.Name, key)
 			}

@@ -85,13 +85,17 @@ func TestOneTraceFromOrderToEmail(t *testing.T) {
 	srv := httptest.NewServer(c)
 	defer srv.Close()
 	otlp := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": srv.URL}
-	s := startSystem(t, map[string]map[string]string{"ordering": otlp, "inventory": otlp, "notification": otlp, "emailprovider": otlp})
+	// The client here is trusted to start the trace (OTEL_TRUST_INCOMING=1), as the
+	// email provider trusts notification's; an untrusted one's traceparent is only a link
+	// (TestAClientsTraceIsALinkNotTheParent).
+	trusted := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": srv.URL, "OTEL_TRUST_INCOMING": "1"}
+	s := startSystem(t, map[string]map[string]string{"ordering": trusted, "inventory": otlp, "notification": otlp, "emailprovider": trusted})
 	s.setStock(bookID(1), "Dune", 10)
 
 	req, _ := http.NewRequest(http.MethodPost, s.URL["ordering"]+"/orders",
 		stringsReader(`{"customer_email":"trace@example.com","lines":[{"book_id":"`+bookID(1)+`","quantity":1}]}`))
 	req.Header.Set("Content-Type", "application/json")
-	// The client starts the trace, as a browser with tracing would.
+	// The client starts the trace, as a trusted caller with tracing would.
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 	req.Header.Set("traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")
 	resp, err := http.DefaultClient.Do(req)

@@ -75,7 +75,9 @@ type Common struct {
 	DatabaseAdminURL string
 	AMQPURL          string
 	HTTPAddr         string
+	HTTPHosts        string
 	OTLPEndpoint     string
+	TrustTrace       string
 	LogLevel         string
 	Failpoints       string
 	PprofAddr        string
@@ -124,7 +126,13 @@ func Standard(service string, port int) (*Common, []Var) {
 		// Loopback unless asked: in a container compose sets :<port>, as a published port
 		// reaches the container's own interface, not its loopback.
 		String("HTTP_ADDR", "127.0.0.1:"+strconv.Itoa(port), "HTTP listen address; :"+strconv.Itoa(port)+" listens on every interface", &c.HTTPAddr),
+		// DNS rebinding: a page on another origin whose name resolves to loopback gets
+		// 421 (httpapi.Hosts). Compose adds the service names, k8s its Service's.
+		String("HTTP_HOSTS", "", "names the HTTP server answers to (Host header, any port), comma-separated, beside localhost, loopback addresses and the address a request arrived on, which it always answers; any other name is a 421", &c.HTTPHosts),
 		String("OTEL_EXPORTER_OTLP_ENDPOINT", "", "OTLP/HTTP endpoint for traces (e.g. http://localhost:4318); empty: traces stay in the process", &c.OTLPEndpoint),
+		// A client's traceparent as the parent would let it choose the trace an order
+		// is part of, and store its tracestate in the outbox.
+		OneOf("OTEL_TRUST_INCOMING", "0", "1: an incoming traceparent is the request span's parent (callers are the system's own); 0: a link to a new trace", []string{"0", "1"}, &c.TrustTrace),
 		String("LOG_LEVEL", "info", "debug, info, warn or error", &c.LogLevel),
 		String("BOOKSTORE_FAILPOINTS", "", `failpoints, e.g. "relay/after-publish=p(0.05)*crash"`, &c.Failpoints),
 		String("PPROF_ADDR", "", "serve net/http/pprof on this address, e.g. 127.0.0.1:6061; empty: off", &c.PprofAddr),

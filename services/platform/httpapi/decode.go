@@ -21,7 +21,8 @@ const MaxBodyBytes = 64 << 10
 // case, keeps the last of two, stops reading after the first value), and what it lets
 // through either changes the meaning of a request silently or fails later as a 500. The
 // error is a *Problem: 413 for a body too large, 400 naming the first offending field by
-// its path (lines[0].quantity) where there is one.
+// its path (lines[0].quantity) where there is one. An empty body is the 400 unless v is
+// BodyOptional.
 func Decode(r *http.Request, v any) ([]byte, *Problem) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
 	if err != nil {
@@ -30,6 +31,9 @@ func Decode(r *http.Request, v any) ([]byte, *Problem) {
 	if len(body) > MaxBodyBytes {
 		return nil, NewProblem(http.StatusRequestEntityTooLarge, "too-large", "Request body too large",
 			fmt.Sprintf("the body exceeds %d bytes", MaxBodyBytes))
+	}
+	if _, optional := v.(BodyOptional); optional && len(body) == 0 {
+		return body, nil
 	}
 	if !utf8.Valid(body) {
 		return nil, malformed("", "the body is not valid UTF-8")
@@ -41,6 +45,13 @@ func Decode(r *http.Request, v any) ([]byte, *Problem) {
 		return nil, decodeProblem(err)
 	}
 	return body, nil
+}
+
+// BodyOptional is a request body that may be left out: a request with no body at all
+// (curl -X POST) decodes as the zero value, as if it were {}. A body that is there is
+// decoded as any other.
+type BodyOptional interface {
+	BodyOptional()
 }
 
 // Validator is a request body that checks its own rules: it maps the path of each field

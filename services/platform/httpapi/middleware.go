@@ -8,13 +8,16 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 )
 
 // Instrument wraps an API with a server span per request, an access log line carrying the
-// trace id, and recovery from a panicking handler.
+// trace id, and recovery from a panicking handler. The span continues an incoming
+// traceparent only when tel.TrustIncoming; otherwise it links to it.
 func Instrument(tel *telemetry.Telemetry, h http.Handler) http.Handler {
 	logged := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -27,9 +30,14 @@ func Instrument(tel *telemetry.Telemetry, h http.Handler) http.Handler {
 		defer func() {
 			if p := rctx.RoutePattern(); p != "" {
 				trace.SpanFromContext(r.Context()).SetName(r.Method + " " + p)
+				// The pattern is one of the routes mapped, never the path asked for, so
+				// it is a label of the HTTP metrics (telemetry.HTTPServerLabels).
+				if l, ok := otelhttp.LabelerFromContext(r.Context()); ok {
+					l.Add(semconv.HTTPRoute(p))
+				}
 			}
 			if v := recover(); v != nil {
-				tel.Logger.ErrorContext(r.Context(), "handler panicked", "panic", v, "path", r.URL.Path)
+				tel.Logger.ErrorContext(r.Context(), "handler panicked", "panic", v, "path", Excerpt(r.URL.Path))
 				Internal(rec)
 			}
 			// One line per request that went wrong; every other request is a debug line
@@ -43,7 +51,7 @@ func Instrument(tel *telemetry.Telemetry, h http.Handler) http.Handler {
 			case rec.status >= 400:
 				level = slog.LevelInfo
 			}
-			tel.Logger.Log(r.Context(), level, "http request", "method", r.Method, "path", r.URL.Path,
+			tel.Logger.Log(r.Context(), level, "http request", "method", Excerpt(r.Method), "path", Excerpt(r.URL.Path),
 				"status", rec.status, "duration_ms", time.Since(start).Milliseconds())
 		}()
 		h.ServeHTTP(rec, r)
@@ -51,8 +59,29 @@ func Instrument(tel *telemetry.Telemetry, h http.Handler) http.Handler {
 	return otelhttp.NewHandler(logged, "http",
 		otelhttp.WithTracerProvider(tel.TracerProvider),
 		otelhttp.WithMeterProvider(tel.MeterProvider),
-		otelhttp.WithPropagators(telemetry.Propagator),
+		otelhttp.WithPropagators(boundedTracestate{telemetry.Propagator}),
+		// A caller not trusted (the default) does not choose the trace: its span is a
+		// link, and the request's span starts a trace of its own, which the outbox
+		// stores with the events the request writes. Otherwise anyone could merge one
+		// order's trace into another's.
+		otelhttp.WithPublicEndpointFn(func(*http.Request) bool { return !tel.TrustIncoming }),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }))
+}
+
+// MaxTracestateBytes bounds the tracestate a trusted caller's request continues with; a
+// longer one is dropped, not stored with every event the request writes to the outbox.
+const MaxTracestateBytes = 256
+
+// boundedTracestate extracts as its propagator does, and drops a tracestate over
+// MaxTracestateBytes (W3C allows 32 members of 256 bytes each).
+type boundedTracestate struct{ propagation.TextMapPropagator }
+
+func (b boundedTracestate) Extract(ctx context.Context, carrier propagation.TextMapCarrier) context.Context {
+	ctx = b.TextMapPropagator.Extract(ctx, carrier)
+	if sc := trace.SpanContextFromContext(ctx); len(sc.TraceState().String()) > MaxTracestateBytes {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, sc.WithTraceState(trace.TraceState{}))
+	}
+	return ctx
 }
 
 type statusRecorder struct {

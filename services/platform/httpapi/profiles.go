@@ -11,7 +11,7 @@ import (
 // nothing. The profiles get a listener of their own, never the API's: they show the
 // process's internals and a CPU profile costs the process while it runs, so they are
 // opened only when an operator asks, and bound where the operator says (loopback, as a
-// rule).
+// rule), and answer only to loopback names.
 func ServeProfiles(ctx context.Context, addr string, log *slog.Logger) error {
 	if addr == "" {
 		return nil
@@ -23,5 +23,5 @@ func ServeProfiles(ctx context.Context, addr string, log *slog.Logger) error {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	log.WarnContext(ctx, "serving profiles: PPROF_ADDR is set", "pprof_addr", addr)
-	return Serve(ctx, addr, mux, log, nil)
+	return Serve(ctx, addr, Hosts{}, mux, log, nil) // kubectl port-forward sends localhost
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -13,20 +14,21 @@ import (
 // NewRouter returns the router every API is mapped on, which answers what chi answers by
 // itself as problem+json: an unknown path is a 404; another method on a known path is a
 // 405 with Allow; HEAD is served wherever GET is (RFC 9110); a POST, PUT or PATCH not
-// declared application/json is a 415 before the handler reads it, since a browser sends
+// declared application/json is a 415 before the handler reads it (one with no body at all
+// passes, see requireJSONBody), since a browser sends
 // text/plain, forms and multipart cross-site without a CORS preflight, and application/json
 // only after one, to which no API here says yes.
 func NewRouter() chi.Router {
 	r := chi.NewRouter()
 	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
 		WriteProblem(w, NewProblem(http.StatusNotFound, "not-found", "Not found",
-			"no resource at "+req.URL.EscapedPath()))
+			"no resource at "+Excerpt(req.URL.EscapedPath())))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
 		allowed := allowedMethods(r, req)
 		w.Header().Set("Allow", strings.Join(allowed, ", "))
 		WriteProblem(w, NewProblem(http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed",
-			req.Method+" is not allowed on "+req.URL.EscapedPath()+"; allowed: "+strings.Join(allowed, ", ")))
+			Excerpt(req.Method)+" is not allowed on "+Excerpt(req.URL.EscapedPath())+"; allowed: "+strings.Join(allowed, ", ")))
 	})
 	r.Use(middleware.GetHead, requireJSONBody(r))
 	return r
@@ -56,14 +58,29 @@ func routePath(req *http.Request) string {
 }
 
 // requireJSONBody refuses, with a 415 problem, a request to a route that takes a body
-// (POST, PUT, PATCH) unless its Content-Type is application/json (or a +json type) in
-// UTF-8. A request to no route passes on, to be answered 404 or 405 for what it is.
+// (POST, PUT, PATCH) that has one unless its Content-Type is application/json (or a +json
+// type) in UTF-8; a request with no body passes, unless a browser says it comes from
+// another origin (403). A request to no route passes on, to be answered 404 or 405 for
+// what it is.
 func requireJSONBody(routes chi.Routes) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 			switch req.Method {
 			case http.MethodPost, http.MethodPut, http.MethodPatch:
 			default:
+				next.ServeHTTP(w, req)
+				return
+			}
+			if req.ContentLength == 0 {
+				// No body (a chunked one has length -1): nothing to declare a type for.
+				// The handler takes it where the body is optional (BodyOptional) and
+				// answers 400 where one is required. But a browser sends a POST without
+				// a body to another origin without asking first, as it does a form, so
+				// one that says it comes from another origin is refused.
+				if detail := crossOrigin(req); detail != "" && routes.Match(chi.NewRouteContext(), req.Method, routePath(req)) {
+					WriteProblem(w, NewProblem(http.StatusForbidden, "cross-origin", "Cross-origin request", detail))
+					return
+				}
 				next.ServeHTTP(w, req)
 				return
 			}
@@ -79,6 +96,25 @@ func requireJSONBody(routes chi.Routes) func(http.Handler) http.Handler {
 	}
 }
 
+// crossOrigin says why a request comes from a page of another origin, by what a browser
+// adds to every request it sends (Sec-Fetch-Site) or to every cross-origin POST (Origin),
+// or "" when it says nothing of the kind: curl, and the services' own clients, send
+// neither.
+func crossOrigin(req *http.Request) string {
+	switch site := req.Header.Get("Sec-Fetch-Site"); site {
+	case "cross-site", "same-site":
+		return "Sec-Fetch-Site is " + site + "; a request without a body is taken only from the same origin"
+	}
+	origin := req.Header.Get("Origin")
+	if origin == "" {
+		return ""
+	}
+	if u, err := url.Parse(origin); err != nil || u.Host != req.Host {
+		return "Origin " + quoteHeader(origin) + " is another origin; a request without a body is taken only from the same origin"
+	}
+	return ""
+}
+
 // jsonMediaType says what is wrong with a request's Content-Type headers for a JSON body,
 // or "" when they declare one JSON body in UTF-8.
 func jsonMediaType(values []string) string {
@@ -90,7 +126,7 @@ func jsonMediaType(values []string) string {
 	case err != nil:
 		return "Content-Type " + quoteHeader(values[0]) + " is not a media type; want application/json"
 	case mt != "application/json" && !(strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")):
-		return "Content-Type " + mt + " is not accepted; want application/json"
+		return "Content-Type " + quoteHeader(mt) + " is not accepted; want application/json"
 	}
 	for name, v := range params {
 		if name != "charset" || !strings.EqualFold(v, "utf-8") {
@@ -100,12 +136,5 @@ func jsonMediaType(values []string) string {
 	return ""
 }
 
-// quoteHeader quotes a client's header value for a problem's detail, escaped and cut to
-// a length a reader can take in.
-func quoteHeader(v string) string {
-	const max = 100
-	if len(v) > max {
-		return strconv.Quote(v[:max]) + "…"
-	}
-	return strconv.Quote(v)
-}
+// quoteHeader quotes a client's header value for a problem's detail: an Excerpt, escaped.
+func quoteHeader(v string) string { return strconv.Quote(Excerpt(v)) }

@@ -179,7 +179,7 @@ func TestServerRefusesHeadersBeyond64KiB(t *testing.T) {
 	addr := make(chan net.Addr, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- httpapi.Serve(ctx, "127.0.0.1:0", exampleAPI(), slog.New(slog.DiscardHandler), func(a net.Addr) { addr <- a })
+		done <- httpapi.Serve(ctx, "127.0.0.1:0", httpapi.Hosts{}, exampleAPI(), slog.New(slog.DiscardHandler), func(a net.Addr) { addr <- a })
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	base := "http://" + (<-addr).String()

@@ -23,16 +23,17 @@ const WriteTimeout = 30 * time.Second
 // ShutdownTimeout bounds how long a stopping server waits for requests in progress.
 const ShutdownTimeout = 10 * time.Second
 
-// Serve listens on addr and serves h until ctx ends, then stops accepting and waits up
-// to ShutdownTimeout for requests in progress, so a SIGTERM does not cut an order's
-// transaction off mid-response. ready, if not nil, receives the bound address.
-func Serve(ctx context.Context, addr string, h http.Handler, log *slog.Logger, ready func(net.Addr)) error {
+// Serve listens on addr and serves h to the requests for hosts (others are 421, see
+// RequireHost) until ctx ends, then stops accepting and waits up to ShutdownTimeout for
+// requests in progress, so a SIGTERM does not cut an order's transaction off
+// mid-response. ready, if not nil, receives the bound address.
+func Serve(ctx context.Context, addr string, hosts Hosts, h http.Handler, log *slog.Logger, ready func(net.Addr)) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           RequireHost(hosts, h),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      WriteTimeout,

@@ -157,6 +157,9 @@ func (s *Start) Parse(ctx context.Context, args []string, getenv func(string) st
 			return true, fmt.Errorf("%s: AMQP_URL: %w", s.spec.Name, err)
 		}
 	}
+	if _, err := httpapi.ParseHosts(s.Config.HTTPHosts); err != nil {
+		return true, fmt.Errorf("%s: HTTP_HOSTS=%q: %w", s.spec.Name, s.Config.HTTPHosts, err)
+	}
 	if rest := config.Rest(args); len(rest) > 0 {
 		if s.spec.Commands != nil && s.spec.Commands.Handles(rest[0]) {
 			return true, s.spec.Commands.Run(ctx, s.Config, rest, stdout)
@@ -178,7 +181,8 @@ func (s *Start) Begin(ctx context.Context, logAttrs ...any) (*telemetry.Telemetr
 			return nil, err
 		}
 	}
-	tel, err := telemetry.Setup(ctx, telemetry.Options{Service: s.spec.Name, LogLevel: s.Config.LogLevel, OTLPEndpoint: s.Config.OTLPEndpoint, Stdout: s.stdout})
+	tel, err := telemetry.Setup(ctx, telemetry.Options{Service: s.spec.Name, LogLevel: s.Config.LogLevel, OTLPEndpoint: s.Config.OTLPEndpoint, Stdout: s.stdout,
+		TrustIncoming: s.Config.TrustTrace == "1"})
 	if err != nil {
 		return nil, err
 	}
@@ -281,10 +285,11 @@ func (s *Start) Loop(loop func(ctx context.Context)) {
 // the relay and consumers the service runs.
 func (s *Start) Checks() []httpapi.Check { return slices.Clone(s.checks) }
 
-// Serve serves h on HTTP_ADDR from Wait on.
+// Serve serves h on HTTP_ADDR, to the names of HTTP_HOSTS, from Wait on.
 func (s *Start) Serve(h http.Handler) {
 	addr := s.Config.HTTPAddr
-	s.Go(func(ctx context.Context) error { return httpapi.Serve(ctx, addr, h, s.Log, nil) })
+	hosts, _ := httpapi.ParseHosts(s.Config.HTTPHosts) // Parse refused a bad list
+	s.Go(func(ctx context.Context) error { return httpapi.Serve(ctx, addr, hosts, h, s.Log, nil) })
 }
 
 // Wait runs the profiles (PPROF_ADDR) and every task together until one fails or ctx

@@ -20,11 +20,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/exemplar"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
@@ -42,6 +46,9 @@ type Telemetry struct {
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
 	Metrics        http.Handler
+	// TrustIncoming makes an incoming request's trace context its span's parent; false:
+	// a link, and the request starts a trace of its own (OTEL_TRUST_INCOMING).
+	TrustIncoming bool
 
 	shutdown []func(context.Context) error
 }
@@ -54,6 +61,8 @@ type Options struct {
 	Stdout       io.Writer
 	// SpanExporter, when set, receives every span synchronously (tests use an in-memory one).
 	SpanExporter sdktrace.SpanExporter
+	// TrustIncoming: see Telemetry.TrustIncoming.
+	TrustIncoming bool
 }
 
 // Setup builds the service's telemetry. Call Shutdown to flush spans on exit.
@@ -79,7 +88,10 @@ func Setup(ctx context.Context, opts Options) (*Telemetry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: prometheus exporter: %w", err)
 	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(exp))
+	// No exemplars: /metrics is the Prometheus text format, which has none to show, and
+	// an exemplar keeps the attributes a view dropped (a client's Host among them).
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(exp),
+		sdkmetric.WithView(httpServerView), sdkmetric.WithExemplarFilter(exemplar.AlwaysOffFilter))
 
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(strings.ToUpper(orDefault(opts.LogLevel, "info")))); err != nil {
@@ -97,9 +109,26 @@ func Setup(ctx context.Context, opts Options) (*Telemetry, error) {
 		TracerProvider: tp,
 		MeterProvider:  mp,
 		Metrics:        promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		TrustIncoming:  opts.TrustIncoming,
 		shutdown:       []func(context.Context) error{tp.Shutdown, mp.Shutdown},
 	}, nil
 }
+
+// HTTPServerLabels are the only attributes the HTTP server metrics keep: the route's
+// pattern (/orders/{id}), the method (otelhttp names any method outside the standard
+// ones _OTHER) and the status. Each has a few values the services choose, whatever a
+// client sends.
+var HTTPServerLabels = []attribute.Key{"http.route", "http.request.method", "http.response.status_code"}
+
+// httpServerView keeps HTTPServerLabels on otelhttp's server instruments and drops the
+// rest. otelhttp adds server.address and server.port from the request's Host header,
+// which a client writes: a thousand made-up hosts were a thousand series each, megabytes
+// of /metrics, until the SDK's cardinality limit counted every later request, real ones
+// too, under otel_metric_overflow.
+var httpServerView = sdkmetric.NewView(
+	sdkmetric.Instrument{Name: "http.server.*", Scope: instrumentation.Scope{Name: otelhttp.ScopeName}},
+	sdkmetric.Stream{AttributeFilter: attribute.NewAllowKeysFilter(HTTPServerLabels...)},
+)
 
 // Shutdown flushes and stops the providers.
 func (t *Telemetry) Shutdown(ctx context.Context) error {

@@ -72,8 +72,9 @@ func getOrderEvents(svc *orders.Service, tel *telemetry.Telemetry) http.HandlerF
 	}
 }
 
-// cancelOrder is POST /orders/{id}/cancel with the body {} (a JSON body, like every POST
-// here, so a browser cannot send it across sites without asking first); a pending or
+// cancelOrder is POST /orders/{id}/cancel with the body {} or none (a JSON body, like
+// every POST here, so a browser cannot send it across sites without asking first; one
+// without a body that says it is from another origin is refused by httpapi); a pending or
 // confirmed order becomes cancelled (200 with the order), a rejected or cancelled one
 // answers 409 not-cancellable, and a repeated Idempotency-Key replays the first answer.
 func cancelOrder(svc *orders.Service, tel *telemetry.Telemetry) http.HandlerFunc {

@@ -17,11 +17,14 @@ import (
 )
 
 // CancelOrderRequest is the body of POST /orders/{id}/cancel: an empty JSON object
-// today, a place for fields to come (an unknown field is malformed).
+// today, a place for fields to come (an unknown field is malformed), or no body at all.
 type CancelOrderRequest struct{}
 
 // Valid reports no problem: an empty object has no rules to break.
 func (CancelOrderRequest) Valid() map[string]string { return nil }
+
+// BodyOptional lets a cancel come with no body (curl -X POST), which is {}.
+func (CancelOrderRequest) BodyOptional() {}
 
 // cancelRequest is what an Idempotency-Key of POST /orders/{id}/cancel names: the same
 // key for another order is a different request (422 idempotency-key-reused).

@@ -76,7 +76,7 @@ func (r PlaceOrderRequest) lines() []Line {
 // The customer's email is checked by contracts.AddressProblem, the same rule the email
 // provider applies, so an order is not taken for an address its email would be refused
 // for; the limits of its lines are contracts.MaxLines and contracts.MaxQuantity, which
-// inventory checks too.
+// inventory checks too. Too many lines is one problem, and no line is checked.
 func (r PlaceOrderRequest) Valid() map[string]string {
 	problems := map[string]string{}
 	switch {
@@ -91,7 +91,10 @@ func (r PlaceOrderRequest) Valid() map[string]string {
 	case len(r.Lines) == 0:
 		problems["lines"] = "must have at least one line"
 	case len(r.Lines) > contracts.MaxLines:
+		// The first limit met is the answer: checking each of 21,000 lines made 42,000
+		// errors to list, from a 63 KB body. Fewer lines will get their own checks.
 		problems["lines"] = fmt.Sprintf("must have at most %d lines", contracts.MaxLines)
+		return problems
 	}
 	seen := map[uuid.UUID]int{}
 	for i, l := range r.Lines {
