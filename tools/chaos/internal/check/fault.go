@@ -16,6 +16,22 @@ type FaultCheck struct {
 	Drain     time.Duration `json:"drain_ns,omitempty"` // broker_alarm: from the alarm's end until every row written before it was published
 }
 
+// Recovery is what one node loss or failover cost the clients and the pipeline, measured
+// from the moment the node or primary was killed or stopped. The client figures come from
+// the load's history after the run (report.Recoveries); Drained from polling meanwhile.
+type Recovery struct {
+	Killed   time.Time     `json:"killed"`             // the node or primary went down
+	Restored time.Time     `json:"restored,omitzero"`  // the node rejoined, or the old primary is the new one's standby
+	Accepted time.Duration `json:"accepted_ns"`        // from Killed to the first 201 to a POST sent after it; -1: none before the load ended
+	Drained  time.Duration `json:"drained_ns"`         // from Killed until every order placed before Restored was decided and both outboxes held no row written before it; -1: not within DrainLimit
+	Refused  int           `json:"refused"`            // POSTs sent between Killed and max(first 201, Restored) answered 503
+	TimedOut int           `json:"timed_out"`          // POSTs sent in that window that timed out
+	Tries    int           `json:"tries"`              // every POST sent in that window
+	Node     string        `json:"node,omitempty"`     // the broker node, or the service whose primary failed over
+	Queue    string        `json:"queue,omitempty"`    // broker_node_killed: the busiest quorum queue, led by the node
+	Messages int           `json:"messages,omitempty"` // broker_node_killed: its messages then
+}
+
 // Fault-check violation kinds (invariant 10).
 const (
 	TwinPublished    = "relay twin published events under a live relay's id"
@@ -48,6 +64,20 @@ const (
 	FaultPrivilegeRevoked = "privilege_revoked" // a table privilege revoked from a service's role, then granted again
 	FaultQueueUnbound     = "queue_unbound"     // late_consumer, but the harness declares the queue again without its bindings, as a consumer killed between its declare and its binds leaves it
 )
+
+// The cluster faults (faults/cluster.go), only in the cluster profile (make chaos-cluster):
+// the harness plays the part of a node's failure and of CloudNativePG's failover.
+const (
+	FaultBrokerNodeKilled  = "broker_node_killed"  // SIGKILL the RabbitMQ node leading the busiest quorum queue, then boot it again
+	FaultBrokerNodeStopped = "broker_node_stopped" // stop a RabbitMQ node for longer than the relays' retry budget, then start it
+	FaultPostgresFailover  = "postgres_failover"   // cut a service's standby off, kill its primary, promote the standby; the old primary rejoins as its standby
+)
+
+// ClusterKinds are the cluster profile's own kinds, in report order.
+var ClusterKinds = []string{FaultBrokerNodeKilled, FaultBrokerNodeStopped, FaultPostgresFailover}
+
+// IsCluster reports whether kind is one of ClusterKinds.
+func IsCluster(kind string) bool { return slices.Contains(ClusterKinds, kind) }
 
 // FaultKinds lists the kinds every run injects, in report order: FaultsPerKind of each,
 // but Outages of each outage kind.
@@ -84,4 +114,6 @@ type Fault struct {
 	Note  string    `json:"note,omitempty"`
 	// Check is the fault's own check, for the kinds that have one (faults/heavy.go).
 	Check *FaultCheck `json:"check,omitempty"`
+	// Recovery is what a cluster fault cost (faults/cluster.go), nil for the other kinds.
+	Recovery *Recovery `json:"recovery,omitempty"`
 }

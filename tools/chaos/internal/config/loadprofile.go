@@ -117,8 +117,10 @@ func (c *Config) applyProfile(fs *flag.FlagSet) error {
 	case "":
 		return nil
 	case "load":
+	case "cluster":
+		return c.applyClusterProfile(fs)
 	default:
-		return fmt.Errorf("-profile %q: want load, or none", c.Profile)
+		return fmt.Errorf("-profile %q: want load, cluster, or none", c.Profile)
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })

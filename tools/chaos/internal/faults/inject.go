@@ -175,6 +175,8 @@ func (in *Injector) apply(ctx context.Context, f *check.Fault) {
 			return
 		}
 		in.record(f, true, "message_id "+p.MessageID)
+	case check.FaultBrokerNodeKilled, check.FaultBrokerNodeStopped, check.FaultPostgresFailover:
+		in.clusterFault(ctx, f)
 	case check.FaultBrokerRestart:
 		err := rabbitmqctl(ctx, "stop_app")
 		time.Sleep(f.Duration)

@@ -46,11 +46,19 @@ func (m *Messages) channel() (*amqp.Channel, error) {
 		return m.ch, nil
 	}
 	if m.conn == nil || m.conn.IsClosed() {
-		conn, err := amqp.DialConfig(m.sys.AMQPURL, amqp.Config{Properties: amqp.Table{"connection_name": "chaos-harness"}})
-		if err != nil {
-			return nil, fmt.Errorf("harness broker connection: %w", err)
+		// Each broker node in turn (one outside the cluster profile): a node may be down.
+		var errs []error
+		for _, u := range m.sys.BrokerURLs() {
+			conn, err := amqp.DialConfig(u, amqp.Config{Properties: amqp.Table{"connection_name": "chaos-harness"}})
+			if err == nil {
+				m.conn = conn
+				break
+			}
+			errs = append(errs, err)
 		}
-		m.conn = conn
+		if m.conn == nil || m.conn.IsClosed() {
+			return nil, fmt.Errorf("harness broker connection: %w", errors.Join(errs...))
+		}
 	}
 	ch, err := m.conn.Channel()
 	if err != nil {

@@ -65,7 +65,16 @@ func Schedule(cfg config.Config, processes, links []string) []check.Fault {
 	}
 
 	out := scheduleOutages(cfg, links)
-	out = append(out, scheduleHeavy(cfg, processes, out)...)
+	cluster := scheduleCluster(cfg, out)
+	// The heavy faults keep clear of the node faults' recovery too (empty outside the
+	// cluster profile, so the other profiles' schedules are unchanged).
+	avoid := slices.Clone(out)
+	for _, c := range cluster {
+		c.Duration += clusterRecovery
+		avoid = append(avoid, c)
+	}
+	out = append(out, scheduleHeavy(cfg, processes, avoid)...)
+	out = append(out, cluster...)
 	for _, kind := range kinds {
 		if check.IsOutage(kind) || check.IsHeavy(kind) {
 			continue
@@ -243,4 +252,74 @@ func scheduleOutages(cfg config.Config, links []string) []check.Fault {
 		busy += lengths[i]
 	}
 	return out
+}
+
+// clusterRecovery is about how long after its node is back a cluster fault keeps the
+// system busy: a node boots and rejoins, a primary rejoins as a standby, the backlog
+// drains.
+const clusterRecovery = 20 * time.Second
+
+// scheduleCluster draws the cluster profile's node faults (cfg.NodeLosses broker nodes
+// killed and as many stopped, cfg.Failovers Postgres failovers) from a stream of their
+// own, taking turns: one to each of as many equal slots of the load, clear of the
+// outages where the slot leaves room. Two at once would be a double fault, which a
+// three-node cluster and a single standby are not built to survive. The failovers cycle
+// through the services, ordering first; the stopped nodes through the nodes.
+func scheduleCluster(cfg config.Config, outages []check.Fault) []check.Fault {
+	if !cfg.Cluster {
+		return nil
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x636c7573)) // "clus"
+	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
+	var lists [3][]check.Fault
+	for i := range cfg.NodeLosses {
+		lists[0] = append(lists[0], check.Fault{Kind: check.FaultBrokerNodeKilled, Target: "leader", Duration: between(2*time.Second, 4*time.Second),
+			Detail: "the node leading the busiest quorum queue, SIGKILL"})
+		node := (i + 1) % 3
+		if len(cfg.PinnedServices()) > 0 {
+			node = config.PinnedNode
+		}
+		lists[1] = append(lists[1], check.Fault{Kind: check.FaultBrokerNodeStopped, Target: fmt.Sprintf("node-%d", node),
+			Duration: between(cfg.NodeDown, cfg.NodeDown*3/2), Detail: "the node stopped, longer than the relays' retry budget, then started"})
+	}
+	for i := range cfg.Failovers {
+		svc := []string{"ordering", "inventory", "notification"}[i%3]
+		lists[2] = append(lists[2], check.Fault{Kind: check.FaultPostgresFailover, Target: svc, Duration: between(time.Second, 2*time.Second),
+			Detail: "standby cut off, primary killed, standby promoted, old primary rejoins as standby"})
+	}
+	var turns []check.Fault
+	for i := 0; len(lists[0])+len(lists[1])+len(lists[2]) > 0; i++ {
+		if l := &lists[[]int{0, 2, 1}[i%3]]; len(*l) > 0 {
+			turns = append(turns, (*l)[0])
+			*l = (*l)[1:]
+		}
+	}
+	if len(turns) == 0 {
+		return nil
+	}
+	span := cfg.LoadDuration()
+	lead := config.FaultLead(span)
+	slot := (span - 2*lead) / time.Duration(len(turns))
+	const margin = 3 * time.Second
+	clear := func(at, d time.Duration) bool {
+		for _, o := range outages {
+			if at < o.At+o.Duration+margin && o.At < at+d+margin {
+				return false
+			}
+		}
+		return true
+	}
+	for i := range turns {
+		f := &turns[i]
+		busy := f.Duration + clusterRecovery
+		room := max(slot-busy, time.Millisecond)
+		start := lead + time.Duration(i)*slot
+		for try := 0; ; try++ {
+			f.At = start + time.Duration(rng.Int64N(int64(room)))
+			if clear(f.At, busy) || try == 100 {
+				break
+			}
+		}
+	}
+	return turns
 }

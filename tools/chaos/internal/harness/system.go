@@ -35,16 +35,17 @@ var Services = []string{"emailprovider", "inventory", "notification", "ordering"
 // direct connections to each database (never through a proxy: the checker must see the
 // truth even while a link is down).
 type System struct {
-	Cfg       config.Config
-	dir       string // the report directory
-	Vhost     string
-	AMQPURL   string // the run's vhost, direct
-	Net       *network
-	Procs     []*Process
-	DBs       map[string]*pgxpool.Pool // by service, connected as the superuser
-	onFPCrash func(p *Process, spec string)
-	alarmMu   sync.Mutex
-	alarms    map[string]*alarmProxy // by process: between its RabbitMQ link and the broker (alarm.go)
+	Cfg        config.Config
+	Cluster    *Cluster // the cluster profile's servers; nil: the machine's own
+	dir        string   // the report directory
+	Vhost      string
+	brokerURLs []string // the run's vhost on each broker node, direct
+	Net        *network
+	Procs      []*Process
+	DBs        map[string]*pgxpool.Pool // by service, connected as the superuser
+	onFPCrash  func(p *Process, spec string)
+	alarmMu    sync.Mutex
+	alarms     map[string][]*alarmProxy // by process: between its RabbitMQ link and the broker (alarm.go)
 }
 
 // Process returns the process called name.
@@ -71,13 +72,22 @@ func (s *System) ProcessesOf(service string) []*Process {
 // ResetStores drops the run's databases and roles and recreates its RabbitMQ vhost, so
 // every run starts from nothing; the services create and migrate their databases
 // themselves on start, as in production.
-func ResetStores(ctx context.Context, cfg config.Config) error {
+//
+// In the cluster profile the cluster's servers are new: only the email provider's
+// database, on the machine's Postgres, is dropped, and the vhost is made on the cluster.
+func ResetStores(ctx context.Context, cfg config.Config, cluster *Cluster) error {
 	conn, err := pgx.Connect(ctx, cfg.AdminURL)
 	if err != nil {
 		return fmt.Errorf("postgres: %w (is it running? make services)", err)
 	}
 	defer conn.Close(ctx)
+	if cluster != nil {
+		cfg.ManagementURL = cluster.Broker.ManagementURL()
+	}
 	for _, svc := range Services {
+		if cluster.postgresOf(svc) != nil {
+			continue
+		}
 		id := pgx.Identifier{cfg.DatabaseName(svc)}.Sanitize()
 		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+id+" WITH (FORCE)"); err != nil {
 			return fmt.Errorf("drop database %s: %w", id, err)
@@ -144,12 +154,12 @@ func DropStores(ctx context.Context, cfg config.Config) error {
 
 // Start starts the Toxiproxy links and every process, and waits until each
 // answers /readyz.
-func Start(ctx context.Context, cfg config.Config, dir string, onFPCrash func(*Process, string)) (*System, error) {
-	s := &System{Cfg: cfg, dir: dir, Vhost: cfg.Prefix, DBs: map[string]*pgxpool.Pool{}, onFPCrash: onFPCrash}
-	var err error
-	if s.AMQPURL, err = withVHost(cfg.AMQPURL, cfg.Prefix); err != nil {
-		return nil, err
-	}
+//
+// With a cluster (the cluster profile), each process is given every broker node and its
+// service's primary and standby, each behind a proxy of the process's link, and the
+// harness's own connections go to the cluster directly.
+func Start(ctx context.Context, cfg config.Config, cluster *Cluster, dir string, onFPCrash func(*Process, string)) (*System, error) {
+	s := &System{Cfg: cfg, Cluster: cluster, dir: dir, Vhost: cfg.Prefix, DBs: map[string]*pgxpool.Pool{}, onFPCrash: onFPCrash}
 	pgAdmin, err := url.Parse(cfg.AdminURL)
 	if err != nil {
 		return nil, fmt.Errorf("postgres url: %w", err)
@@ -157,6 +167,26 @@ func Start(ctx context.Context, cfg config.Config, dir string, onFPCrash func(*P
 	amqpBase, err := url.Parse(cfg.AMQPURL)
 	if err != nil {
 		return nil, fmt.Errorf("amqp url: %w", err)
+	}
+	brokerHosts := []string{amqpBase.Host}
+	if cluster != nil {
+		// The services log in as the cluster's administrator, as they log in as guest to
+		// the machine's broker.
+		m, err := url.Parse(cluster.Broker.ManagementURL())
+		if err != nil {
+			return nil, fmt.Errorf("management url: %w", err)
+		}
+		amqpBase = &url.URL{Scheme: "amqp", User: m.User, Host: "placeholder", Path: "/"}
+		brokerHosts = cluster.Broker.Addrs()
+	}
+	for _, h := range brokerHosts {
+		u := *amqpBase
+		u.Host = h
+		direct, err := withVHost(u.String(), cfg.Prefix)
+		if err != nil {
+			return nil, err
+		}
+		s.brokerURLs = append(s.brokerURLs, direct)
 	}
 	toxiLog, err := os.Create(filepath.Join(dir, "logs", "toxiproxy.log"))
 	if err != nil {
@@ -215,6 +245,12 @@ func Start(ctx context.Context, cfg config.Config, dir string, onFPCrash func(*P
 	}
 	for _, svc := range Services {
 		u := *pgAdmin
+		if pg := cluster.postgresOf(svc); pg != nil {
+			// Both hosts, read-write: the pool follows the primary through a failover.
+			if _, admin, err := hostsOf(pg.AdminURL()); err == nil {
+				u = *admin
+			}
+		}
 		u.Path = "/" + cfg.DatabaseName(svc)
 		pool, err := pgxpool.New(ctx, u.String())
 		if err != nil {
@@ -233,36 +269,20 @@ func (s *System) newProcess(ctx context.Context, name, service string, args, ext
 	if err != nil {
 		return nil, err
 	}
-	pgLink, err := s.Net.AddLink(name+"-postgres", pgAdmin.Host)
+	dbURL, adminURL, err := s.postgresLinks(name, service, pgAdmin)
 	if err != nil {
 		return nil, err
 	}
-	db := s.Cfg.DatabaseName(service)
-	dbURL := url.URL{Scheme: "postgres", User: url.User(db), Host: pgLink, Path: "/" + db, RawQuery: "sslmode=disable"}
-	admin := *pgAdmin
-	admin.Host = pgLink
 	env := []string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + os.Getenv("HOME"),
 		"HTTP_ADDR=" + httpAddr,
-		"DATABASE_URL=" + dbURL.String(),
-		"DATABASE_ADMIN_URL=" + admin.String(),
+		"DATABASE_URL=" + dbURL,
+		"DATABASE_ADMIN_URL=" + adminURL,
 		"LOG_LEVEL=info",
 	}
 	if service != "emailprovider" {
-		// The link's far end is the process's alarm proxy, which can tell its connections
-		// what a broker alarm would (broker_alarm).
-		alarm, err := s.addAlarmProxy(name, amqpBase.Host)
-		if err != nil {
-			return nil, err
-		}
-		amqpLink, err := s.Net.AddLink(name+"-rabbitmq", alarm.addr())
-		if err != nil {
-			return nil, err
-		}
-		u := *amqpBase
-		u.Host = amqpLink
-		amqpURL, err := withVHost(u.String(), s.Vhost)
+		amqpURL, err := s.brokerLink(name, service, amqpBase)
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,172 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
+)
+
+// What a node loss costs (make chaos-cluster, issue 25): for each broker node killed or
+// stopped and each Postgres failover, how long until orders were accepted again, how long
+// until the backlog had drained, and how many requests were refused or timed out
+// meanwhile. The drain is polled during the run (faults/cluster.go); the client figures
+// are the load's own record of every POST /orders attempt.
+
+// AddClientRecovery fills each cluster fault's client figures from the load's history:
+// the first 201 to an attempt sent after the kill, and the 503s and timeouts among the
+// attempts sent from the kill until that 201 or the node's return, whichever came later.
+func AddClientRecovery(faults []check.Fault, history []check.ClientOp) {
+	var tries []check.Try
+	for _, op := range history {
+		tries = append(tries, op.Tries...)
+	}
+	slices.SortFunc(tries, func(a, b check.Try) int { return a.At.Compare(b.At) })
+	for i := range faults {
+		r := faults[i].Recovery
+		if r == nil || r.Killed.IsZero() {
+			continue
+		}
+		r.Accepted = -1
+		var accepted time.Time
+		for _, t := range tries {
+			if !t.At.Before(r.Killed) && t.Status == 201 {
+				if end := t.At.Add(t.Took); accepted.IsZero() || end.Before(accepted) {
+					accepted = end
+				}
+			}
+			if !accepted.IsZero() && t.At.After(accepted) {
+				break // later attempts cannot answer sooner than this one
+			}
+		}
+		if !accepted.IsZero() {
+			r.Accepted = accepted.Sub(r.Killed)
+		}
+		end := r.Restored
+		if accepted.After(end) {
+			end = accepted
+		}
+		r.Refused, r.TimedOut, r.Tries = 0, 0, 0
+		for _, t := range tries {
+			if t.At.Before(r.Killed) || !t.At.Before(end) {
+				continue
+			}
+			r.Tries++
+			switch {
+			case t.Status == 503:
+				r.Refused++
+			case t.Timeout:
+				r.TimedOut++
+			}
+		}
+	}
+}
+
+// RecoveryRow is one kind of cluster fault's figures over the run: median and maximum.
+type RecoveryRow struct {
+	Kind                     string
+	N                        int
+	AcceptedP50, AcceptedMax time.Duration // -1 in a maximum: one never
+	DrainedP50, DrainedMax   time.Duration
+	RefusedP50, RefusedMax   int
+	TimedOutP50, TimedOutMax int
+}
+
+// RecoveryRows sums up the cluster faults that fired, one row per kind in check.ClusterKinds order.
+func RecoveryRows(faults []check.Fault) []RecoveryRow {
+	var rows []RecoveryRow
+	for _, kind := range check.ClusterKinds {
+		var acc, drain []time.Duration
+		var refused, timedOut []int
+		for _, f := range faults {
+			if f.Kind != kind || f.Recovery == nil || !f.Fired {
+				continue
+			}
+			r := f.Recovery
+			acc, drain = append(acc, r.Accepted), append(drain, r.Drained)
+			refused, timedOut = append(refused, r.Refused), append(timedOut, r.TimedOut)
+		}
+		if len(acc) == 0 {
+			continue
+		}
+		row := RecoveryRow{Kind: kind, N: len(acc)}
+		row.AcceptedP50, row.AcceptedMax = medianMax(acc)
+		row.DrainedP50, row.DrainedMax = medianMax(drain)
+		row.RefusedP50, row.RefusedMax = medianMax(refused)
+		row.TimedOutP50, row.TimedOutMax = medianMax(timedOut)
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// medianMax returns the median (the lower middle of an even count) and the maximum; a
+// negative value (never reached) counts as the maximum.
+func medianMax[T time.Duration | int](xs []T) (T, T) {
+	s := slices.Clone(xs)
+	never := slices.ContainsFunc(s, func(x T) bool { return x < 0 })
+	slices.SortFunc(s, func(a, b T) int {
+		switch {
+		case a < 0 && b >= 0:
+			return 1
+		case b < 0 && a >= 0:
+			return -1
+		}
+		return int(a - b)
+	})
+	mx := s[len(s)-1]
+	if never {
+		mx = -1
+	}
+	return s[(len(s)-1)/2], mx
+}
+
+// PrintRecoveryTable writes the recovery figures as a markdown table, to be pasted into
+// docs/kubernetes.md, then one line per fault.
+func PrintRecoveryTable(w io.Writer, faults []check.Fault) {
+	rows := RecoveryRows(faults)
+	if len(rows) == 0 {
+		return
+	}
+	dur := func(d time.Duration) string {
+		if d < 0 {
+			return "never"
+		}
+		return fmt.Sprintf("%.1f s", d.Seconds())
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "What a node loss cost (from the kill; median / max):")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| kind | n | orders accepted again | backlog drained | 503s | timeouts |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	for _, r := range rows {
+		fmt.Fprintf(w, "| `%s` | %d | %s / %s | %s / %s | %d / %d | %d / %d |\n", r.Kind, r.N,
+			dur(r.AcceptedP50), dur(r.AcceptedMax), dur(r.DrainedP50), dur(r.DrainedMax),
+			r.RefusedP50, r.RefusedMax, r.TimedOutP50, r.TimedOutMax)
+	}
+	fmt.Fprintln(w)
+	for _, f := range faults {
+		r := f.Recovery
+		if r == nil || !check.IsCluster(f.Kind) {
+			continue
+		}
+		what := r.Node
+		if r.Queue != "" {
+			what += fmt.Sprintf(" (leader of %s, %d messages)", r.Queue, r.Messages)
+		}
+		back := "never"
+		if !r.Restored.IsZero() {
+			back = dur(r.Restored.Sub(r.Killed))
+		}
+		fmt.Fprintf(w, "  #%d %s %s: back after %s, accepted after %s, drained after %s, %d of %d POSTs 503, %d timed out%s\n",
+			f.ID, f.Kind, what, back, dur(r.Accepted), dur(r.Drained), r.Refused, r.Tries, r.TimedOut, noteOf(f))
+	}
+}
+
+func noteOf(f check.Fault) string {
+	if f.Note == "" {
+		return ""
+	}
+	return " (" + f.Note + ")"
+}
