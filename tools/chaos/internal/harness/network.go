@@ -71,7 +71,7 @@ func (n *network) AddLink(name, upstream string) (string, error) {
 }
 
 // AddLinkGroup creates the link name with a proxy in front of each upstream (named
-// name, name#2, name#3 in Toxiproxy) and returns the addresses to dial instead, in the
+// name, name.2, name.3 in Toxiproxy) and returns the addresses to dial instead, in the
 // upstreams' order.
 func (n *network) AddLinkGroup(name string, upstreams []string) ([]string, error) {
 	l := &link{}
@@ -83,7 +83,7 @@ func (n *network) AddLinkGroup(name string, upstreams []string) ([]string, error
 		}
 		proxyName := name
 		if i > 0 {
-			proxyName = fmt.Sprintf("%s#%d", name, i+1)
+			proxyName = fmt.Sprintf("%s.%d", name, i+1) // not #: the client puts the name in a URL path
 		}
 		p, err := n.client.CreateProxy(proxyName, listen, upstream)
 		if err != nil {

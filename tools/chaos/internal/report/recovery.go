@@ -17,7 +17,8 @@ import (
 
 // AddClientRecovery fills each cluster fault's client figures from the load's history:
 // the first 201 to an attempt sent after the kill, and the 503s and timeouts among the
-// attempts sent from the kill until that 201 or the node's return, whichever came later.
+// attempts sent from the kill until that 201 or the node's return, whichever came later
+// (until the end of the load if no 201 came).
 func AddClientRecovery(faults []check.Fault, history []check.ClientOp) {
 	var tries []check.Try
 	for _, op := range history {
@@ -45,7 +46,10 @@ func AddClientRecovery(faults []check.Fault, history []check.ClientOp) {
 			r.Accepted = accepted.Sub(r.Killed)
 		}
 		end := r.Restored
-		if accepted.After(end) {
+		switch {
+		case accepted.IsZero():
+			end = time.Unix(1<<40, 0) // never accepted again: every later attempt counts
+		case accepted.After(end):
 			end = accepted
 		}
 		r.Refused, r.TimedOut, r.Tries = 0, 0, 0

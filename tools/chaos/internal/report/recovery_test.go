@@ -1,0 +1,40 @@
+package report
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
+)
+
+func TestARecoveryCountsTheRefusalsAndTimeoutsUntilTheFirstAcceptedOrder(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	try := func(s float64, status int, timeout bool) check.Try {
+		return check.Try{At: at(s), Took: 100 * time.Millisecond, Status: status, Timeout: timeout}
+	}
+	history := []check.ClientOp{
+		{Tries: []check.Try{try(-1, 201, false), try(0.5, 503, false), try(1, 503, false)}},
+		{Tries: []check.Try{try(2, 0, true), try(6, 201, false)}},
+		{Tries: []check.Try{try(4, 201, false), try(7, 201, false)}}, // the first 201 after the kill: 4.1 s
+		{Tries: []check.Try{try(4.5, 503, false), try(9, 503, false)}},
+	}
+	faults := []check.Fault{
+		{Kind: check.FaultPostgresFailover, Fired: true, Recovery: &check.Recovery{Killed: at(0), Restored: at(5)}},
+		{Kind: check.FaultPostgresFailover, Fired: true, Recovery: &check.Recovery{Killed: at(8), Restored: at(8.5), Drained: -1}},
+	}
+	AddClientRecovery(faults, history)
+	r := faults[0].Recovery
+	if r.Accepted != 4100*time.Millisecond || r.Refused != 3 || r.TimedOut != 1 || r.Tries != 5 {
+		t.Errorf("got accepted %v, %d refused, %d timed out of %d tries; want 4.1s, 3, 1 of 5", r.Accepted, r.Refused, r.TimedOut, r.Tries)
+	}
+	if r := faults[1].Recovery; r.Accepted != -1 || r.Refused != 1 {
+		t.Errorf("a fault with no 201 after it: accepted %v, %d refused; want -1 (never), 1", r.Accepted, r.Refused)
+	}
+	var b strings.Builder
+	PrintRecoveryTable(&b, faults)
+	if !strings.Contains(b.String(), "| `postgres_failover` | 2 | 4.1 s / never | 0.0 s / never | 1 / 3 | 0 / 1 |") {
+		t.Errorf("table:\n%s", b.String())
+	}
+}
