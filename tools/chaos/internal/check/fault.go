@@ -38,6 +38,7 @@ const (
 	AlarmNotDrained  = "outbox not drained after a broker alarm"
 	QueueNotRestored = "deleted queue not declared again by its consumer"
 	QueueLeftUnbound = "queue left unbound while events of its types were published"
+	NodeLossStalled  = "no order decided while one broker node of three was down"
 )
 
 // Fault kinds. Each opens a failure window some part of the design claims to close.

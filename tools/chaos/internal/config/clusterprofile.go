@@ -38,8 +38,18 @@ var clusterProfile = struct {
 	QuietTimeout  time.Duration
 }{Rate: 20, Seconds: 300, FaultsPerKind: 30, Outages: 1, HeavyFaults: 1, NodeLosses: 2, Failovers: 3, NodeDown: 15 * time.Second, QuietTimeout: 3 * time.Minute}
 
-// applyClusterProfile sets the cluster profile's defaults for every flag not given.
-func (c *Config) applyClusterProfile(fs *flag.FlagSet) error {
+// clusterCompare is chaos compare --profile cluster's: three designs in turn, so each run
+// is half as long, with one node loss of each kind and two failovers (ordering's first,
+// the one a design acknowledging locally loses orders in).
+var clusterCompare = struct {
+	Seconds    int
+	NodeLosses int
+	Failovers  int
+}{Seconds: 150, NodeLosses: 1, Failovers: 2}
+
+// applyClusterProfile sets the cluster profile's defaults for every flag not given
+// (compare: chaos compare's, shorter).
+func (c *Config) applyClusterProfile(fs *flag.FlagSet, compare bool) error {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	set := func(name string, apply func()) {
@@ -49,13 +59,19 @@ func (c *Config) applyClusterProfile(fs *flag.FlagSet) error {
 	}
 	c.Cluster = true
 	c.Doubled = true // two replicas of every service, as the production overlay runs them
+	seconds, losses, failovers := clusterProfile.Seconds, clusterProfile.NodeLosses, clusterProfile.Failovers
+	if compare {
+		seconds, losses, failovers = clusterCompare.Seconds, clusterCompare.NodeLosses, clusterCompare.Failovers
+	}
 	set("rate", func() { c.Rate = clusterProfile.Rate })
-	set("orders", func() { c.Orders = int(c.Rate * float64(clusterProfile.Seconds)) })
+	set("orders", func() { c.Orders = int(c.Rate * float64(seconds)) })
 	set("faults", func() { c.FaultsPerKind = clusterProfile.FaultsPerKind })
-	set("outages", func() { c.Outages = clusterProfile.Outages })
+	if !compare {
+		set("outages", func() { c.Outages = clusterProfile.Outages }) // compare's none: see Parse
+	}
 	set("heavy-faults", func() { c.HeavyFaults = clusterProfile.HeavyFaults })
-	set("node-losses", func() { c.NodeLosses = clusterProfile.NodeLosses })
-	set("failovers", func() { c.Failovers = clusterProfile.Failovers })
+	set("node-losses", func() { c.NodeLosses = losses })
+	set("failovers", func() { c.Failovers = failovers })
 	set("node-down", func() { c.NodeDown = clusterProfile.NodeDown })
 	set("quiet-timeout", func() { c.QuietTimeout = clusterProfile.QuietTimeout })
 	set("prefix", func() { c.Prefix = "chaoscluster" })

@@ -199,7 +199,7 @@ func Parse(args []string, stderr io.Writer, compare bool) (Config, error) {
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
-	if err := cfg.applyProfile(fs); err != nil {
+	if err := cfg.applyProfile(fs, compare); err != nil {
 		return cfg, err
 	}
 	if fs.NArg() > 0 {
