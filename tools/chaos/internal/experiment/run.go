@@ -61,7 +61,7 @@ func Run(ctx context.Context, cfg config.Config, progress io.Writer) (*report.Re
 	if cfg.Cluster {
 		say("starting the cluster: three RabbitMQ nodes, a primary and a synchronous standby for each of %s", strings.Join(config.ClusterServices, ", "))
 		var err error
-		if cluster, err = harness.StartCluster(ctx, res.ReportDir); err != nil {
+		if cluster, err = harness.StartCluster(ctx); err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)
 		}
 		// Stopped last (deferred first), after the services; also on an error or Ctrl-C.

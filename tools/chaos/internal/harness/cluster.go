@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/config"
@@ -54,16 +52,14 @@ func (c *Cluster) Close() error {
 	return errors.Join(errs...)
 }
 
-// StartCluster starts the cluster profile's servers under dir/cluster: a three-node
-// RabbitMQ cluster and a primary with a synchronous standby for each of
-// config.ClusterServices. On an error it stops whatever it had started.
-func StartCluster(ctx context.Context, dir string) (*Cluster, error) {
-	root := filepath.Join(dir, "cluster")
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return nil, err
-	}
+// StartCluster starts the cluster profile's servers: a three-node RabbitMQ cluster and a
+// primary with a synchronous standby for each of config.ClusterServices, in directories
+// of their own under the system's temporary directory (testenv/cluster's root, which
+// also sweeps what a killed run left; a report directory's path can be too long for a
+// Postgres socket). On an error it stops whatever it had started.
+func StartCluster(ctx context.Context) (*Cluster, error) {
 	c := &Cluster{Postgres: map[string]PostgresNodes{}}
-	if err := startClusterServers(ctx, c, root); err != nil {
+	if err := startClusterServers(ctx, c, ""); err != nil {
 		return nil, errors.Join(err, c.Close())
 	}
 	return c, nil
