@@ -24,6 +24,7 @@ type Recovery struct {
 	Restored time.Time     `json:"restored,omitzero"`  // the node rejoined, or the old primary is the new one's standby
 	Accepted time.Duration `json:"accepted_ns"`        // from Killed to the first 201 to a POST sent after it; -1: none before the load ended
 	Drained  time.Duration `json:"drained_ns"`         // from Killed until every order placed before Restored was decided and both outboxes held no row written before it; -1: not within DrainLimit
+	Emailed  time.Duration `json:"emailed_ns"`         // from Killed to the last outcome email of an order placed before Restored (after the run, from the provider's emails); 0: none came after Restored
 	Refused  int           `json:"refused"`            // POSTs sent between Killed and max(first 201, Restored) answered 503
 	TimedOut int           `json:"timed_out"`          // POSTs sent in that window that timed out
 	Tries    int           `json:"tries"`              // every POST sent in that window

@@ -157,7 +157,7 @@ func Run(ctx context.Context, cfg config.Config, progress io.Writer) (*report.Re
 	res.Orders = report.SummarizeOrders(snap.Orders)
 	res.Series = report.Series(res.LoadStart, res.LoadEnd, history, snap.Orders, snap.Emails)
 	res.Posts = report.SummarizePosts(res.LoadStart, res.LoadEnd, history, res.Faults, snap.Orders, snap.Emails)
-	report.AddClientRecovery(res.Faults, history)
+	report.AddClientRecovery(res.Faults, history, snap.Orders, snap.Emails)
 	res.Finished = time.Now()
 	if err := report.Write(res, snap); err != nil {
 		return res, err

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
@@ -19,7 +20,19 @@ import (
 // the first 201 to an attempt sent after the kill, and the 503s and timeouts among the
 // attempts sent from the kill until that 201 or the node's return, whichever came later
 // (until the end of the load if no 201 came).
-func AddClientRecovery(faults []check.Fault, history []check.ClientOp) {
+//
+// It also fills Emailed from the provider's emails: from the kill to the last outcome
+// email of an order placed before the node's return (drains' reckoning for outages).
+func AddClientRecovery(faults []check.Fault, history []check.ClientOp, orders []check.Order, emails []check.SentEmail) {
+	lastEmail := map[string]time.Time{} // customer address -> its last outcome email
+	for _, e := range emails {
+		if strings.HasSuffix(e.IdempotencyKey, "/order-cancelled") || e.CreatedAt.IsZero() {
+			continue
+		}
+		if e.CreatedAt.After(lastEmail[e.To]) {
+			lastEmail[e.To] = e.CreatedAt
+		}
+	}
 	var tries []check.Try
 	for _, op := range history {
 		tries = append(tries, op.Tries...)
@@ -44,6 +57,12 @@ func AddClientRecovery(faults []check.Fault, history []check.ClientOp) {
 		}
 		if !accepted.IsZero() {
 			r.Accepted = accepted.Sub(r.Killed)
+		}
+		r.Emailed = 0
+		for _, o := range orders {
+			if at, ok := lastEmail[o.CustomerEmail]; ok && !o.CreatedAt.After(r.Restored) && at.After(r.Restored) {
+				r.Emailed = max(r.Emailed, at.Sub(r.Killed))
+			}
 		}
 		end := r.Restored
 		switch {
@@ -74,6 +93,7 @@ type RecoveryRow struct {
 	N                        int
 	AcceptedP50, AcceptedMax time.Duration // -1 in a maximum: one never
 	DrainedP50, DrainedMax   time.Duration
+	EmailedP50, EmailedMax   time.Duration
 	RefusedP50, RefusedMax   int
 	TimedOutP50, TimedOutMax int
 }
@@ -82,14 +102,14 @@ type RecoveryRow struct {
 func RecoveryRows(faults []check.Fault) []RecoveryRow {
 	var rows []RecoveryRow
 	for _, kind := range check.ClusterKinds {
-		var acc, drain []time.Duration
+		var acc, drain, emailed []time.Duration
 		var refused, timedOut []int
 		for _, f := range faults {
 			if f.Kind != kind || f.Recovery == nil || !f.Fired {
 				continue
 			}
 			r := f.Recovery
-			acc, drain = append(acc, r.Accepted), append(drain, r.Drained)
+			acc, drain, emailed = append(acc, r.Accepted), append(drain, r.Drained), append(emailed, r.Emailed)
 			refused, timedOut = append(refused, r.Refused), append(timedOut, r.TimedOut)
 		}
 		if len(acc) == 0 {
@@ -98,6 +118,7 @@ func RecoveryRows(faults []check.Fault) []RecoveryRow {
 		row := RecoveryRow{Kind: kind, N: len(acc)}
 		row.AcceptedP50, row.AcceptedMax = medianMax(acc)
 		row.DrainedP50, row.DrainedMax = medianMax(drain)
+		row.EmailedP50, row.EmailedMax = medianMax(emailed)
 		row.RefusedP50, row.RefusedMax = medianMax(refused)
 		row.TimedOutP50, row.TimedOutMax = medianMax(timedOut)
 		rows = append(rows, row)
@@ -142,11 +163,11 @@ func PrintRecoveryTable(w io.Writer, faults []check.Fault) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "What a node loss cost (from the kill; median / max):")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| kind | n | orders accepted again | backlog drained | 503s | timeouts |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| kind | n | orders accepted again | backlog decided and published | backlog emailed | 503s | timeouts |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
 	for _, r := range rows {
-		fmt.Fprintf(w, "| `%s` | %d | %s / %s | %s / %s | %d / %d | %d / %d |\n", r.Kind, r.N,
-			dur(r.AcceptedP50), dur(r.AcceptedMax), dur(r.DrainedP50), dur(r.DrainedMax),
+		fmt.Fprintf(w, "| `%s` | %d | %s / %s | %s / %s | %s / %s | %d / %d | %d / %d |\n", r.Kind, r.N,
+			dur(r.AcceptedP50), dur(r.AcceptedMax), dur(r.DrainedP50), dur(r.DrainedMax), dur(r.EmailedP50), dur(r.EmailedMax),
 			r.RefusedP50, r.RefusedMax, r.TimedOutP50, r.TimedOutMax)
 	}
 	fmt.Fprintln(w)
@@ -163,8 +184,8 @@ func PrintRecoveryTable(w io.Writer, faults []check.Fault) {
 		if !r.Restored.IsZero() {
 			back = dur(r.Restored.Sub(r.Killed))
 		}
-		fmt.Fprintf(w, "  #%d %s %s: back after %s, accepted after %s, drained after %s, %d of %d POSTs 503, %d timed out%s\n",
-			f.ID, f.Kind, what, back, dur(r.Accepted), dur(r.Drained), r.Refused, r.Tries, r.TimedOut, noteOf(f))
+		fmt.Fprintf(w, "  #%d %s %s: back after %s, accepted after %s, drained after %s, emailed after %s, %d of %d POSTs 503, %d timed out%s\n",
+			f.ID, f.Kind, what, back, dur(r.Accepted), dur(r.Drained), dur(r.Emailed), r.Refused, r.Tries, r.TimedOut, noteOf(f))
 	}
 }
 

@@ -24,17 +24,22 @@ func TestARecoveryCountsTheRefusalsAndTimeoutsUntilTheFirstAcceptedOrder(t *test
 		{Kind: check.FaultPostgresFailover, Fired: true, Recovery: &check.Recovery{Killed: at(0), Restored: at(5)}},
 		{Kind: check.FaultPostgresFailover, Fired: true, Recovery: &check.Recovery{Killed: at(8), Restored: at(8.5), Drained: -1}},
 	}
-	AddClientRecovery(faults, history)
+	orders := []check.Order{{CustomerEmail: "a@example.com", CreatedAt: at(1)}, {CustomerEmail: "b@example.com", CreatedAt: at(5.5)}}
+	emails := []check.SentEmail{
+		{To: "a@example.com", IdempotencyKey: "order/1/order-confirmed", CreatedAt: at(6)},
+		{To: "b@example.com", IdempotencyKey: "order/2/order-confirmed", CreatedAt: at(7)}, // placed after the return
+	}
+	AddClientRecovery(faults, history, orders, emails)
 	r := faults[0].Recovery
-	if r.Accepted != 4100*time.Millisecond || r.Refused != 3 || r.TimedOut != 1 || r.Tries != 5 {
-		t.Errorf("got accepted %v, %d refused, %d timed out of %d tries; want 4.1s, 3, 1 of 5", r.Accepted, r.Refused, r.TimedOut, r.Tries)
+	if r.Accepted != 4100*time.Millisecond || r.Refused != 3 || r.TimedOut != 1 || r.Tries != 5 || r.Emailed != 6*time.Second {
+		t.Errorf("got accepted %v, %d refused, %d timed out of %d tries, emailed %v; want 4.1s, 3, 1 of 5, 6s", r.Accepted, r.Refused, r.TimedOut, r.Tries, r.Emailed)
 	}
 	if r := faults[1].Recovery; r.Accepted != -1 || r.Refused != 1 {
 		t.Errorf("a fault with no 201 after it: accepted %v, %d refused; want -1 (never), 1", r.Accepted, r.Refused)
 	}
 	var b strings.Builder
 	PrintRecoveryTable(&b, faults)
-	if !strings.Contains(b.String(), "| `postgres_failover` | 2 | 4.1 s / never | 0.0 s / never | 1 / 3 | 0 / 1 |") {
+	if !strings.Contains(b.String(), "| `postgres_failover` | 2 | 4.1 s / never | 0.0 s / never | 0.0 s / 6.0 s | 1 / 3 | 0 / 1 |") {
 		t.Errorf("table:\n%s", b.String())
 	}
 }
