@@ -160,10 +160,12 @@ func VHost(t testing.TB) string {
 			t.Logf("%v", err)
 		}
 	})
-	u, _ := url.Parse(servers.amqpBase)
-	u.Path = "/" + name
-	amqpURL := u.String()
-	conn, err := amqp.Dial(amqpURL)
+	base, err := broker.ParseEndpoints(servers.amqpBase)
+	if err != nil {
+		t.Fatalf("TEST_AMQP_URL: %v", err)
+	}
+	amqpURL := base.WithVHost(name).String()
+	conn, err := broker.Dial(context.Background(), amqpURL, amqp.Config{})
 	if err != nil {
 		Unavailable(t, "RabbitMQ", err)
 	}
@@ -174,7 +176,7 @@ func VHost(t testing.TB) string {
 // QueueDepth returns the number of ready messages in a queue of the vhost at amqpURL.
 func QueueDepth(t testing.TB, amqpURL, queue string) int {
 	t.Helper()
-	conn, err := amqp.Dial(amqpURL)
+	conn, err := broker.Dial(context.Background(), amqpURL, amqp.Config{})
 	if err != nil {
 		t.Fatalf("queue depth: %v", err)
 	}

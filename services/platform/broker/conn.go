@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"time"
 
@@ -27,7 +26,7 @@ var ErrUnavailable = errors.New("broker unavailable")
 // Unavailable reports whether err is a failure of the broker rather than of a message.
 func Unavailable(err error) bool { return errors.Is(err, ErrUnavailable) }
 
-// DialTimeout bounds the TCP and AMQP handshake of one dial.
+// DialTimeout bounds the TCP and AMQP handshake of one dial of one host.
 const DialTimeout = 5 * time.Second
 
 // Conn is a RabbitMQ connection that redials when it finds itself closed.
@@ -37,9 +36,14 @@ const DialTimeout = 5 * time.Second
 // stops reading from it; a consumer sharing that connection could no longer ack, and the
 // messages it holds would wait with it. On their own connections the consumer keeps
 // draining while the publisher fails fast.
+//
+// The URL may name several nodes of a cluster (Endpoints): every dial, the first and each
+// redial after the connection closed, tries them in turn, so a Conn follows the cluster
+// when the node it was connected to goes down.
 type Conn struct {
-	url  string
-	name string
+	endpoints Endpoints
+	badURL    error // from ParseEndpoints; every Channel returns it
+	name      string
 
 	mu      sync.Mutex
 	conn    *amqp.Connection
@@ -60,8 +64,17 @@ func (b *blockState) set(n amqp.Blocking) {
 	}
 }
 
-// NewConn returns a Conn for url; it dials on first use. name shows in the management UI.
-func NewConn(url, name string) *Conn { return &Conn{url: url, name: name} }
+// NewConn returns a Conn for url, one host or several (ParseEndpoints); it dials on
+// first use. name shows in the management UI. A url ParseEndpoints refuses makes every
+// Channel fail with its error, which is not ErrUnavailable: no wait mends it. A service
+// checks AMQP_URL at start (package service), so it never gets that far.
+func NewConn(url, name string) *Conn {
+	e, err := ParseEndpoints(url)
+	if err != nil {
+		err = fmt.Errorf("broker URL: %w", err)
+	}
+	return &Conn{endpoints: e, badURL: err, name: name}
+}
 
 // Channel returns a new channel, dialling first if the connection is missing or closed.
 // Its errors wrap ErrUnavailable.
@@ -98,14 +111,17 @@ func (c *Conn) connection(ctx context.Context) (*amqp.Connection, error) {
 	if c.conn != nil && !c.conn.IsClosed() {
 		return c.conn, nil
 	}
+	if c.badURL != nil {
+		return nil, c.badURL
+	}
 	cfg := amqp.Config{
 		Heartbeat:  10 * time.Second,
 		Properties: amqp.Table{"connection_name": c.name},
 		Dial:       dialer(ctx),
 	}
-	conn, err := amqp.DialConfig(c.url, cfg)
+	conn, err := c.endpoints.Dial(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: dial: %w", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: dial %s: %w", ErrUnavailable, c.endpoints.Redacted(), err)
 	}
 	b := &blockState{}
 	notes := conn.NotifyBlocked(make(chan amqp.Blocking, 4))
@@ -120,28 +136,6 @@ func (c *Conn) connection(ctx context.Context) (*amqp.Connection, error) {
 	}()
 	c.conn, c.blocked = conn, b
 	return conn, nil
-}
-
-// dialer bounds the TCP connect by ctx and DialTimeout and the AMQP handshake by DialTimeout, so a black-holed
-// broker (a network partition, not a refused port) cannot hang the caller.
-func dialer(ctx context.Context) func(network, addr string) (net.Conn, error) {
-	return func(network, addr string) (net.Conn, error) {
-		dctx, cancel := context.WithTimeout(ctx, DialTimeout)
-		defer cancel()
-		d := net.Dialer{KeepAlive: 15 * time.Second}
-		conn, err := d.DialContext(dctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		// The AMQP handshake too: a link that accepts TCP and then stalls would otherwise
-		// hang the dial for good. The library clears the deadline after the handshake, and
-		// heartbeats watch the connection from then on.
-		if err := conn.SetDeadline(time.Now().Add(DialTimeout)); err != nil {
-			_ = conn.Close()
-			return nil, err
-		}
-		return conn, nil
-	}
 }
 
 // Ping reports whether the broker is reachable and has not blocked this connection,

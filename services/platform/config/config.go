@@ -107,7 +107,7 @@ func Standard(service string, port int) (*Common, []Var) {
 		// pgxpool's own default, one connection per core and at least four, queued a busy
 		// API's requests in the pool while Postgres waited on fsync with cores to spare.
 		Int("DATABASE_MAX_CONNS", "12", "connections in the service's database pool", &c.DatabaseMaxConns),
-		String("AMQP_URL", "amqp://guest:guest@localhost:5672/", "RabbitMQ", &c.AMQPURL),
+		String("AMQP_URL", "amqp://guest:guest@localhost:5672/", "RabbitMQ; a cluster's nodes may be listed, tried in turn: amqp://user:pass@node1:5672,node2:5672/vhost (?load_balance_hosts=random shuffles them)", &c.AMQPURL),
 		// Loopback unless asked: in a container compose sets :<port>, as a published port
 		// reaches the container's own interface, not its loopback.
 		String("HTTP_ADDR", "127.0.0.1:"+strconv.Itoa(port), "HTTP listen address; :"+strconv.Itoa(port)+" listens on every interface", &c.HTTPAddr),

@@ -65,17 +65,16 @@ func New(ctx context.Context, servers Servers, prefix string, migrations ...pgdb
 	if servers.AMQPURL == "" {
 		return s, nil
 	}
-	amqpURL, err := url.Parse(servers.AMQPURL)
+	amqpURL, err := broker.ParseEndpoints(servers.AMQPURL)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: AMQP_URL: %w", err)
 	}
 	mgmt := broker.Management{URL: servers.ManagementURL}
-	if err := mgmt.CreateVHost(ctx, s.Name, amqpURL.User.Username()); err != nil {
+	if err := mgmt.CreateVHost(ctx, s.Name, amqpURL.User()); err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
 	s.cleanups = append(s.cleanups, func() { _ = mgmt.DeleteVHost(context.Background(), s.Name) })
-	amqpURL.Path = "/" + s.Name
-	s.AMQPURL = amqpURL.String()
+	s.AMQPURL = amqpURL.WithVHost(s.Name).String()
 	return s, nil
 }
 

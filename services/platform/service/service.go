@@ -149,6 +149,13 @@ func (s *Start) Parse(ctx context.Context, args []string, getenv func(string) st
 		}
 		return true, err
 	}
+	if s.spec.RabbitMQ {
+		// Here, not at the first dial: a URL that can never work stops the service at
+		// start with the variable's name (and not its password).
+		if _, err := broker.ParseEndpoints(s.Config.AMQPURL); err != nil {
+			return true, fmt.Errorf("%s: AMQP_URL: %w", s.spec.Name, err)
+		}
+	}
 	if rest := config.Rest(args); len(rest) > 0 {
 		if s.spec.Commands != nil && s.spec.Commands.Handles(rest[0]) {
 			return true, s.spec.Commands.Run(ctx, s.Config, rest, stdout)

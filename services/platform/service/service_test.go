@@ -170,3 +170,21 @@ func (dlqCommand) Run(_ context.Context, _ *config.Common, args []string, stdout
 	_, err := fmt.Fprintln(stdout, strings.Join(args, " ")+" ran")
 	return err
 }
+
+// An AMQP_URL that can never be dialled (here an empty host in a list of nodes) stops
+// the service at start, with the variable's name and without its password; a list of
+// nodes that can be dialled starts.
+func TestAServiceRefusesAnAMQPURLItCouldNeverDialAtStartWithoutItsPassword(t *testing.T) {
+	env := func(url string) func(string) string {
+		return func(k string) string { return map[string]string{"AMQP_URL": url}[k] }
+	}
+	s := New(Spec{Name: "shop", Port: 9002, RabbitMQ: true})
+	done, err := s.Parse(t.Context(), nil, env("amqp://shop:s3cret-pw@node1:5672,,node2:5672/"), nil)
+	if !done || err == nil || !strings.Contains(err.Error(), "AMQP_URL") || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("Parse with an empty node = done %v, err %v; want done, an error naming AMQP_URL and not the password", done, err)
+	}
+	s = New(Spec{Name: "shop", Port: 9002, RabbitMQ: true})
+	if done, err := s.Parse(t.Context(), nil, env("amqp://shop:pw@node1:5672,node2:5672/shop?load_balance_hosts=random"), nil); done || err != nil {
+		t.Errorf("Parse with two nodes = done %v, err %v; want to go on", done, err)
+	}
+}

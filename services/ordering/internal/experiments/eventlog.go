@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -244,11 +243,11 @@ func unreachableBroker(amqpURL string) (string, func(), error) {
 			_ = c.Close()
 		}
 	}()
-	u, err := url.Parse(amqpURL)
+	e, err := broker.ParseEndpoints(amqpURL)
 	if err != nil {
 		_ = ln.Close()
 		return "", nil, err
 	}
-	u.Host = ln.Addr().String()
-	return u.String(), func() { _ = ln.Close() }, nil
+	// Every node of a cluster replaced: a publisher must reach none of them.
+	return e.WithHosts(ln.Addr().String()).String(), func() { _ = ln.Close() }, nil
 }

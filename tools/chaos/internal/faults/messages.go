@@ -16,6 +16,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
+	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/harness"
@@ -46,19 +47,12 @@ func (m *Messages) channel() (*amqp.Channel, error) {
 		return m.ch, nil
 	}
 	if m.conn == nil || m.conn.IsClosed() {
-		// Each broker node in turn (one outside the cluster profile): a node may be down.
-		var errs []error
-		for _, u := range m.sys.BrokerURLs() {
-			conn, err := amqp.DialConfig(u, amqp.Config{Properties: amqp.Table{"connection_name": "chaos-harness"}})
-			if err == nil {
-				m.conn = conn
-				break
-			}
-			errs = append(errs, err)
+		// Every node in turn (the cluster profile's): one may be down.
+		conn, err := broker.Dial(context.Background(), m.sys.AMQPURL, amqp.Config{Properties: amqp.Table{"connection_name": "chaos-harness"}})
+		if err != nil {
+			return nil, fmt.Errorf("harness broker connection: %w", err)
 		}
-		if m.conn == nil || m.conn.IsClosed() {
-			return nil, fmt.Errorf("harness broker connection: %w", errors.Join(errs...))
-		}
+		m.conn = conn
 	}
 	ch, err := m.conn.Channel()
 	if err != nil {

@@ -25,9 +25,9 @@ import (
 // each). connection.blocked is class 10, method 60, with a short string (1 octet of
 // length, then the text); connection.unblocked is method 61 without arguments.
 type alarmProxy struct {
-	name   string // the process
-	target string
-	ln     net.Listener
+	name    string   // the process
+	targets []string // the broker's nodes, tried in turn
+	ln      net.Listener
 
 	mu      sync.Mutex
 	conns   map[*amqpConn]struct{}
@@ -49,8 +49,10 @@ type amqpConn struct {
 
 const amqpHelloSize = 4096
 
-// newAlarmProxy listens on a free loopback address in front of target.
-func newAlarmProxy(name, target string) (*alarmProxy, error) {
+// newAlarmProxy listens on a free loopback address in front of targets, the nodes of one
+// broker: each connection goes to the first that answers, so a process behind the proxy
+// follows a cluster whose node died as it would with every node in its AMQP_URL.
+func newAlarmProxy(name string, targets ...string) (*alarmProxy, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -59,7 +61,7 @@ func newAlarmProxy(name, target string) (*alarmProxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("alarm proxy for %s: %w", name, err)
 	}
-	p := &alarmProxy{name: name, target: target, ln: ln, conns: map[*amqpConn]struct{}{}}
+	p := &alarmProxy{name: name, targets: targets, ln: ln, conns: map[*amqpConn]struct{}{}}
 	go p.accept()
 	return p, nil
 }
@@ -78,7 +80,13 @@ func (p *alarmProxy) accept() {
 }
 
 func (p *alarmProxy) forward(client net.Conn) {
-	server, err := net.Dial("tcp", p.target)
+	var server net.Conn
+	err := errors.New("no broker")
+	for _, target := range p.targets {
+		if server, err = net.Dial("tcp", target); err == nil {
+			break
+		}
+	}
 	if err != nil {
 		_ = client.Close()
 		return
@@ -300,9 +308,10 @@ func (p *alarmProxy) close() {
 	}
 }
 
-// addAlarmProxy starts the alarm proxy of process name in front of RabbitMQ at target.
-func (s *System) addAlarmProxy(name, target string) (*alarmProxy, error) {
-	a, err := newAlarmProxy(name, target)
+// addAlarmProxy starts the alarm proxy of process name in front of RabbitMQ's nodes at
+// targets.
+func (s *System) addAlarmProxy(name string, targets ...string) (*alarmProxy, error) {
+	a, err := newAlarmProxy(name, targets...)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/config"
 )
 
@@ -90,10 +91,6 @@ func (s *System) managementURL() string {
 	return s.Cfg.ManagementURL
 }
 
-// BrokerURLs are the run's vhost on each broker node, direct, for the harness's own
-// connections: one URL outside the cluster profile.
-func (s *System) BrokerURLs() []string { return s.brokerURLs }
-
 // postgresLinks creates process name's link to its service's Postgres (every host of
 // the cluster profile behind one link) and returns its DATABASE_URL and
 // DATABASE_ADMIN_URL through it.
@@ -132,17 +129,12 @@ func (s *System) postgresLinks(name, service string, pgAdmin *url.URL) (dbURL, a
 	return withHosts(u, links), withHosts(admin, links), nil
 }
 
-// brokerLink creates process name's link to RabbitMQ (in the cluster profile one proxy
-// per node, each behind an alarm proxy of its own) and returns its AMQP_URL through it.
-func (s *System) brokerLink(name, service string, amqpBase *url.URL) (string, error) {
-	var nodes []string
-	if s.Cluster == nil {
-		nodes = []string{amqpBase.Host}
-	} else {
-		nodes = s.Cluster.Broker.Addrs()
-		if slicesContains(s.Cfg.PinnedServices(), service) {
-			nodes = nodes[config.PinnedNode : config.PinnedNode+1] // the wrong design of -pinned-broker
-		}
+// brokerLink creates process name's link to RabbitMQ (one proxy per node, each behind
+// an alarm proxy of its own) and returns its AMQP_URL through it.
+func (s *System) brokerLink(name, service string, amqpBase broker.Endpoints) (string, error) {
+	nodes := amqpBase.Addrs()
+	if s.Cluster != nil && slicesContains(s.Cfg.PinnedServices(), service) {
+		nodes = nodes[config.PinnedNode : config.PinnedNode+1] // the wrong design of -pinned-broker
 	}
 	// Each link's far end is an alarm proxy, which can tell the process's connections
 	// what a broker alarm would (broker_alarm).
@@ -158,9 +150,7 @@ func (s *System) brokerLink(name, service string, amqpBase *url.URL) (string, er
 	if err != nil {
 		return "", err
 	}
-	u := *amqpBase
-	u.Host = strings.Join(links, ",")
-	return withVHost(u.String(), s.Vhost)
+	return amqpBase.WithHosts(links...).WithVHost(s.Vhost).String(), nil
 }
 
 func (c *Cluster) postgresOf(service string) PostgresNodes {

@@ -35,17 +35,17 @@ var Services = []string{"emailprovider", "inventory", "notification", "ordering"
 // direct connections to each database (never through a proxy: the checker must see the
 // truth even while a link is down).
 type System struct {
-	Cfg        config.Config
-	Cluster    *Cluster // the cluster profile's servers; nil: the machine's own
-	dir        string   // the report directory
-	Vhost      string
-	brokerURLs []string // the run's vhost on each broker node, direct
-	Net        *network
-	Procs      []*Process
-	DBs        map[string]*pgxpool.Pool // by service, connected as the superuser
-	onFPCrash  func(p *Process, spec string)
-	alarmMu    sync.Mutex
-	alarms     map[string][]*alarmProxy // by process: between its RabbitMQ link and the broker (alarm.go)
+	Cfg       config.Config
+	Cluster   *Cluster // the cluster profile's servers; nil: the machine's own
+	dir       string   // the report directory
+	Vhost     string
+	AMQPURL   string // the run's vhost, direct: every node (broker.Dial tries them in turn)
+	Net       *network
+	Procs     []*Process
+	DBs       map[string]*pgxpool.Pool // by service, connected as the superuser
+	onFPCrash func(p *Process, spec string)
+	alarmMu   sync.Mutex
+	alarms    map[string][]*alarmProxy // by process: between its RabbitMQ link and the broker (alarm.go)
 }
 
 // Process returns the process called name.
@@ -164,11 +164,10 @@ func Start(ctx context.Context, cfg config.Config, cluster *Cluster, dir string,
 	if err != nil {
 		return nil, fmt.Errorf("postgres url: %w", err)
 	}
-	amqpBase, err := url.Parse(cfg.AMQPURL)
+	amqpBase, err := broker.ParseEndpoints(cfg.AMQPURL)
 	if err != nil {
 		return nil, fmt.Errorf("amqp url: %w", err)
 	}
-	brokerHosts := []string{amqpBase.Host}
 	if cluster != nil {
 		// The services log in as the cluster's administrator, as they log in as guest to
 		// the machine's broker.
@@ -176,18 +175,12 @@ func Start(ctx context.Context, cfg config.Config, cluster *Cluster, dir string,
 		if err != nil {
 			return nil, fmt.Errorf("management url: %w", err)
 		}
-		amqpBase = &url.URL{Scheme: "amqp", User: m.User, Host: "placeholder", Path: "/"}
-		brokerHosts = cluster.Broker.Addrs()
-	}
-	for _, h := range brokerHosts {
-		u := *amqpBase
-		u.Host = h
-		direct, err := withVHost(u.String(), cfg.Prefix)
-		if err != nil {
-			return nil, err
+		pass, _ := m.User.Password()
+		if amqpBase, err = broker.ParseEndpoints(cluster.Broker.URL(m.User.Username(), pass, "/")); err != nil {
+			return nil, fmt.Errorf("cluster amqp url: %w", err)
 		}
-		s.brokerURLs = append(s.brokerURLs, direct)
 	}
+	s.AMQPURL = amqpBase.WithVHost(cfg.Prefix).String()
 	toxiLog, err := os.Create(filepath.Join(dir, "logs", "toxiproxy.log"))
 	if err != nil {
 		return nil, err
@@ -264,7 +257,7 @@ func Start(ctx context.Context, cfg config.Config, cluster *Cluster, dir string,
 
 // newProcess creates the process's links (Postgres, RabbitMQ, and for notification the
 // provider) and its environment, all pointing at the proxies.
-func (s *System) newProcess(ctx context.Context, name, service string, args, extra []string, pgAdmin, amqpBase *url.URL) (*Process, error) {
+func (s *System) newProcess(ctx context.Context, name, service string, args, extra []string, pgAdmin *url.URL, amqpBase broker.Endpoints) (*Process, error) {
 	httpAddr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -309,17 +302,6 @@ func (s *System) newProcess(ctx context.Context, name, service string, args, ext
 		bin: filepath.Join(s.Cfg.BinDir, service), Args: args, Env: append(env, extra...), log: log,
 		onFailpoint: s.onFPCrash,
 	}, nil
-}
-
-// withVHost returns the AMQP URL with its path set to the vhost.
-func withVHost(amqpURL, vhost string) (string, error) {
-	u, err := url.Parse(amqpURL)
-	if err != nil {
-		return "", fmt.Errorf("amqp url: %w", err)
-	}
-	u.Path = "/" + vhost
-	u.RawPath = "/" + url.PathEscape(vhost)
-	return u.String(), nil
 }
 
 // Stop stops every process at once (the checker has its snapshot: the order no longer
