@@ -35,6 +35,15 @@ func (in *Injector) clusterFault(ctx context.Context, f *check.Fault) {
 		in.record(f, false, "no cluster: only the cluster profile has these faults")
 		return
 	}
+	// One at a time: a fault that comes while the last one's node is still booting waits
+	// (two nodes down at once would be a double fault, not the one this measures).
+	in.cluster.Lock()
+	defer in.cluster.Unlock()
+	if ctx.Err() != nil {
+		in.record(f, false, "skipped: the load ended while an earlier cluster fault held the cluster")
+		return
+	}
+	in.begin(f)
 	// Bringing a node or a primary back must not be cut short by the load's end.
 	bg := context.WithoutCancel(ctx)
 	rec := &check.Recovery{}

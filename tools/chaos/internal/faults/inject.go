@@ -36,6 +36,7 @@ type Injector struct {
 	held     int          // queue faults that hold the provider healthy (guarded by mu)
 	guard    *guard       // keeps faults off what a relay twin's check needs
 	topo     sync.RWMutex // held by a queue fault; poison and duplicates wait while a queue is missing
+	cluster  sync.Mutex   // held by a cluster fault until its node or primary is back: one at a time
 }
 
 type providerFaults struct {

@@ -70,7 +70,7 @@ func Schedule(cfg config.Config, processes, links []string) []check.Fault {
 	// cluster profile, so the other profiles' schedules are unchanged).
 	avoid := slices.Clone(out)
 	for _, c := range cluster {
-		c.Duration += clusterRecovery
+		c.Duration = clusterBusy(c)
 		avoid = append(avoid, c)
 	}
 	out = append(out, scheduleHeavy(cfg, processes, avoid)...)
@@ -254,17 +254,27 @@ func scheduleOutages(cfg config.Config, links []string) []check.Fault {
 	return out
 }
 
-// clusterRecovery is about how long after its node is back a cluster fault keeps the
-// system busy: a node boots and rejoins, a primary rejoins as a standby, the backlog
-// drains.
-const clusterRecovery = 20 * time.Second
+// clusterBusy is about how long a cluster fault keeps its part of the cluster away, from
+// its start: a RabbitMQ node on this machine boots and rejoins in 25-35 s after it is
+// started again; a failover's promotion and the old primary's pg_basebackup take seconds.
+// The next cluster fault comes after it, and the heavy faults keep clear of it.
+func clusterBusy(f check.Fault) time.Duration {
+	if f.Kind == check.FaultPostgresFailover {
+		return f.Duration + 15*time.Second
+	}
+	return f.Duration + 35*time.Second
+}
 
 // scheduleCluster draws the cluster profile's node faults (cfg.NodeLosses broker nodes
 // killed and as many stopped, cfg.Failovers Postgres failovers) from a stream of their
-// own, taking turns: one to each of as many equal slots of the load, clear of the
-// outages where the slot leaves room. Two at once would be a double fault, which a
-// three-node cluster and a single standby are not built to survive. The failovers cycle
-// through the services, ordering first; the stopped nodes through the nodes.
+// own, taking turns, one after another with random gaps, each after the previous one's
+// part is back (clusterBusy), with the outages among them: two at once would be a double
+// fault, which a three-node cluster and a single standby are not built to survive. The
+// failovers cycle through the services, ordering first; the stopped nodes through the
+// nodes.
+//
+// The outages, drawn before, are timed again in the cluster profile to take turns with
+// them (outages is changed in place).
 func scheduleCluster(cfg config.Config, outages []check.Fault) []check.Fault {
 	if !cfg.Cluster {
 		return nil
@@ -280,7 +290,7 @@ func scheduleCluster(cfg config.Config, outages []check.Fault) []check.Fault {
 			node = config.PinnedNode
 		}
 		lists[1] = append(lists[1], check.Fault{Kind: check.FaultBrokerNodeStopped, Target: fmt.Sprintf("node-%d", node),
-			Duration: between(cfg.NodeDown, cfg.NodeDown*3/2), Detail: "the node stopped, longer than the relays' retry budget, then started"})
+			Duration: between(cfg.NodeDown, cfg.NodeDown*3/2), Detail: "the node stopped, then started again"})
 	}
 	for i := range cfg.Failovers {
 		svc := []string{"ordering", "inventory", "notification"}[i%3]
@@ -297,29 +307,37 @@ func scheduleCluster(cfg config.Config, outages []check.Fault) []check.Fault {
 	if len(turns) == 0 {
 		return nil
 	}
+	// The outages take turns with them: each goes in at an even spacing, and is timed
+	// again with the rest (their kinds, lengths and links stay the seed's).
+	seq := make([]*check.Fault, 0, len(turns)+len(outages))
+	for i := range turns {
+		seq = append(seq, &turns[i])
+		for j := range outages {
+			if j*len(turns)/len(outages) == i {
+				seq = append(seq, &outages[j])
+			}
+		}
+	}
+	const margin = 3 * time.Second
+	busyOf := func(f *check.Fault) time.Duration {
+		if check.IsOutage(f.Kind) {
+			return f.Duration + margin
+		}
+		return clusterBusy(*f)
+	}
 	span := cfg.LoadDuration()
 	lead := config.FaultLead(span)
-	slot := (span - 2*lead) / time.Duration(len(turns))
-	const margin = 3 * time.Second
-	clear := func(at, d time.Duration) bool {
-		for _, o := range outages {
-			if at < o.At+o.Duration+margin && o.At < at+d+margin {
-				return false
-			}
-		}
-		return true
+	var busy time.Duration
+	for _, f := range seq {
+		busy += busyOf(f)
 	}
-	for i := range turns {
-		f := &turns[i]
-		busy := f.Duration + clusterRecovery
-		room := max(slot-busy, time.Millisecond)
-		start := lead + time.Duration(i)*slot
-		for try := 0; ; try++ {
-			f.At = start + time.Duration(rng.Int64N(int64(room)))
-			if clear(f.At, busy) || try == 100 {
-				break
-			}
-		}
+	// The free time is cut at random into a gap before each.
+	free := max(span-2*lead-busy, 0)
+	t := lead
+	for _, f := range seq {
+		t += time.Duration(rng.Int64N(int64(free)/int64(len(seq)) + 1))
+		f.At = t
+		t += busyOf(f)
 	}
 	return turns
 }
