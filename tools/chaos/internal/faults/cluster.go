@@ -158,10 +158,12 @@ func (in *Injector) busiestQueue(ctx context.Context) (string, int, error) {
 
 // failover is CloudNativePG's failover of f.Target's Postgres, with the worst timing for
 // a design that acknowledges before the standby has a commit: the standby is cut off from
-// its primary for f.Duration (the primary's commits then wait for it, or with
-// synchronous_commit=local do not), the primary is killed, the standby reconnected
-// (to nothing) and promoted, and the old primary rejoins as the new one's synchronous
-// standby; until it has, the new primary's commits wait.
+// its primary for f.Duration (a partition: the primary's commits then wait for it, or
+// with synchronous_commit=local do not), the primary is killed with the WAL it had not
+// sent, the standby let run again and promoted, and the old primary rejoins as the new
+// one's synchronous standby. As CloudNativePG with dataDurability: preferred, the
+// promoted primary commits alone until then (testenv/cluster's Promote clears its
+// synchronous_standby_names, Rejoin sets it again).
 func (in *Injector) failover(ctx context.Context, f *check.Fault, rec *check.Recovery) error {
 	pg := in.sys.Cluster.Postgres[f.Target]
 	if pg == nil {
