@@ -20,17 +20,24 @@ type FaultCheck struct {
 // from the moment the node or primary was killed or stopped. The client figures come from
 // the load's history after the run (report.Recoveries); Drained from polling meanwhile.
 type Recovery struct {
-	Killed   time.Time     `json:"killed"`             // the node or primary went down
-	Restored time.Time     `json:"restored,omitzero"`  // the node rejoined, or the old primary is the new one's standby
-	Accepted time.Duration `json:"accepted_ns"`        // from Killed to the first 201 to a POST sent after it; -1: none before the load ended
-	Drained  time.Duration `json:"drained_ns"`         // from Killed until every order placed before Restored was decided and both outboxes held no row written before it; -1: not within DrainLimit
-	Emailed  time.Duration `json:"emailed_ns"`         // from Killed to the last outcome email of an order placed before Restored (after the run, from the provider's emails); 0: none came after Restored
-	Refused  int           `json:"refused"`            // POSTs sent between Killed and max(first 201, Restored) answered 503
-	TimedOut int           `json:"timed_out"`          // POSTs sent in that window that timed out
-	Tries    int           `json:"tries"`              // every POST sent in that window
-	Node     string        `json:"node,omitempty"`     // the broker node, or the service whose primary failed over
-	Queue    string        `json:"queue,omitempty"`    // broker_node_killed: the busiest quorum queue, led by the node
-	Messages int           `json:"messages,omitempty"` // broker_node_killed: its messages then
+	Killed   time.Time     `json:"killed"`            // the node or primary went down
+	Restored time.Time     `json:"restored,omitzero"` // the node rejoined, or the old primary is the new one's standby
+	Promoted time.Time     `json:"promoted,omitzero"` // postgres_failover: the standby accepts writes
+	Accepted time.Duration `json:"accepted_ns"`       // from Killed to the first 201 to a POST sent after it; -1: none before the load ended
+	Drained  time.Duration `json:"drained_ns"`        // from Killed until every order placed before Restored was decided and both outboxes held no row written before it; -1: not within DrainLimit
+	Emailed  time.Duration `json:"emailed_ns"`        // from Killed to the last outcome email of an order placed before Restored (after the run, from the provider's emails); 0: none came after Restored
+	Refused  int           `json:"refused"`           // POSTs sent from Killed until the first 201 (and the promotion, for a failover) answered 503
+	TimedOut int           `json:"timed_out"`         // POSTs sent in that window that timed out
+	Tries    int           `json:"tries"`             // every POST sent in that window
+	// The same until the node or the old primary was back (Restored): a broker node takes
+	// tens of seconds to boot, and the run's other faults strike meanwhile and are
+	// counted too.
+	RefusedUntilBack  int    `json:"refused_until_back"`
+	TimedOutUntilBack int    `json:"timed_out_until_back"`
+	TriesUntilBack    int    `json:"tries_until_back"`
+	Node              string `json:"node,omitempty"`     // the broker node, or the service whose primary failed over
+	Queue             string `json:"queue,omitempty"`    // broker_node_killed: the busiest quorum queue, led by the node
+	Messages          int    `json:"messages,omitempty"` // broker_node_killed: its messages then
 }
 
 // Fault-check violation kinds (invariant 10).

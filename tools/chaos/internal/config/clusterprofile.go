@@ -21,12 +21,12 @@ import (
 // in the cluster profile.
 var ClusterServices = []string{"inventory", "notification", "ordering"}
 
-// clusterProfile is make chaos-cluster's defaults. Six minutes of the default run's rate:
-// the cluster's nine extra servers share the two cores with the services, and the node
-// faults come one at a time, each after the last one's node is back (a RabbitMQ node
-// boots and rejoins in 25-35 s here), which takes about four of the six minutes; fewer
-// short faults than the default run (each still strikes a doubled system) and one
-// outage of each kind keep a run near ten minutes.
+// clusterProfile is make chaos-cluster's defaults. Seven minutes of the default run's
+// rate: the cluster's nine extra servers share the two cores with the services, and the
+// node faults come one at a time, each after the last one's node is back (a RabbitMQ
+// node boots and rejoins in 25-80 s here under the load), which takes about five of the
+// seven minutes; fewer short faults than the default run (each still strikes a doubled
+// system) and one outage of each kind keep a run near eleven minutes.
 var clusterProfile = struct {
 	Rate          float64
 	Seconds       int
@@ -37,16 +37,16 @@ var clusterProfile = struct {
 	Failovers     int
 	NodeDown      time.Duration
 	QuietTimeout  time.Duration
-}{Rate: 20, Seconds: 360, FaultsPerKind: 30, Outages: 1, HeavyFaults: 1, NodeLosses: 2, Failovers: 3, NodeDown: 15 * time.Second, QuietTimeout: 3 * time.Minute}
+}{Rate: 20, Seconds: 420, FaultsPerKind: 30, Outages: 1, HeavyFaults: 1, NodeLosses: 2, Failovers: 3, NodeDown: 15 * time.Second, QuietTimeout: 3 * time.Minute}
 
 // clusterCompare is chaos compare --profile cluster's: three designs in turn, so each run
-// is half as long (three minutes), with one node loss of each kind and two failovers (ordering's first,
+// is half as long (three and a half minutes), with one node loss of each kind and two failovers (ordering's first,
 // the one a design acknowledging locally loses orders in).
 var clusterCompare = struct {
 	Seconds    int
 	NodeLosses int
 	Failovers  int
-}{Seconds: 180, NodeLosses: 1, Failovers: 2}
+}{Seconds: 210, NodeLosses: 1, Failovers: 2}
 
 // applyClusterProfile sets the cluster profile's defaults for every flag not given
 // (compare: chaos compare's, shorter).

@@ -183,6 +183,7 @@ func (in *Injector) failover(ctx context.Context, f *check.Fault, rec *check.Rec
 	if err := pg.Promote(ctx); err != nil {
 		return fmt.Errorf("promote: %w", err)
 	}
+	rec.Promoted = time.Now()
 	err := pg.Rejoin(ctx)
 	rec.Restored = time.Now()
 	if err != nil {

@@ -255,14 +255,16 @@ func scheduleOutages(cfg config.Config, links []string) []check.Fault {
 }
 
 // clusterBusy is about how long a cluster fault keeps its part of the cluster away, from
-// its start: a RabbitMQ node on this machine boots and rejoins in 25-35 s after it is
-// started again; a failover's promotion and the old primary's pg_basebackup take seconds.
+// its start: a RabbitMQ node on this machine boots and rejoins in 25-80 s after it is
+// started again, under the load; a failover's promotion and the old primary's
+// pg_basebackup take 10-15 s. A fault that comes before the last one's part is back
+// waits for it (Injector.cluster).
 // The next cluster fault comes after it, and the heavy faults keep clear of it.
 func clusterBusy(f check.Fault) time.Duration {
 	if f.Kind == check.FaultPostgresFailover {
 		return f.Duration + 15*time.Second
 	}
-	return f.Duration + 35*time.Second
+	return f.Duration + 50*time.Second
 }
 
 // scheduleCluster draws the cluster profile's node faults (cfg.NodeLosses broker nodes
@@ -299,7 +301,9 @@ func scheduleCluster(cfg config.Config, outages []check.Fault) []check.Fault {
 	}
 	var turns []check.Fault
 	for i := 0; len(lists[0])+len(lists[1])+len(lists[2]) > 0; i++ {
-		if l := &lists[[]int{0, 2, 1}[i%3]]; len(*l) > 0 {
+		// Failovers every other turn, from the first: a fault the last one's overrun
+		// pushes past the load's end is a broker node's, of which there are more.
+		if l := &lists[[]int{2, 0, 2, 1}[i%4]]; len(*l) > 0 {
 			turns = append(turns, (*l)[0])
 			*l = (*l)[1:]
 		}

@@ -18,8 +18,9 @@ import (
 
 // AddClientRecovery fills each cluster fault's client figures from the load's history:
 // the first 201 to an attempt sent after the kill, and the 503s and timeouts among the
-// attempts sent from the kill until that 201 or the node's return, whichever came later
-// (until the end of the load if no 201 came).
+// attempts sent from the kill until that 201 and, for a failover, the promotion (until
+// the end of the load if no 201 came); and the same until the node or the old primary
+// was back.
 //
 // It also fills Emailed from the provider's emails: from the kill to the last outcome
 // email of an order placed before the node's return (drains' reckoning for outages).
@@ -64,27 +65,39 @@ func AddClientRecovery(faults []check.Fault, history []check.ClientOp, orders []
 				r.Emailed = max(r.Emailed, at.Sub(r.Killed))
 			}
 		}
-		end := r.Restored
+		// The headline window: until orders were accepted again and, for a failover, the
+		// standby promoted; the long one: until the node or old primary was back.
+		end := r.Promoted
 		switch {
 		case accepted.IsZero():
 			end = time.Unix(1<<40, 0) // never accepted again: every later attempt counts
 		case accepted.After(end):
 			end = accepted
 		}
-		r.Refused, r.TimedOut, r.Tries = 0, 0, 0
-		for _, t := range tries {
-			if t.At.Before(r.Killed) || !t.At.Before(end) {
-				continue
-			}
-			r.Tries++
-			switch {
-			case t.Status == 503:
-				r.Refused++
-			case t.Timeout:
-				r.TimedOut++
-			}
+		r.Refused, r.TimedOut, r.Tries = count(tries, r.Killed, end)
+		back := r.Restored
+		if back.IsZero() || back.Before(end) {
+			back = end
+		}
+		r.RefusedUntilBack, r.TimedOutUntilBack, r.TriesUntilBack = count(tries, r.Killed, back)
+	}
+}
+
+// count returns the 503s, the timeouts and all of the attempts sent in [from, to).
+func count(tries []check.Try, from, to time.Time) (refused, timedOut, all int) {
+	for _, t := range tries {
+		if t.At.Before(from) || !t.At.Before(to) {
+			continue
+		}
+		all++
+		switch {
+		case t.Status == 503:
+			refused++
+		case t.Timeout:
+			timedOut++
 		}
 	}
+	return refused, timedOut, all
 }
 
 // RecoveryRow is one kind of cluster fault's figures over the run: median and maximum.
@@ -161,7 +174,7 @@ func PrintRecoveryTable(w io.Writer, faults []check.Fault) {
 		return fmt.Sprintf("%.1f s", d.Seconds())
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "What a node loss cost (from the kill; median / max):")
+	fmt.Fprintln(w, "What a node loss cost (from the kill; median / max; 503s and timeouts: of the POSTs sent until orders were accepted again and, for a failover, the standby promoted):")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| kind | n | orders accepted again | backlog decided and published | backlog emailed | 503s | timeouts |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
@@ -184,8 +197,9 @@ func PrintRecoveryTable(w io.Writer, faults []check.Fault) {
 		if !r.Restored.IsZero() {
 			back = dur(r.Restored.Sub(r.Killed))
 		}
-		fmt.Fprintf(w, "  #%d %s %s: back after %s, accepted after %s, drained after %s, emailed after %s, %d of %d POSTs 503, %d timed out%s\n",
-			f.ID, f.Kind, what, back, dur(r.Accepted), dur(r.Drained), dur(r.Emailed), r.Refused, r.Tries, r.TimedOut, noteOf(f))
+		fmt.Fprintf(w, "  #%d %s %s at %.0fs: back after %s, accepted after %s, drained after %s, emailed after %s; %d of %d POSTs 503, %d timed out until accepted; %d of %d 503, %d timed out until back%s\n",
+			f.ID, f.Kind, what, f.At.Seconds(), back, dur(r.Accepted), dur(r.Drained), dur(r.Emailed), r.Refused, r.Tries, r.TimedOut,
+			r.RefusedUntilBack, r.TriesUntilBack, r.TimedOutUntilBack, noteOf(f))
 	}
 }
 
