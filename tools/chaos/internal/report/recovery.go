@@ -160,22 +160,35 @@ func medianMax[T time.Duration | int](xs []T) (T, T) {
 	return s[(len(s)-1)/2], mx
 }
 
-// PrintRecoveryTable writes the recovery figures as a markdown table, to be pasted into
-// docs/kubernetes.md, then one line per fault.
-func PrintRecoveryTable(w io.Writer, faults []check.Fault) {
-	rows := RecoveryRows(faults)
-	if len(rows) == 0 {
-		return
+// dur is a recovery figure in seconds, "never" for one not reached.
+func dur(d time.Duration) string {
+	if d < 0 {
+		return "never"
 	}
-	dur := func(d time.Duration) string {
-		if d < 0 {
-			return "never"
-		}
-		return fmt.Sprintf("%.1f s", d.Seconds())
+	return fmt.Sprintf("%.1f s", d.Seconds())
+}
+
+// PrintRecoveryTable writes the recovery figures as a markdown table (RecoveryTable),
+// then one line per fault.
+func PrintRecoveryTable(w io.Writer, faults []check.Fault) {
+	if len(RecoveryRows(faults)) == 0 {
+		return
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "What a node loss cost (from the kill; median / max; 503s and timeouts: of the POSTs sent until orders were accepted again and, for a failover, the standby promoted):")
 	fmt.Fprintln(w)
+	RecoveryTable(w, faults)
+	printRecoveries(w, faults)
+}
+
+// RecoveryTable writes the recovery figures of each kind of cluster fault as a markdown
+// table (docs/kubernetes.md quotes it: make chaos-figures, view recovery); nothing for a
+// run without cluster faults.
+func RecoveryTable(w io.Writer, faults []check.Fault) {
+	rows := RecoveryRows(faults)
+	if len(rows) == 0 {
+		return
+	}
 	fmt.Fprintln(w, "| kind | n | orders accepted again | backlog decided and published | backlog emailed | 503s | timeouts |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
 	for _, r := range rows {
@@ -183,6 +196,10 @@ func PrintRecoveryTable(w io.Writer, faults []check.Fault) {
 			dur(r.AcceptedP50), dur(r.AcceptedMax), dur(r.DrainedP50), dur(r.DrainedMax), dur(r.EmailedP50), dur(r.EmailedMax),
 			r.RefusedP50, r.RefusedMax, r.TimedOutP50, r.TimedOutMax)
 	}
+}
+
+// printRecoveries writes one line per cluster fault.
+func printRecoveries(w io.Writer, faults []check.Fault) {
 	fmt.Fprintln(w)
 	for _, f := range faults {
 		r := f.Recovery
