@@ -96,7 +96,7 @@ chaos-load: services build ## every service doubled, the load at half the benchm
 	go run ./tools/chaos --profile load $(CHAOS_FLAGS)
 
 .PHONY: chaos-cluster
-chaos-cluster: services build ## the production topology: three RabbitMQ nodes, a primary + synchronous standby per service, node kills and failovers under load (about 12 minutes)
+chaos-cluster: services build ## the production topology: three RabbitMQ nodes, a primary + synchronous standby per service, node kills and failovers under load (about 10 minutes)
 	go run ./tools/chaos --profile cluster $(CHAOS_FLAGS)
 
 .PHONY: chaos-compare
