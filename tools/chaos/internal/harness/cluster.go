@@ -120,7 +120,9 @@ func (s *System) postgresLinks(name, service string, pgAdmin *url.URL) (dbURL, a
 		// primary has them, before the standby does.
 		q := u.Query()
 		q.Set("options", "-c synchronous_commit="+s.Cfg.OrderingCommit)
-		u.RawQuery = q.Encode()
+		// %20, not Encode's +: pgx does not read + as a space, and the server then
+		// refuses "-c+synchronous_commit" as an unknown parameter.
+		u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
 	}
 	adminHosts, admin, err := hostsOf(pg.AdminURL())
 	if err != nil || len(adminHosts) != len(hosts) {
