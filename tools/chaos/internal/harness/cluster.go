@@ -119,10 +119,11 @@ func (s *System) postgresLinks(name, service string, pgAdmin *url.URL) (dbURL, a
 		// The wrong design of -ordering-commit: ordering's commits return once the
 		// primary has them, before the standby does.
 		q := u.Query()
-		q.Set("options", "-c synchronous_commit="+s.Cfg.OrderingCommit)
-		// %20, not Encode's +: pgx does not read + as a space, and the server then
-		// refuses "-c+synchronous_commit" as an unknown parameter.
-		u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
+		// No space in the value (-cname=value, as getopt takes it): the services
+		// re-encode DATABASE_URL (config.Common.PoolURL), a space comes out as +, and the
+		// server refused "-c+synchronous_commit" as an unknown parameter.
+		q.Set("options", "-csynchronous_commit="+s.Cfg.OrderingCommit)
+		u.RawQuery = q.Encode()
 	}
 	adminHosts, admin, err := hostsOf(pg.AdminURL())
 	if err != nil || len(adminHosts) != len(hosts) {
