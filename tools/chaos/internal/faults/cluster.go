@@ -56,8 +56,12 @@ func (in *Injector) clusterFault(ctx context.Context, f *check.Fault) {
 		rec.Node = f.Target
 		rec.Killed = time.Now()
 		if err = cl.Broker.Stop(node); err == nil {
+			// A graceful stop takes seconds, serving its clients meanwhile; the check
+			// counts the orders placed once it was down and the clients had had a moment
+			// to dial another node.
+			down := time.Now()
 			time.Sleep(f.Duration)
-			in.checkFlowing(bg, f, rec.Killed)
+			in.checkFlowing(bg, f, down.Add(2*time.Second))
 			err = cl.Broker.Start(bg, node)
 		}
 		rec.Restored = time.Now()
@@ -79,16 +83,16 @@ func (in *Injector) clusterFault(ctx context.Context, f *check.Fault) {
 	in.record(f, true, fmt.Sprintf("%s back after %v", cmp.Or(rec.Node, f.Target), rec.Restored.Sub(rec.Killed).Round(time.Millisecond)))
 }
 
-// checkFlowing checks, while a stopped node is still down, that orders placed after it
-// stopped have been decided: two nodes of three keep every quorum queue running, so a
+// checkFlowing checks, while a stopped node is still down, that orders placed after
+// since (two seconds after it was down) have been decided: two nodes of three keep every quorum queue running, so a
 // service that knows every node's address carries on after a reconnect, and one pinned
 // to the stopped node's address alone is stranded until it is back. The first seconds
 // after the stop are left for the reconnects and the queues' new leaders.
-func (in *Injector) checkFlowing(ctx context.Context, f *check.Fault, stopped time.Time) {
+func (in *Injector) checkFlowing(ctx context.Context, f *check.Fault, since time.Time) {
 	var placed, decided int
 	err := in.sys.DBs["ordering"].QueryRow(ctx, `
 		SELECT count(*), count(*) FILTER (WHERE status <> 'pending')
-		FROM orders WHERE created_at > $1`, stopped).Scan(&placed, &decided)
+		FROM orders WHERE created_at > $1`, since).Scan(&placed, &decided)
 	switch {
 	case err != nil:
 		in.setCheck(f, check.FaultCheck{Detail: "not checked: " + err.Error()})
@@ -96,9 +100,9 @@ func (in *Injector) checkFlowing(ctx context.Context, f *check.Fault, stopped ti
 		in.setCheck(f, check.FaultCheck{Detail: "not checked: no order placed while the node was down"})
 	case decided == 0:
 		in.setCheck(f, check.FaultCheck{Checked: true, Violation: check.NodeLossStalled,
-			Detail: fmt.Sprintf("%d orders placed in the %v since %s stopped, none decided", placed, time.Since(stopped).Round(time.Millisecond), f.Target)})
+			Detail: fmt.Sprintf("%d orders placed in the %v since %s was down, none decided", placed, time.Since(since).Round(time.Millisecond), f.Target)})
 	default:
-		in.setCheck(f, check.FaultCheck{Checked: true, Detail: fmt.Sprintf("%d of %d orders placed since the node stopped decided while it was down", decided, placed)})
+		in.setCheck(f, check.FaultCheck{Checked: true, Detail: fmt.Sprintf("%d of %d orders placed since the node was down decided while it was", decided, placed)})
 	}
 }
 
