@@ -83,11 +83,11 @@ func (in *Injector) clusterFault(ctx context.Context, f *check.Fault) {
 	in.record(f, true, fmt.Sprintf("%s back after %v", cmp.Or(rec.Node, f.Target), rec.Restored.Sub(rec.Killed).Round(time.Millisecond)))
 }
 
-// checkFlowing checks, while a stopped node is still down, that orders placed after
-// since (two seconds after it was down) have been decided: two nodes of three keep every quorum queue running, so a
-// service that knows every node's address carries on after a reconnect, and one pinned
-// to the stopped node's address alone is stranded until it is back. The first seconds
-// after the stop are left for the reconnects and the queues' new leaders.
+// checkFlowing checks, while a stopped node is still down, that some of the orders
+// placed after since (two seconds after it went down: time for the reconnects and the
+// queues' new leaders) have been decided. Two nodes of three keep every quorum queue
+// running, so a service that knows every node's address carries on after a reconnect,
+// and one pinned to the stopped node's address alone is stranded until it is back.
 func (in *Injector) checkFlowing(ctx context.Context, f *check.Fault, since time.Time) {
 	var placed, decided int
 	err := in.sys.DBs["ordering"].QueryRow(ctx, `
