@@ -85,13 +85,14 @@ func (in *Injector) clusterFault(ctx context.Context, f *check.Fault) {
 
 // checkFlowing checks, while a stopped node is still down, that some of the orders
 // placed after since (two seconds after it went down: time for the reconnects and the
-// queues' new leaders) have been decided. Two nodes of three keep every quorum queue
+// queues' new leaders) have been confirmed or rejected (a cancellation needs no
+// broker). Two nodes of three keep every quorum queue
 // running, so a service that knows every node's address carries on after a reconnect,
 // and one pinned to the stopped node's address alone is stranded until it is back.
 func (in *Injector) checkFlowing(ctx context.Context, f *check.Fault, since time.Time) {
 	var placed, decided int
 	err := in.sys.DBs["ordering"].QueryRow(ctx, `
-		SELECT count(*), count(*) FILTER (WHERE status <> 'pending')
+		SELECT count(*), count(*) FILTER (WHERE status IN ('confirmed', 'rejected'))
 		FROM orders WHERE created_at > $1`, since).Scan(&placed, &decided)
 	switch {
 	case err != nil:
