@@ -99,6 +99,10 @@ chaos: services build ## load with crashes and network faults, then check every 
 chaos-load: services build ## every service doubled, the load at half the benchmark's capacity or more, every fault kind (under 10 minutes)
 	go run ./tools/chaos --profile load $(CHAOS_FLAGS)
 
+.PHONY: chaos-cluster
+chaos-cluster: services build ## the production topology: three RabbitMQ nodes, a primary + synchronous standby per service, node kills and failovers under load (about 10 minutes)
+	go run ./tools/chaos --profile cluster $(CHAOS_FLAGS)
+
 .PHONY: chaos-compare
 chaos-compare: services build ## the same faults against the right design and the wrong ones
 	go run ./tools/chaos compare $(CHAOS_FLAGS)

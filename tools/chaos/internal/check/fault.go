@@ -16,6 +16,30 @@ type FaultCheck struct {
 	Drain     time.Duration `json:"drain_ns,omitempty"` // broker_alarm: from the alarm's end until every row written before it was published
 }
 
+// Recovery is what one node loss or failover cost the clients and the pipeline, measured
+// from the moment the node or primary was killed or stopped. The client figures come from
+// the load's history after the run (report.Recoveries); Drained from polling meanwhile.
+type Recovery struct {
+	Killed   time.Time     `json:"killed"`            // the node or primary went down
+	Restored time.Time     `json:"restored,omitzero"` // the node rejoined, or the old primary is the new one's standby
+	Promoted time.Time     `json:"promoted,omitzero"` // postgres_failover: the standby accepts writes
+	Accepted time.Duration `json:"accepted_ns"`       // from Killed to the first 201 to a POST sent after it; -1: none before the load ended
+	Drained  time.Duration `json:"drained_ns"`        // from Killed until every order placed before Restored was decided and both outboxes held no row written before it; -1: not within DrainLimit
+	Emailed  time.Duration `json:"emailed_ns"`        // from Killed to the last outcome email of an order placed before Restored (after the run, from the provider's emails); 0: none came after Restored
+	Refused  int           `json:"refused"`           // POSTs sent from Killed until the first 201 (and the promotion, for a failover) answered 503
+	TimedOut int           `json:"timed_out"`         // POSTs sent in that window that timed out
+	Tries    int           `json:"tries"`             // every POST sent in that window
+	// The same until the node or the old primary was back (Restored): a broker node takes
+	// tens of seconds to boot, and the run's other faults strike meanwhile and are
+	// counted too.
+	RefusedUntilBack  int    `json:"refused_until_back"`
+	TimedOutUntilBack int    `json:"timed_out_until_back"`
+	TriesUntilBack    int    `json:"tries_until_back"`
+	Node              string `json:"node,omitempty"`     // the broker node, or the service whose primary failed over
+	Queue             string `json:"queue,omitempty"`    // broker_node_killed: the busiest quorum queue, led by the node
+	Messages          int    `json:"messages,omitempty"` // broker_node_killed: its messages then
+}
+
 // Fault-check violation kinds (invariant 10).
 const (
 	TwinPublished    = "relay twin published events under a live relay's id"
@@ -23,6 +47,7 @@ const (
 	QueueNotRestored = "deleted queue not declared again by its consumer"
 	QueueLeftUnbound = "queue left unbound while events of its types were published"
 	QueueFullLost    = "outbox rows parked dead or not drained after a queue was full"
+	NodeLossStalled  = "no order decided while one broker node of three was down"
 )
 
 // Fault kinds. Each opens a failure window some part of the design claims to close.
@@ -50,6 +75,20 @@ const (
 	FaultQueueUnbound     = "queue_unbound"     // late_consumer, but the harness declares the queue again without its bindings, as a consumer killed between its declare and its binds leaves it
 	FaultQueueFull        = "queue_full"        // an operator's policy caps a work queue at length 0 with overflow reject-publish, its consumers down: the broker nacks every event bound to it
 )
+
+// The cluster faults (faults/cluster.go), only in the cluster profile (make chaos-cluster):
+// the harness plays the part of a node's failure and of CloudNativePG's failover.
+const (
+	FaultBrokerNodeKilled  = "broker_node_killed"  // SIGKILL the RabbitMQ node leading the busiest quorum queue, then boot it again
+	FaultBrokerNodeStopped = "broker_node_stopped" // stop a RabbitMQ node for longer than the relays' retry budget, then start it
+	FaultPostgresFailover  = "postgres_failover"   // cut a service's standby off, kill its primary, promote the standby; the old primary rejoins as its standby
+)
+
+// ClusterKinds are the cluster profile's own kinds, in report order.
+var ClusterKinds = []string{FaultBrokerNodeKilled, FaultBrokerNodeStopped, FaultPostgresFailover}
+
+// IsCluster reports whether kind is one of ClusterKinds.
+func IsCluster(kind string) bool { return slices.Contains(ClusterKinds, kind) }
 
 // FaultKinds lists the kinds every run injects, in report order: FaultsPerKind of each,
 // but Outages of each outage kind.
@@ -87,4 +126,6 @@ type Fault struct {
 	Note  string    `json:"note,omitempty"`
 	// Check is the fault's own check, for the kinds that have one (faults/heavy.go).
 	Check *FaultCheck `json:"check,omitempty"`
+	// Recovery is what a cluster fault cost (faults/cluster.go), nil for the other kinds.
+	Recovery *Recovery `json:"recovery,omitempty"`
 }

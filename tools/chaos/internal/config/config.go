@@ -22,7 +22,13 @@ type Config struct {
 	MaxInFlight       int           // cap on concurrent operations; beyond it sends wait
 	ShedRetries       int           // 503s with Retry-After an operation takes (waiting as asked) before it ends rejected
 	Doubled           bool          // two processes of every service but the provider (the load profile)
-	Profile           string        // "" or "load": the defaults of make chaos-load (loadprofile.go)
+	Profile           string        // "", "load" or "cluster": the defaults of make chaos-load or make chaos-cluster (loadprofile.go, clusterprofile.go)
+	Cluster           bool          // a three-node RabbitMQ cluster and a Postgres primary with a synchronous standby per service, started by the run (clusterprofile.go)
+	NodeLosses        int           // cluster: broker_node_killed faults, and as many broker_node_stopped
+	Failovers         int           // cluster: postgres_failover faults
+	NodeDown          time.Duration // cluster: how long a broker_node_stopped keeps its node down
+	OrderingCommit    string        // cluster: synchronous_commit of ordering's connections: "" (the server's: wait for the standby) | local (a wrong design)
+	PinnedBroker      string        // cluster: services given only the broker node the node faults strike (a wrong design), comma-separated; empty: none
 	OrderingPoolWait  time.Duration // ORDERING_POOL_WAIT of every ordering process; 0: the service's default
 	PoolSize          int           // DATABASE_MAX_CONNS of every process; 0: the services' default (12)
 	Seed              uint64        // the fault schedule and the order bodies derive from it
@@ -99,6 +105,8 @@ func (c Config) DesignName() string {
 	}
 	name := fmt.Sprintf("publisher=%s inventory=%s", c.Publisher, c.InventoryStrategy)
 	for _, x := range []struct{ key, value, def string }{
+		{"ordering-commit", c.OrderingCommit, ""},
+		{"pinned-broker", c.PinnedBroker, ""},
 		{"cancellations", c.Cancellations, "sequence"},
 		{"relay-queue-check", c.RelayQueueCheck, "bindings"},
 		{"relay-twin", c.RelayTwin, "refuse"},
@@ -156,7 +164,12 @@ func Parse(args []string, stderr io.Writer, compare bool) (Config, error) {
 	fs.BoolVar(&cfg.Doubled, "double", cfg.Doubled, "two processes of every service but the email provider: two ordering APIs with a relay each, two inventories, two notifications")
 	fs.DurationVar(&cfg.OrderingPoolWait, "ordering-pool-wait", cfg.OrderingPoolWait, "ORDERING_POOL_WAIT of every ordering process: how long a request waits for its turn at the database before 503 (0: the service's default; 1h all but turns shedding off)")
 	fs.IntVar(&cfg.PoolSize, "pool-size", cfg.PoolSize, "DATABASE_MAX_CONNS of every process (0: the services' default, 12); mind Postgres's max_connections")
-	fs.StringVar(&cfg.Profile, "profile", cfg.Profile, "load: the defaults of make chaos-load (every service doubled, the load near the system's capacity, every fault kind); flags given beside it win")
+	fs.StringVar(&cfg.Profile, "profile", cfg.Profile, "load: the defaults of make chaos-load (every service doubled, the load near the system's capacity, every fault kind); cluster: the defaults of make chaos-cluster (a three-node RabbitMQ cluster, a primary and a synchronous standby per service, node kills and failovers); flags given beside it win")
+	fs.IntVar(&cfg.NodeLosses, "node-losses", cfg.NodeLosses, "cluster: broker_node_killed faults, and as many broker_node_stopped")
+	fs.IntVar(&cfg.Failovers, "failovers", cfg.Failovers, "cluster: postgres_failover faults (a primary killed, its standby promoted, the old primary back as its standby)")
+	fs.DurationVar(&cfg.NodeDown, "node-down", cfg.NodeDown, "cluster: how long broker_node_stopped keeps a node down; it must outlast the relays' retry budget")
+	fs.StringVar(&cfg.OrderingCommit, "ordering-commit", cfg.OrderingCommit, "cluster: synchronous_commit of ordering's connections; local acknowledges an order before the standby has it (a wrong design); empty: the server's, which waits")
+	fs.StringVar(&cfg.PinnedBroker, "pinned-broker", cfg.PinnedBroker, "cluster: services (comma-separated) given only the one broker node the node faults strike, as a single-address AMQP_URL (a wrong design)")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the fault schedule and the order bodies: same seed, same schedule")
 	fs.IntVar(&cfg.FaultsPerKind, "faults", cfg.FaultsPerKind, "faults of each kind, spread over the load")
 	fs.IntVar(&cfg.Outages, "outages", cfg.Outages, "broker outages, and as many Postgres outages (every service's link down at once), one at a time, at least -outage apart")
@@ -186,7 +199,7 @@ func Parse(args []string, stderr io.Writer, compare bool) (Config, error) {
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
-	if err := cfg.applyProfile(fs); err != nil {
+	if err := cfg.applyProfile(fs, compare); err != nil {
 		return cfg, err
 	}
 	if fs.NArg() > 0 {
@@ -265,6 +278,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("-%s %q: want %s or %s", x.flag, x.value, x.a, x.b))
 		}
 	}
+	errs = append(errs, c.validateCluster()...)
 	if c.HeavyFaults < -1 {
 		errs = append(errs, errors.New("-heavy-faults must be -1 (automatic) or more"))
 	}

@@ -112,13 +112,15 @@ var loadProfile = struct {
 }{Rate: 80, Seconds: 180, FaultsPerKind: 30, Outages: 2, MaxInFlight: 2000, PoolSize: 5, HeavyFaults: 1, QuietTimeout: 4 * time.Minute}
 
 // applyProfile sets the profile's defaults for every flag not given on the command line.
-func (c *Config) applyProfile(fs *flag.FlagSet) error {
+func (c *Config) applyProfile(fs *flag.FlagSet, compare bool) error {
 	switch c.Profile {
 	case "":
 		return nil
 	case "load":
+	case "cluster":
+		return c.applyClusterProfile(fs, compare)
 	default:
-		return fmt.Errorf("-profile %q: want load, or none", c.Profile)
+		return fmt.Errorf("-profile %q: want load, cluster, or none", c.Profile)
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })

@@ -104,7 +104,7 @@ func queueDepths(ctx context.Context, sys *harness.System) ([]check.Queue, error
 		var info struct {
 			Messages int `json:"messages"`
 		}
-		err := (broker.Management{URL: sys.Cfg.ManagementURL}).Do(ctx, "GET", "/api/queues/"+url.PathEscape(sys.Vhost)+"/"+url.PathEscape(q.Name), "", &info)
+		err := sys.Management().Do(ctx, "GET", "/api/queues/"+url.PathEscape(sys.Vhost)+"/"+url.PathEscape(q.Name), "", &info)
 		if errors.Is(err, broker.ErrNotFound) {
 			// Deleted by a queue fault and never declared again: its consumer gets nothing.
 			out = append(out, check.Queue{Name: q.Name, Missing: true})

@@ -22,6 +22,8 @@ type design struct {
 	relayQueueCheck   string // "" is bindings
 	relayTwin         string // "" is refuse
 	consumerOnRefusal string // "" is pause
+	orderingCommit    string // "" is the server's: wait for the synchronous standby
+	pinnedBroker      string // "" is every node
 	right             bool   // the design the contracts prescribe; every other one must be caught
 }
 
@@ -39,12 +41,25 @@ var designs = []design{
 	{name: "consumer requeues refusals", publisher: "outbox", inventoryStrategy: "inbox", consumerOnRefusal: "requeue"},
 }
 
+// clusterDesigns are compare's contenders in the cluster profile (issue 25): the right
+// design, and the two wrong turns the topology itself opens. Both need the cluster's
+// faults to be caught; the designs above are told apart without it, faster.
+var clusterDesigns = []design{
+	{name: "outbox + inbox (default)", publisher: "outbox", inventoryStrategy: "inbox", right: true},
+	// A 201 for an order only the primary had: the failover's standby, cut off just
+	// before, is promoted without it (postgres_failover).
+	{name: "ordering commits locally", publisher: "outbox", inventoryStrategy: "inbox", orderingCommit: "local"},
+	// Every service given one node's address, the one the node faults strike: the
+	// pipeline stops while that node is down (broker_node_stopped's check).
+	{name: "pinned to one broker node", publisher: "outbox", inventoryStrategy: "inbox", pinnedBroker: "ordering,inventory,notification"},
+}
+
 // Compare runs every design with the same seed and fault schedule and prints the
 // scoreboard. It fails when the right design has a violation or a wrong one has none:
 // either means the harness can no longer tell them apart.
 func Compare(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) error {
 	var results []*report.Result
-	chosen := chosenDesigns(cfg.Designs)
+	chosen := chosenDesigns(cfg.Designs, cfg.Cluster)
 	if len(chosen) == 0 {
 		return fmt.Errorf("-designs %q names none of the designs", cfg.Designs)
 	}
@@ -55,6 +70,7 @@ func Compare(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) e
 		c.RelayQueueCheck = cmp.Or(d.relayQueueCheck, "bindings")
 		c.RelayTwin = cmp.Or(d.relayTwin, "refuse")
 		c.ConsumerOnRefusal = cmp.Or(d.consumerOnRefusal, "pause")
+		c.OrderingCommit, c.PinnedBroker = d.orderingCommit, d.pinnedBroker
 		res, err := Run(ctx, c, stderr)
 		if err != nil {
 			return fmt.Errorf("%s: %w", d.name, err)
@@ -77,13 +93,17 @@ func Compare(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) e
 }
 
 // chosenDesigns returns the designs whose names contain one of the comma-separated parts
-// of names, all of them for "".
-func chosenDesigns(names string) []design {
+// of names, all of them for "": the cluster profile's when cluster is set.
+func chosenDesigns(names string, cluster bool) []design {
+	all := designs
+	if cluster {
+		all = clusterDesigns
+	}
 	if strings.TrimSpace(names) == "" {
-		return designs
+		return all
 	}
 	var out []design
-	for _, d := range designs {
+	for _, d := range all {
 		for _, part := range strings.Split(names, ",") {
 			if part = strings.TrimSpace(part); part != "" && strings.Contains(d.name, part) {
 				out = append(out, d)

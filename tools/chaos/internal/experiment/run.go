@@ -53,12 +53,29 @@ func Run(ctx context.Context, cfg config.Config, progress io.Writer) (*report.Re
 	say := func(format string, args ...any) { fmt.Fprintf(progress, "chaos: "+format+"\n", args...) }
 	say("%s: %d orders at %g/s, %d faults of each kind, %d broker and %d Postgres outages, seed %d; report in %s",
 		res.Design, cfg.Orders, cfg.Rate, cfg.FaultsPerKind, cfg.Outages, cfg.Outages, cfg.Seed, res.ReportDir)
+	if cfg.Cluster {
+		say("cluster: %d broker nodes killed, %d stopped for %v or more, %d Postgres failovers", cfg.NodeLosses, cfg.NodeLosses, cfg.NodeDown, cfg.Failovers)
+	}
 
-	if err := harness.ResetStores(ctx, cfg); err != nil {
+	var cluster *harness.Cluster
+	if cfg.Cluster {
+		say("starting the cluster: three RabbitMQ nodes, a primary and a synchronous standby for each of %s", strings.Join(config.ClusterServices, ", "))
+		var err error
+		if cluster, err = harness.StartCluster(ctx); err != nil {
+			return nil, fmt.Errorf("cluster: %w", err)
+		}
+		// Stopped last (deferred first), after the services; also on an error or Ctrl-C.
+		defer func() {
+			if err := cluster.Close(); err != nil {
+				say("stopping the cluster: %v", err)
+			}
+		}()
+	}
+	if err := harness.ResetStores(ctx, cfg, cluster); err != nil {
 		return nil, err
 	}
 	var live atomic.Pointer[faults.Injector]
-	sys, err := harness.Start(ctx, cfg, res.ReportDir, func(p *harness.Process, spec string) {
+	sys, err := harness.Start(ctx, cfg, cluster, res.ReportDir, func(p *harness.Process, spec string) {
 		if in := live.Load(); in != nil {
 			in.FailpointFired(p, spec)
 		}
@@ -140,6 +157,7 @@ func Run(ctx context.Context, cfg config.Config, progress io.Writer) (*report.Re
 	res.Orders = report.SummarizeOrders(snap.Orders)
 	res.Series = report.Series(res.LoadStart, res.LoadEnd, history, snap.Orders, snap.Emails)
 	res.Posts = report.SummarizePosts(res.LoadStart, res.LoadEnd, history, res.Faults, snap.Orders, snap.Emails)
+	report.AddClientRecovery(res.Faults, history, snap.Orders, snap.Emails)
 	res.Finished = time.Now()
 	if err := report.Write(res, snap); err != nil {
 		return res, err

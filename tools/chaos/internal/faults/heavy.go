@@ -130,7 +130,7 @@ func (in *Injector) brokerAlarm(ctx context.Context, f *check.Fault) {
 	dropped := 0
 	for dropped == 0 && time.Since(start) < 2*f.Duration/3 {
 		for _, p := range in.sys.ProcessesOf(f.Target) {
-			if a := in.sys.AlarmProxy(p.Name); a != nil {
+			for _, a := range in.sys.AlarmProxiesOf(p.Name) {
 				dropped += a.DropBlocked()
 			}
 		}

@@ -36,6 +36,7 @@ type Injector struct {
 	held     int          // queue faults that hold the provider healthy (guarded by mu)
 	guard    *guard       // keeps faults off what a relay twin's check needs
 	topo     sync.RWMutex // held by a queue fault; poison and duplicates wait while a queue is missing
+	cluster  sync.Mutex   // held by a cluster fault until its node or primary is back: one at a time
 }
 
 type providerFaults struct {
@@ -177,6 +178,8 @@ func (in *Injector) apply(ctx context.Context, f *check.Fault) {
 			return
 		}
 		in.record(f, true, "message_id "+p.MessageID)
+	case check.FaultBrokerNodeKilled, check.FaultBrokerNodeStopped, check.FaultPostgresFailover:
+		in.clusterFault(ctx, f)
 	case check.FaultBrokerRestart:
 		err := rabbitmqctl(ctx, "stop_app")
 		time.Sleep(f.Duration)

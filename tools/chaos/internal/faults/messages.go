@@ -47,6 +47,7 @@ func (m *Messages) channel() (*amqp.Channel, error) {
 		return m.ch, nil
 	}
 	if m.conn == nil || m.conn.IsClosed() {
+		// Every node in turn (the cluster profile's): one may be down.
 		conn, err := broker.Dial(context.Background(), m.sys.AMQPURL, amqp.Config{Properties: amqp.Table{"connection_name": "chaos-harness"}})
 		if err != nil {
 			return nil, fmt.Errorf("harness broker connection: %w", err)

@@ -65,7 +65,16 @@ func Schedule(cfg config.Config, processes, links []string) []check.Fault {
 	}
 
 	out := scheduleOutages(cfg, links)
-	out = append(out, scheduleHeavy(cfg, processes, out)...)
+	cluster := scheduleCluster(cfg, out)
+	// The heavy faults keep clear of the node faults' recovery too (empty outside the
+	// cluster profile, so the other profiles' schedules are unchanged).
+	avoid := slices.Clone(out)
+	for _, c := range cluster {
+		c.Duration = clusterBusy(c)
+		avoid = append(avoid, c)
+	}
+	out = append(out, scheduleHeavy(cfg, processes, avoid)...)
+	out = append(out, cluster...)
 	for _, kind := range kinds {
 		if check.IsOutage(kind) || check.IsHeavy(kind) {
 			continue
@@ -247,4 +256,96 @@ func scheduleOutages(cfg config.Config, links []string) []check.Fault {
 		busy += lengths[i]
 	}
 	return out
+}
+
+// clusterBusy is about how long a cluster fault keeps its part of the cluster away, from
+// its start: a RabbitMQ node on this machine boots and rejoins in 25-80 s after it is
+// started again, under the load; a failover's promotion and the old primary's
+// pg_basebackup take 10-15 s. A fault that comes before the last one's part is back
+// waits for it (Injector.cluster).
+// The next cluster fault comes after it, and the heavy faults keep clear of it.
+func clusterBusy(f check.Fault) time.Duration {
+	if f.Kind == check.FaultPostgresFailover {
+		return f.Duration + 15*time.Second
+	}
+	return f.Duration + 50*time.Second
+}
+
+// scheduleCluster draws the cluster profile's node faults (cfg.NodeLosses broker nodes
+// killed and as many stopped, cfg.Failovers Postgres failovers) from a stream of their
+// own, taking turns, one after another with random gaps, each after the previous one's
+// part is back (clusterBusy), with the outages among them: two at once would be a double
+// fault, which a three-node cluster and a single standby are not built to survive. The
+// failovers cycle through the services, ordering first; the stopped nodes through the
+// nodes.
+//
+// The outages, drawn before, are timed again in the cluster profile to take turns with
+// them (outages is changed in place).
+func scheduleCluster(cfg config.Config, outages []check.Fault) []check.Fault {
+	if !cfg.Cluster {
+		return nil
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x636c7573)) // "clus"
+	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
+	var lists [3][]check.Fault
+	for i := range cfg.NodeLosses {
+		lists[0] = append(lists[0], check.Fault{Kind: check.FaultBrokerNodeKilled, Target: "leader", Duration: between(2*time.Second, 4*time.Second),
+			Detail: "the node leading the busiest quorum queue, SIGKILL"})
+		node := (i + 1) % 3
+		if len(cfg.PinnedServices()) > 0 {
+			node = config.PinnedNode
+		}
+		lists[1] = append(lists[1], check.Fault{Kind: check.FaultBrokerNodeStopped, Target: fmt.Sprintf("node-%d", node),
+			Duration: between(cfg.NodeDown, cfg.NodeDown*3/2), Detail: "the node stopped, then started again"})
+	}
+	for i := range cfg.Failovers {
+		svc := []string{"ordering", "inventory", "notification"}[i%3]
+		lists[2] = append(lists[2], check.Fault{Kind: check.FaultPostgresFailover, Target: svc, Duration: between(time.Second, 2*time.Second),
+			Detail: "standby cut off, primary killed, standby promoted, old primary rejoins as standby"})
+	}
+	var turns []check.Fault
+	for i := 0; len(lists[0])+len(lists[1])+len(lists[2]) > 0; i++ {
+		// Failovers every other turn, from the first: a fault the last one's overrun
+		// pushes past the load's end is a broker node's, of which there are more.
+		if l := &lists[[]int{2, 0, 2, 1}[i%4]]; len(*l) > 0 {
+			turns = append(turns, (*l)[0])
+			*l = (*l)[1:]
+		}
+	}
+	if len(turns) == 0 {
+		return nil
+	}
+	// The outages take turns with them: each goes in at an even spacing, and is timed
+	// again with the rest (their kinds, lengths and links stay the seed's).
+	seq := make([]*check.Fault, 0, len(turns)+len(outages))
+	for i := range turns {
+		seq = append(seq, &turns[i])
+		for j := range outages {
+			if j*len(turns)/len(outages) == i {
+				seq = append(seq, &outages[j])
+			}
+		}
+	}
+	const margin = 3 * time.Second
+	busyOf := func(f *check.Fault) time.Duration {
+		if check.IsOutage(f.Kind) {
+			return f.Duration + margin
+		}
+		return clusterBusy(*f)
+	}
+	span := cfg.LoadDuration()
+	lead := config.FaultLead(span)
+	var busy time.Duration
+	for _, f := range seq {
+		busy += busyOf(f)
+	}
+	// The free time is cut at random into a gap before each.
+	free := max(span-2*lead-busy, 0)
+	t := lead
+	for _, f := range seq {
+		t += time.Duration(rng.Int64N(int64(free)/int64(len(seq)) + 1))
+		f.At = t
+		t += busyOf(f)
+	}
+	return turns
 }

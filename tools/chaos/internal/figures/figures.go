@@ -37,6 +37,7 @@ var Views = map[string]func([]*report.Result) (string, error){
 	"headline":   headline,
 	"processes":  processes,
 	"scoreboard": scoreboard,
+	"recovery":   recovery,
 }
 
 var (
@@ -47,7 +48,8 @@ var (
 // Save reads report.json of each run directory and writes them to out as one JSON array,
 // in the order given: one directory for a run, compare's directories for a comparison.
 // The committed form leaves out what only the charts draw (the time series) and the
-// rows of the short faults, whose counts per kind stay; report.json keeps them all.
+// rows of the short faults, whose counts per kind stay; report.json keeps them all. The
+// heavy and the cluster faults keep their rows: their own checks and recovery figures.
 func Save(out string, dirs []string) error {
 	var results []*report.Result
 	for _, dir := range dirs {
@@ -60,7 +62,7 @@ func Save(out string, dirs []string) error {
 			return fmt.Errorf("%s: %w", dir, err)
 		}
 		r.Series = nil
-		r.Faults = slices.DeleteFunc(r.Faults, func(f check.Fault) bool { return !check.IsHeavy(f.Kind) })
+		r.Faults = slices.DeleteFunc(r.Faults, func(f check.Fault) bool { return !check.IsHeavy(f.Kind) && !check.IsCluster(f.Kind) })
 		results = append(results, &r)
 	}
 	b, err := json.MarshalIndent(results, "", "  ")
@@ -195,6 +197,21 @@ func single(results []*report.Result) (*report.Result, error) {
 		return nil, fmt.Errorf("a report of one run is needed, this one has %d", len(results))
 	}
 	return results[0], nil
+}
+
+// recovery is the markdown table of what each kind of node loss cost in a cluster run
+// (make chaos-cluster): median and maximum of each figure.
+func recovery(results []*report.Result) (string, error) {
+	r, err := single(results)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	report.RecoveryTable(&b, r.Faults)
+	if b.Len() == 0 {
+		return "", errors.New("the run has no cluster fault")
+	}
+	return b.String(), nil // ends with a newline, as the other views do
 }
 
 // summary is the whole summary of one run, as `make chaos` printed it.

@@ -318,26 +318,27 @@ func (s *System) addAlarmProxy(name string, targets ...string) (*alarmProxy, err
 	s.alarmMu.Lock()
 	defer s.alarmMu.Unlock()
 	if s.alarms == nil {
-		s.alarms = map[string]*alarmProxy{}
+		s.alarms = map[string][]*alarmProxy{}
 	}
-	s.alarms[name] = a
+	s.alarms[name] = append(s.alarms[name], a)
 	return a, nil
 }
 
-// AlarmProxy returns process name's alarm proxy, nil for a process without a broker link.
-func (s *System) AlarmProxy(name string) *alarmProxy {
+// AlarmProxiesOf returns process name's alarm proxies, one per broker node (one outside
+// the cluster profile), none for a process without a broker link.
+func (s *System) AlarmProxiesOf(name string) []*alarmProxy {
 	s.alarmMu.Lock()
 	defer s.alarmMu.Unlock()
 	return s.alarms[name]
 }
 
-// AlarmProxies returns every process's alarm proxy.
+// AlarmProxies returns every process's alarm proxies.
 func (s *System) AlarmProxies() []*alarmProxy {
 	s.alarmMu.Lock()
 	defer s.alarmMu.Unlock()
-	out := make([]*alarmProxy, 0, len(s.alarms))
-	for _, a := range s.alarms {
-		out = append(out, a)
+	var out []*alarmProxy
+	for _, as := range s.alarms {
+		out = append(out, as...)
 	}
 	return out
 }

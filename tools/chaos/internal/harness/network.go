@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -23,9 +24,13 @@ type network struct {
 	links map[string]*link
 }
 
+// link is one process's way to one dependency: a proxy per upstream host. A dependency
+// of several hosts (the cluster profile: every broker node, a primary and its standby)
+// is one link of several proxies, and a fault on the link strikes them all, as a fault
+// of the process's network would.
 type link struct {
 	mu       sync.Mutex // the client's Proxy is not safe for concurrent Save
-	proxy    *toxiclient.Proxy
+	proxies  []*toxiclient.Proxy
 	disabled int // nested link-down faults
 }
 
@@ -58,18 +63,39 @@ func startNetwork(log *os.File) (*network, error) {
 // AddLink creates a proxy named name in front of upstream and returns the address to dial
 // instead.
 func (n *network) AddLink(name, upstream string) (string, error) {
-	listen, err := freeAddr()
+	addrs, err := n.AddLinkGroup(name, []string{upstream})
 	if err != nil {
 		return "", err
 	}
-	p, err := n.client.CreateProxy(name, listen, upstream)
-	if err != nil {
-		return "", fmt.Errorf("create proxy %s: %w", name, err)
+	return addrs[0], nil
+}
+
+// AddLinkGroup creates the link name with a proxy in front of each upstream (named
+// name, name.2, name.3 in Toxiproxy) and returns the addresses to dial instead, in the
+// upstreams' order.
+func (n *network) AddLinkGroup(name string, upstreams []string) ([]string, error) {
+	l := &link{}
+	var addrs []string
+	for i, upstream := range upstreams {
+		listen, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		proxyName := name
+		if i > 0 {
+			proxyName = fmt.Sprintf("%s.%d", name, i+1) // not #: the client puts the name in a URL path
+		}
+		p, err := n.client.CreateProxy(proxyName, listen, upstream)
+		if err != nil {
+			return nil, fmt.Errorf("create proxy %s: %w", proxyName, err)
+		}
+		l.proxies = append(l.proxies, p)
+		addrs = append(addrs, p.Listen)
 	}
 	n.mu.Lock()
-	n.links[name] = &link{proxy: p}
+	n.links[name] = l
 	n.mu.Unlock()
-	return p.Listen, nil
+	return addrs, nil
 }
 
 // LinkNames lists the links' names.
@@ -101,8 +127,12 @@ func (n *network) AddToxic(linkName, toxicName, typ, stream string, attrs toxicl
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	_, err = l.proxy.AddToxic(toxicName, typ, stream, 1, attrs)
-	return err
+	var errs []error
+	for _, p := range l.proxies {
+		_, err := p.AddToxic(toxicName, typ, stream, 1, attrs)
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // RemoveToxic takes a toxic off a link.
@@ -113,7 +143,11 @@ func (n *network) RemoveToxic(linkName, toxicName string) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.proxy.RemoveToxic(toxicName)
+	var errs []error
+	for _, p := range l.proxies {
+		errs = append(errs, p.RemoveToxic(toxicName))
+	}
+	return errors.Join(errs...)
 }
 
 // Down disables a link: every connection through it is dropped and new ones refused,
@@ -129,7 +163,11 @@ func (n *network) Down(linkName string) error {
 	if l.disabled > 1 {
 		return nil
 	}
-	return l.proxy.Disable()
+	var errs []error
+	for _, p := range l.proxies {
+		errs = append(errs, p.Disable())
+	}
+	return errors.Join(errs...)
 }
 
 // Up enables a link again once every fault that took it down has ended.
@@ -147,7 +185,11 @@ func (n *network) Up(linkName string) error {
 	if l.disabled > 0 {
 		return nil
 	}
-	return l.proxy.Enable()
+	var errs []error
+	for _, p := range l.proxies {
+		errs = append(errs, p.Enable())
+	}
+	return errors.Join(errs...)
 }
 
 // Heal removes every toxic and enables every link: the network as it was at the start.
@@ -167,7 +209,9 @@ func (n *network) close() {
 	_ = n.client.ResetState()
 	for _, name := range n.LinkNames() {
 		if l, err := n.link(name); err == nil {
-			_ = l.proxy.Delete()
+			for _, p := range l.proxies {
+				_ = p.Delete()
+			}
 		}
 	}
 	_ = n.server.Shutdown()

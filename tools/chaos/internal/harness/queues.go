@@ -18,7 +18,9 @@ type QueueInfo struct {
 	Unacked  int `json:"messages_unacknowledged"`
 }
 
-func (s *System) management() broker.Management { return broker.Management{URL: s.Cfg.ManagementURL} }
+// Management is the run's broker's management API: in the cluster profile, a running
+// node's.
+func (s *System) Management() broker.Management { return broker.Management{URL: s.managementURL()} }
 
 func (s *System) queuePath(queue string) string {
 	return "/api/queues/" + url.PathEscape(s.Vhost) + "/" + url.PathEscape(queue)
@@ -26,7 +28,7 @@ func (s *System) queuePath(queue string) string {
 
 // QueueState reads a queue from the management API; exists is false for a 404.
 func (s *System) QueueState(ctx context.Context, queue string) (info QueueInfo, exists bool, err error) {
-	err = s.management().Do(ctx, http.MethodGet, s.queuePath(queue), "", &info)
+	err = s.Management().Do(ctx, http.MethodGet, s.queuePath(queue), "", &info)
 	if errors.Is(err, broker.ErrNotFound) {
 		return info, false, nil
 	}
@@ -35,7 +37,7 @@ func (s *System) QueueState(ctx context.Context, queue string) (info QueueInfo, 
 
 // DeleteQueue deletes queue through the management API, messages and all (it is empty).
 func (s *System) DeleteQueue(ctx context.Context, queue string) error {
-	return s.management().Do(ctx, http.MethodDelete, s.queuePath(queue), "", nil)
+	return s.Management().Do(ctx, http.MethodDelete, s.queuePath(queue), "", nil)
 }
 
 // WaitQueue waits until queue exists again, at most timeout; it returns how long that took.
@@ -59,7 +61,7 @@ func (s *System) QueueBindings(ctx context.Context, queue, exchange string) ([]s
 		Source     string `json:"source"`
 		RoutingKey string `json:"routing_key"`
 	}
-	if err := s.management().Do(ctx, http.MethodGet, s.queuePath(queue)+"/bindings", "", &bindings); err != nil {
+	if err := s.Management().Do(ctx, http.MethodGet, s.queuePath(queue)+"/bindings", "", &bindings); err != nil {
 		return nil, err
 	}
 	var keys []string

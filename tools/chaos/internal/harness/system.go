@@ -36,15 +36,16 @@ var Services = []string{"emailprovider", "inventory", "notification", "ordering"
 // truth even while a link is down).
 type System struct {
 	Cfg       config.Config
-	dir       string // the report directory
+	Cluster   *Cluster // the cluster profile's servers; nil: the machine's own
+	dir       string   // the report directory
 	Vhost     string
-	AMQPURL   string // the run's vhost, direct
+	AMQPURL   string // the run's vhost, direct: every node (broker.Dial tries them in turn)
 	Net       *network
 	Procs     []*Process
 	DBs       map[string]*pgxpool.Pool // by service, connected as the superuser
 	onFPCrash func(p *Process, spec string)
 	alarmMu   sync.Mutex
-	alarms    map[string]*alarmProxy // by process: between its RabbitMQ link and the broker (alarm.go)
+	alarms    map[string][]*alarmProxy // by process: between its RabbitMQ link and the broker (alarm.go)
 }
 
 // Process returns the process called name.
@@ -71,13 +72,22 @@ func (s *System) ProcessesOf(service string) []*Process {
 // ResetStores drops the run's databases and roles and recreates its RabbitMQ vhost, so
 // every run starts from nothing; the services create and migrate their databases
 // themselves on start, as in production.
-func ResetStores(ctx context.Context, cfg config.Config) error {
+//
+// In the cluster profile the cluster's servers are new: only the email provider's
+// database, on the machine's Postgres, is dropped, and the vhost is made on the cluster.
+func ResetStores(ctx context.Context, cfg config.Config, cluster *Cluster) error {
 	conn, err := pgx.Connect(ctx, cfg.AdminURL)
 	if err != nil {
 		return fmt.Errorf("postgres: %w (is it running? make services)", err)
 	}
 	defer conn.Close(ctx)
+	if cluster != nil {
+		cfg.ManagementURL = cluster.Broker.ManagementURL()
+	}
 	for _, svc := range Services {
+		if cluster.postgresOf(svc) != nil {
+			continue
+		}
 		id := pgx.Identifier{cfg.DatabaseName(svc)}.Sanitize()
 		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+id+" WITH (FORCE)"); err != nil {
 			return fmt.Errorf("drop database %s: %w", id, err)
@@ -144,12 +154,12 @@ func DropStores(ctx context.Context, cfg config.Config) error {
 
 // Start starts the Toxiproxy links and every process, and waits until each
 // answers /readyz.
-func Start(ctx context.Context, cfg config.Config, dir string, onFPCrash func(*Process, string)) (*System, error) {
-	s := &System{Cfg: cfg, dir: dir, Vhost: cfg.Prefix, DBs: map[string]*pgxpool.Pool{}, onFPCrash: onFPCrash}
-	var err error
-	if s.AMQPURL, err = withVHost(cfg.AMQPURL, cfg.Prefix); err != nil {
-		return nil, err
-	}
+//
+// With a cluster (the cluster profile), each process is given every broker node and its
+// service's primary and standby, each behind a proxy of the process's link, and the
+// harness's own connections go to the cluster directly.
+func Start(ctx context.Context, cfg config.Config, cluster *Cluster, dir string, onFPCrash func(*Process, string)) (*System, error) {
+	s := &System{Cfg: cfg, Cluster: cluster, dir: dir, Vhost: cfg.Prefix, DBs: map[string]*pgxpool.Pool{}, onFPCrash: onFPCrash}
 	pgAdmin, err := url.Parse(cfg.AdminURL)
 	if err != nil {
 		return nil, fmt.Errorf("postgres url: %w", err)
@@ -158,6 +168,19 @@ func Start(ctx context.Context, cfg config.Config, dir string, onFPCrash func(*P
 	if err != nil {
 		return nil, fmt.Errorf("amqp url: %w", err)
 	}
+	if cluster != nil {
+		// The services log in as the cluster's administrator, as they log in as guest to
+		// the machine's broker.
+		m, err := url.Parse(cluster.Broker.ManagementURL())
+		if err != nil {
+			return nil, fmt.Errorf("management url: %w", err)
+		}
+		pass, _ := m.User.Password()
+		if amqpBase, err = broker.ParseEndpoints(cluster.Broker.URL(m.User.Username(), pass, "/")); err != nil {
+			return nil, fmt.Errorf("cluster amqp url: %w", err)
+		}
+	}
+	s.AMQPURL = amqpBase.WithVHost(cfg.Prefix).String()
 	toxiLog, err := os.Create(filepath.Join(dir, "logs", "toxiproxy.log"))
 	if err != nil {
 		return nil, err
@@ -215,6 +238,12 @@ func Start(ctx context.Context, cfg config.Config, dir string, onFPCrash func(*P
 	}
 	for _, svc := range Services {
 		u := *pgAdmin
+		if pg := cluster.postgresOf(svc); pg != nil {
+			// Both hosts, read-write: the pool follows the primary through a failover.
+			if _, admin, err := hostsOf(pg.AdminURL()); err == nil {
+				u = *admin
+			}
+		}
 		u.Path = "/" + cfg.DatabaseName(svc)
 		pool, err := pgxpool.New(ctx, u.String())
 		if err != nil {
@@ -233,37 +262,27 @@ func (s *System) newProcess(ctx context.Context, name, service string, args, ext
 	if err != nil {
 		return nil, err
 	}
-	pgLink, err := s.Net.AddLink(name+"-postgres", pgAdmin.Host)
+	dbURL, adminURL, err := s.postgresLinks(name, service, pgAdmin)
 	if err != nil {
 		return nil, err
 	}
-	db := s.Cfg.DatabaseName(service)
-	dbURL := url.URL{Scheme: "postgres", User: url.User(db), Host: pgLink, Path: "/" + db, RawQuery: "sslmode=disable"}
-	admin := *pgAdmin
-	admin.Host = pgLink
 	env := []string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + os.Getenv("HOME"),
 		"HTTP_ADDR=" + httpAddr,
-		"DATABASE_URL=" + dbURL.String(),
-		"DATABASE_ADMIN_URL=" + admin.String(),
+		"DATABASE_URL=" + dbURL,
+		"DATABASE_ADMIN_URL=" + adminURL,
 		"LOG_LEVEL=info",
 	}
 	if service == "emailprovider" {
 		env = append(env, "EMAILPROVIDER_API_KEYS="+ProviderAPIKeys)
 	}
 	if service != "emailprovider" {
-		// The link's far end is the process's alarm proxy, which can tell its connections
-		// what a broker alarm would (broker_alarm).
-		alarm, err := s.addAlarmProxy(name, amqpBase.Addrs()...)
+		amqpURL, err := s.brokerLink(name, service, amqpBase)
 		if err != nil {
 			return nil, err
 		}
-		amqpLink, err := s.Net.AddLink(name+"-rabbitmq", alarm.addr())
-		if err != nil {
-			return nil, err
-		}
-		env = append(env, "AMQP_URL="+amqpBase.WithHosts(amqpLink).WithVHost(s.Vhost).String())
+		env = append(env, "AMQP_URL="+amqpURL)
 		env = append(env, s.Cfg.DesignEnv()...)
 	}
 	if service == "notification" {
@@ -286,15 +305,6 @@ func (s *System) newProcess(ctx context.Context, name, service string, args, ext
 		bin: filepath.Join(s.Cfg.BinDir, service), Args: args, Env: append(env, extra...), log: log,
 		onFailpoint: s.onFPCrash,
 	}, nil
-}
-
-// withVHost returns the AMQP URL, one host or several, with its path set to the vhost.
-func withVHost(amqpURL, vhost string) (string, error) {
-	e, err := broker.ParseEndpoints(amqpURL)
-	if err != nil {
-		return "", fmt.Errorf("amqp url: %w", err)
-	}
-	return e.WithVHost(vhost).String(), nil
 }
 
 // Stop stops every process at once (the checker has its snapshot: the order no longer

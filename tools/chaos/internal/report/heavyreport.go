@@ -28,6 +28,13 @@ func init() {
 	faultCategory[check.FaultPrivilegeRevoked] = "network"
 	faultCategory[check.FaultQueueUnbound] = "process"
 	faultCategory[check.FaultQueueFull] = "process"
+	// The cluster's (make chaos-cluster): a node or a primary gone is an outage of a part.
+	kindColors[check.FaultBrokerNodeKilled] = "#3182bd"
+	kindColors[check.FaultBrokerNodeStopped] = "#6baed6"
+	kindColors[check.FaultPostgresFailover] = "#31a354"
+	faultCategory[check.FaultBrokerNodeKilled] = "outage"
+	faultCategory[check.FaultBrokerNodeStopped] = "outage"
+	faultCategory[check.FaultPostgresFailover] = "outage"
 }
 
 // printHeavyFaults writes one row per heavy fault: when, what, what happened and its own

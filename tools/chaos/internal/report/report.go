@@ -157,7 +157,7 @@ func CountFaults(fs []check.Fault) []FaultCount {
 			c.Fired++
 		}
 	}
-	kindOrder := append(slices.Clone(check.FaultKinds), check.FaultBrokerRestart)
+	kindOrder := append(append(slices.Clone(check.FaultKinds), check.FaultBrokerRestart), check.ClusterKinds...)
 	slices.SortFunc(order, func(a, b string) int { return cmp.Compare(slices.Index(kindOrder, a), slices.Index(kindOrder, b)) })
 	out := make([]FaultCount, len(order))
 	for i, k := range order {
@@ -278,6 +278,7 @@ func PrintSummary(w io.Writer, r *Result) {
 	printOutages(w, r)
 	printPosts(w, r)
 	printHeavyFaults(w, r)
+	PrintRecoveryTable(w, r.Faults)
 
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
