@@ -111,8 +111,11 @@ func startClusterSystem(t *testing.T, rmq *cluster.RabbitMQ, pg *cluster.Postgre
 			"LOG_LEVEL": "info", "OTEL_BSP_SCHEDULE_DELAY": "100",
 		}
 		switch name {
+		case "emailprovider":
+			env["EMAILPROVIDER_API_KEYS"] = "bookstore:" + notificationKey + ",bookstore:" + readerKey
 		case "notification":
 			env["EMAILPROVIDER_URL"] = s.URL["emailprovider"]
+			env["EMAILPROVIDER_API_KEY"] = notificationKey
 		case "inventory":
 			env["INVENTORY_ADMIN"] = "1"
 		}

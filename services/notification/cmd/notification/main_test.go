@@ -65,6 +65,8 @@ func (w *world) startProvider(t *testing.T, extra ...string) *testenv.Process {
 		// notification's key, and the tests' own key in the same account to read and
 		// arrange what the provider holds (as the storefront's does).
 		"EMAILPROVIDER_API_KEYS": "bookstore:" + notificationKey + ",bookstore:" + providerKey,
+		// Its one caller is notification, whose trace it continues, as compose has it.
+		"OTEL_TRUST_INCOMING": "1",
 	}, extra))
 }
 

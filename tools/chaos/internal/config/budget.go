@@ -64,9 +64,7 @@ func (c Config) Budgets() []Budget {
 		{
 			Name: "relay", Kind: check.FaultBrokerOutage, Who: strings.Join(append(c.ProcessNames("ordering"), c.ProcessNames("inventory")...), ", "),
 			Spends: fmt.Sprintf("%d attempts (RELAY_MAX_ATTEMPTS=%d)", c.RelayMaxAttempts, c.RelayMaxAttempts),
-			// The cluster profile keeps the services' own (clusterprofile.go): a node's loss
-			// spends attempts on nacks; only there is an outage not required to outlast it.
-			Max: relay, Shrunk: !c.Cluster || c.RelayMaxAttempts < ServicesRelayMaxAttempts,
+			Max: relay, Shrunk: true,
 			How: fmt.Sprintf("each failed publish spent an attempt; the row was tried again after its backoff (%v doubling) at the next wake-up (at most a %v poll), and parked dead at the last attempt",
 				relayBackoffBase, relayPollInterval),
 		},
@@ -94,20 +92,12 @@ func (c Config) BudgetOf(kind string) (Budget, bool) {
 func (c Config) BudgetNotes() []string {
 	notes := []string{fmt.Sprintf("Notification keeps its own retry pacing (up to 30 s) and delivery limit of %d: its deliveries also pay for provider failures (NOTIFICATION_MAX_ATTEMPTS=%d), so a Postgres outage does not outlast its budget; its consumer pauses like the others.",
 		broker.DeliveryLimit, notificationMaxTry)}
-	if c.Cluster && c.RelayMaxAttempts >= ServicesRelayMaxAttempts {
-		notes = append(notes, fmt.Sprintf("The relays keep the services' own RELAY_MAX_ATTEMPTS=%d: a broker node's loss makes its quorum queues nack publishes for seconds while they elect new leaders, and the shrunk budget of 3 parked rows dead on it (the first cluster run: 217 nacks in 4.6 s after a kill, 66 rows parked); the outages are not required to outlast it.",
-			c.RelayMaxAttempts))
-	}
 	if c.DeliveryLimit == 0 {
 		notes = append(notes, fmt.Sprintf("The consumers' delivery limit is left at the queues' own %d, and their backoff shrunk instead: RabbitMQ 3.10 also spends a delivery on every return to the queue (a channel closed, a consumer killed), and with --delivery-limit 5 the default run dead-lettered valid messages.",
 			broker.DeliveryLimit))
 	}
 	return notes
 }
-
-// ServicesRelayMaxAttempts is RELAY_MAX_ATTEMPTS's default in the services
-// (outbox/settings.go): the cluster profile keeps it (clusterprofile.go).
-const ServicesRelayMaxAttempts = 25
 
 // step is the upper end of retry number k's backoff: base doubled k-1 times, capped.
 func step(base, ceiling time.Duration, k int) time.Duration {

@@ -10,7 +10,7 @@ func TestTheClusterProfileDoublesTheServicesAndRefusesItsFlagsWithoutIt(t *testi
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !cfg.Cluster || !cfg.Doubled || cfg.RelayMaxAttempts != ServicesRelayMaxAttempts || cfg.NodeLosses != clusterProfile.NodeLosses || cfg.Failovers != clusterProfile.Failovers || cfg.Prefix != "chaoscluster" {
+	if !cfg.Cluster || !cfg.Doubled || cfg.RelayMaxAttempts != Default.RelayMaxAttempts || cfg.NodeLosses != clusterProfile.NodeLosses || cfg.Failovers != clusterProfile.Failovers || cfg.Prefix != "chaoscluster" {
 		t.Errorf("profile cluster gave %+v", cfg)
 	}
 	if _, err := Parse([]string{"--failovers", "2"}, io.Discard, false); err == nil {
