@@ -64,7 +64,7 @@ func (c Config) Budgets() []Budget {
 		{
 			Name: "relay", Kind: check.FaultBrokerOutage, Who: strings.Join(append(c.ProcessNames("ordering"), c.ProcessNames("inventory")...), ", "),
 			Spends: fmt.Sprintf("%d attempts (RELAY_MAX_ATTEMPTS=%d)", c.RelayMaxAttempts, c.RelayMaxAttempts),
-			Max: relay, Shrunk: true,
+			Max:    relay, Shrunk: true,
 			How: fmt.Sprintf("each failed publish spent an attempt; the row was tried again after its backoff (%v doubling) at the next wake-up (at most a %v poll), and parked dead at the last attempt",
 				relayBackoffBase, relayPollInterval),
 		},
