@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v4"
 
@@ -65,10 +66,10 @@ func TestOpenAPISharedPartsAreTheSame(t *testing.T) {
 	first := apidocs.Services[0]
 	shared := map[string][]string{
 		"paths":                 {"/healthz", "/readyz", "/metrics", "/openapi.yaml"},
-		"components.schemas":    {"UUID", "Problem", "FieldError", "MalformedProblem", "ValidationProblem", "NotFoundProblem", "InternalProblem", "Readiness"},
+		"components.schemas":    {"UUID", "Problem", "FieldError", "MalformedProblem", "ValidationProblem", "NotFoundProblem", "MisdirectedProblem", "CrossOriginProblem", "InternalProblem", "Readiness"},
 		"components.parameters": {"IdempotencyKey", "Limit", "After"},
 		"components.headers":    {"IdempotentReplayed", "NextLink"},
-		"components.responses":  {"Malformed", "TooLarge", "UnsupportedMediaType", "Validation", "NotFound", "Internal"},
+		"components.responses":  {"Malformed", "TooLarge", "UnsupportedMediaType", "Validation", "NotFound", "Misdirected", "CrossOrigin", "Internal"},
 	}
 	for section, names := range shared {
 		for _, name := range names {
@@ -84,6 +85,56 @@ func TestOpenAPISharedPartsAreTheSame(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestEveryOperationListsTheAnswersGivenBeforeIt: what httpapi answers before a request
+// reaches its handler is in every operation it can answer: 421 misdirected (RequireHost,
+// in front of every route) in each, and 403 cross-origin (NewRouter, for a bodyless
+// request from another origin) in each that takes a body. A document without them fails
+// the contract check of every probe that meets them.
+func TestEveryOperationListsTheAnswersGivenBeforeIt(t *testing.T) {
+	for _, svc := range apidocs.Services {
+		doc, err := apitest.LoadOpenAPI(apidocs.OpenAPI(svc))
+		if err != nil {
+			t.Fatalf("openapi/%s.yaml: %v", svc, err)
+		}
+		for path, item := range doc.Paths.Map() {
+			for method, op := range item.Operations() {
+				if r := op.Responses.Status(421); r == nil || r.Ref != "#/components/responses/Misdirected" {
+					t.Errorf("openapi/%s.yaml: %s %s has no '421': $ref: '#/components/responses/Misdirected'", svc, method, path)
+				}
+				switch method {
+				case "POST", "PUT", "PATCH":
+				default:
+					continue
+				}
+				if r := op.Responses.Status(403); r == nil || !refersTo(r, "#/components/responses/CrossOrigin", "#/components/schemas/CrossOriginProblem") {
+					t.Errorf("openapi/%s.yaml: %s %s has no '403' that can be cross-origin (#/components/responses/CrossOrigin)", svc, method, path)
+				}
+			}
+		}
+	}
+}
+
+// refersTo says whether a response is the response ref, or a problem whose schema is, or
+// is one of (oneOf), the schema ref.
+func refersTo(r *openapi3.ResponseRef, response, schema string) bool {
+	if r.Ref == response {
+		return true
+	}
+	mt := r.Value.Content.Get("application/problem+json")
+	if mt == nil || mt.Schema == nil {
+		return false
+	}
+	if mt.Schema.Ref == schema {
+		return true
+	}
+	for _, s := range mt.Schema.Value.OneOf {
+		if s.Ref == schema {
+			return true
+		}
+	}
+	return false
 }
 
 func lookup(m map[string]any, section, name string) any {

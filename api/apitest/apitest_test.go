@@ -59,6 +59,10 @@ func TestCheckCatchesDrift(t *testing.T) {
 		{"a problem as JSON", "GET", "/orders/x", "", 400, map[string]string{"Content-Type": "application/json"}, prob("malformed", 400, ""), "Content-Type"},
 		{"a key with slashes", "GET", "/v1/emails/order/018f2b1e-0000-7000-8000-000000000001/order-confirmed", "", 404, problemJSON, prob("not-found", 404, ""), ""},
 		{"a list page with its link", "GET", "/books?limit=1", "", 200, map[string]string{"Content-Type": "application/json", "Link": `</books?after=abc&limit=1>; rel="next"`}, `[]`, ""},
+		{"a misdirected probe", "GET", "/healthz", "", 421, problemJSON, prob("misdirected", 421, ""), ""},
+		{"a misdirected probe as another problem", "GET", "/metrics", "", 421, problemJSON, prob("not-found", 421, ""), "response"},
+		{"a bodyless cancel from another origin", "POST", "/orders/018f2b1e-0000-7000-8000-000000000001/cancel", "", 403, problemJSON, prob("cross-origin", 403, ""), ""},
+		{"a cross-origin PUT of a book", "PUT", "/books/018f2b1e-0000-7000-8000-000000000001", "", 403, problemJSON, prob("cross-origin", 403, ""), ""},
 		{"a malformed link", "GET", "/books?limit=1", "", 200, map[string]string{"Content-Type": "application/json", "Link": `</books?after=abc>; rel=next`}, `[]`, "Link"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -80,6 +84,16 @@ func TestCheckCatchesDrift(t *testing.T) {
 	req, reqBody, resp, body := exchange("GET", "/nowhere", "", 404, problemJSON, prob("not-found", 404, ""))
 	if checked, err := c.Check("", req, reqBody, resp, body); checked || err != nil {
 		t.Errorf("GET /nowhere answered 404: checked %v, %v", checked, err)
+	}
+	// The Host check answers 421 on any path, one no document has too: that answer is
+	// checked against the service's Misdirected response.
+	req, reqBody, resp, body = exchange("GET", "/nowhere", "", 421, problemJSON, prob("misdirected", 421, ""))
+	if checked, err := c.Check("ordering", req, reqBody, resp, body); !checked || err != nil {
+		t.Errorf("GET /nowhere answered 421: checked %v, %v", checked, err)
+	}
+	req, reqBody, resp, body = exchange("GET", "/nowhere", "", 421, problemJSON, prob("not-found", 421, ""))
+	if _, err := c.Check("ordering", req, reqBody, resp, body); err == nil || !strings.Contains(err.Error(), "response 421") {
+		t.Errorf("GET /nowhere answered 421 with a not-found problem: %v", err)
 	}
 	req, reqBody, resp, body = exchange("GET", "/orders", "", 200, map[string]string{"Content-Type": "application/json"}, "[]")
 	if _, err := c.Check("ordering", req, reqBody, resp, body); err == nil || !strings.Contains(err.Error(), "document the route") {

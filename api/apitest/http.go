@@ -108,13 +108,20 @@ func options() *openapi3filter.Options {
 // only when the response is a success, since tests send malformed requests on purpose
 // and a 4xx problem for them is what the response check covers. A request whose path and
 // method no document has must be answered 404 or 405 (a deliberate request to a path the
-// service does not have; ok false) when service names the document: any other answer
-// means the service has a route its document lacks. HEAD and OPTIONS are not checked.
+// service does not have; ok false) when service names the document, or 421, checked
+// against the document's Misdirected response (the Host check answers before any route):
+// any other answer means the service has a route its document lacks. HEAD and OPTIONS
+// are not checked.
 func (c *Contracts) Check(service string, req *http.Request, reqBody []byte, resp *http.Response, respBody []byte) (ok bool, err error) {
 	if req.Method == http.MethodHead || req.Method == http.MethodOptions {
 		return false, nil
 	}
 	route, params, found := c.FindRoute(service, req)
+	if !found && service != "" && resp.StatusCode == http.StatusMisdirectedRequest {
+		// The Host check answers before any route, so on a path no operation has too:
+		// that answer is checked against the document's own.
+		route, params, found = c.misdirected(service, req)
+	}
 	if !found {
 		// Which service answered is known only by name: by path, a route no document
 		// has could be any process's.
@@ -147,6 +154,21 @@ func (c *Contracts) Check(service string, req *http.Request, reqBody []byte, res
 		return true, fmt.Errorf("%s %s (operation %s, openapi/%s): %w", req.Method, req.URL.RequestURI(), route.Operation.OperationID, docName(c, route.Spec), err)
 	}
 	return true, nil
+}
+
+// misdirected is the route of a request to a path no operation of service's document
+// has: an operation whose one answer is the document's Misdirected response (421), which
+// the Host check gives before any route is looked at. ok is false when the document has
+// no such response.
+func (c *Contracts) misdirected(service string, req *http.Request) (route *routers.Route, params map[string]string, ok bool) {
+	doc := c.Docs[service]
+	if doc == nil || doc.Components == nil || doc.Components.Responses["Misdirected"] == nil {
+		return nil, nil, false
+	}
+	op := openapi3.NewOperation()
+	op.OperationID = "(any path: the Host check)"
+	op.Responses = openapi3.NewResponses(openapi3.WithStatus(http.StatusMisdirectedRequest, doc.Components.Responses["Misdirected"]))
+	return &routers.Route{Spec: doc, Path: req.URL.Path, Method: req.Method, Operation: op}, map[string]string{}, true
 }
 
 func docName(c *Contracts, doc *openapi3.T) string {
