@@ -99,30 +99,14 @@ func TestOrdersPlacedAcrossABrokerNodeLossAndAPostgresFailoverAreEachEmailedOnce
 // RabbitMQ node.
 func startClusterSystem(t *testing.T, rmq *cluster.RabbitMQ, pg *cluster.Postgres) *system {
 	t.Helper()
-	s := &system{t: t, URL: map[string]string{}, DB: map[string]string{}, AMQPURL: rmq.URL("admin", "admin", "/"), procs: map[string]*testenv.Process{}}
-	for _, name := range services {
-		bin := testenv.Build(t, "github.com/bookstore-go/bookstore/services/"+name+"/cmd/"+name)
+	admin := rmq.URL("admin", "admin", "/")
+	return startServices(t, admin, func(name string) servers {
 		amqpURL := rmq.URL(name, name+"-dev", "/")
 		if name == "emailprovider" {
-			amqpURL = s.AMQPURL // it has no broker user: it never uses the broker
+			amqpURL = admin // it has no broker user: it never uses the broker
 		}
-		env := map[string]string{
-			"DATABASE_URL": pg.URL(name, name), "DATABASE_ADMIN_URL": pg.AdminURL(), "AMQP_URL": amqpURL,
-			"LOG_LEVEL": "info", "OTEL_BSP_SCHEDULE_DELAY": "100",
-		}
-		switch name {
-		case "emailprovider":
-			env["EMAILPROVIDER_API_KEYS"] = "bookstore:" + notificationKey + ",bookstore:" + readerKey
-		case "notification":
-			env["EMAILPROVIDER_URL"] = s.URL["emailprovider"]
-			env["EMAILPROVIDER_API_KEY"] = notificationKey
-		case "inventory":
-			env["INVENTORY_ADMIN"] = "1"
-		}
-		s.procs[name] = sut.StartProcess(t, bin, nil, env)
-		s.URL[name], s.DB[name] = s.procs[name].Base, env["DATABASE_URL"]
-	}
-	return s
+		return servers{DatabaseURL: pg.URL(name, name), AdminURL: pg.AdminURL(), AMQPURL: amqpURL}
+	})
 }
 
 // placeOrderRetrying places an order as a client does through an outage: the same request

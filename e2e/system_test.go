@@ -51,15 +51,34 @@ const (
 	readerKey       = "e2e-reader-key-0123456789abcdef012345"
 )
 
-// startSystem starts the four services; extra adds environment variables per service.
+// startSystem starts the four services on the machine's Postgres and RabbitMQ, each
+// service with a database and role of its own; extra adds environment variables per
+// service.
 func startSystem(t testing.TB, extra map[string]map[string]string) *system {
 	t.Helper()
-	s := &system{t: t, URL: map[string]string{}, DB: map[string]string{}, AMQPURL: testenv.VHost(t), procs: map[string]*testenv.Process{}}
+	amqpURL := testenv.VHost(t)
+	return startServices(t, amqpURL, func(name string) servers {
+		admin, db := testenv.Database(t, name)
+		return servers{DatabaseURL: db, AdminURL: admin, AMQPURL: amqpURL, Extra: extra[name]}
+	})
+}
+
+// servers are the connections one service is started with.
+type servers struct {
+	DatabaseURL, AdminURL, AMQPURL string
+	Extra                          map[string]string // more environment, over the defaults
+}
+
+// startServices starts the four services, in order, each on the servers serversOf gives
+// it; amqpURL is the one the tests themselves use.
+func startServices(t testing.TB, amqpURL string, serversOf func(name string) servers) *system {
+	t.Helper()
+	s := &system{t: t, URL: map[string]string{}, DB: map[string]string{}, AMQPURL: amqpURL, procs: map[string]*testenv.Process{}}
 	for _, name := range services {
 		bin := testenv.Build(t, "github.com/bookstore-go/bookstore/services/"+name+"/cmd/"+name)
-		admin, db := testenv.Database(t, name)
+		srv := serversOf(name)
 		env := map[string]string{
-			"DATABASE_URL": db, "DATABASE_ADMIN_URL": admin, "AMQP_URL": s.AMQPURL,
+			"DATABASE_URL": srv.DatabaseURL, "DATABASE_ADMIN_URL": srv.AdminURL, "AMQP_URL": srv.AMQPURL,
 			"LOG_LEVEL": "info", "OTEL_BSP_SCHEDULE_DELAY": "100",
 		}
 		switch name {
@@ -71,9 +90,9 @@ func startSystem(t testing.TB, extra map[string]map[string]string) *system {
 		case "inventory":
 			env["INVENTORY_ADMIN"] = "1" // the tests set the stock with PUT /books/{id}
 		}
-		maps.Copy(env, extra[name])
+		maps.Copy(env, srv.Extra)
 		s.procs[name] = sut.StartProcess(t, bin, nil, env)
-		s.URL[name], s.DB[name] = s.procs[name].Base, db
+		s.URL[name], s.DB[name] = s.procs[name].Base, srv.DatabaseURL
 	}
 	return s
 }
