@@ -20,9 +20,9 @@ import (
 	"github.com/bookstore-go/bookstore/testenv"
 )
 
-// The events the second security review published straight into the broker (issue 26,
-// finding 4), as anyone holding a broker user could: each is dead-lettered by inventory at
-// its first delivery, counted by queue and reason, and goes no further (no outcome event
+// The events the second security review published straight into the broker, as anyone
+// holding a broker user could: each is dead-lettered by inventory at its first delivery,
+// counted by queue and reason, and goes no further (no outcome event
 // for ordering or notification), no log line it causes is longer than a few KB, and the
 // orders behind them are served as usual.
 func TestEveryMalformedEventIsDeadLetteredUnreadAndGoesNoFurther(t *testing.T) {
@@ -109,7 +109,7 @@ func TestEveryMalformedEventIsDeadLetteredUnreadAndGoesNoFurther(t *testing.T) {
 	}
 }
 
-// The storefront in front of the running system (issue 26, findings 6 and 10): every
+// The storefront in front of the running system: every
 // answer carries a strict Content-Security-Policy, nosniff and no framing; a service
 // that is down is named by what failed, not by its internal URL; a pid that is not the
 // relay is refused without its command line; /static/ lists nothing; 404s are problems.

@@ -37,7 +37,7 @@ func raw(t *testing.T, client *http.Client, method, url, host string, header []s
 	return resp.StatusCode, resp.Header.Get("Content-Type"), string(b)
 }
 
-// The second security probe (issue 26) against the running system: what a client
+// The second security probe against the running system: what a client
 // controls (Host, the size of a request's errors, its path, its trace context) stays
 // bounded, and a cancel without a body is taken.
 func TestTheSecondProbeFindsEveryClientControlledValueBounded(t *testing.T) {
@@ -45,7 +45,7 @@ func TestTheSecondProbeFindsEveryClientControlledValueBounded(t *testing.T) {
 	s := startSystem(t, nil)
 	s.setStock(bookID(1), "Dune", 10)
 
-	// Finding 6: a Host the service does not answer to is a 421 problem, on every
+	// A Host the service does not answer to is a 421 problem, on every
 	// service and every path, probes included; localhost with any port is answered.
 	// The contract checker sees each 421 (api/openapi lists it on every operation, and
 	// checks it against the document's Misdirected answer on a path none has).
@@ -64,7 +64,7 @@ func TestTheSecondProbeFindsEveryClientControlledValueBounded(t *testing.T) {
 		}
 	})
 
-	// Finding 1: 1,000 requests naming 1,000 ports of localhost (each its own
+	// 1,000 requests naming 1,000 ports of localhost (each its own
 	// server_port label before) leave /metrics the size it was.
 	t.Run("HostsMakeNoMetricSeries", func(t *testing.T) {
 		metrics := func() string {
@@ -112,7 +112,7 @@ func TestTheSecondProbeFindsEveryClientControlledValueBounded(t *testing.T) {
 		}
 	})
 
-	// Finding 11: curl -X POST .../cancel, no body, cancels; the same from a page of
+	// curl -X POST .../cancel, no body, cancels; the same from a page of
 	// another origin is refused.
 	t.Run("ACancelWithoutABodyIsTaken", func(t *testing.T) {
 		o := s.placeOrder("cancel-nobody@example.com", line{BookID: bookID(1), Quantity: 1})
@@ -127,7 +127,7 @@ func TestTheSecondProbeFindsEveryClientControlledValueBounded(t *testing.T) {
 		}
 	})
 
-	// Finding 9: a client's traceparent and tracestate do not reach the outbox; the
+	// A client's traceparent and tracestate do not reach the outbox; the
 	// order's events carry a trace of ordering's own.
 	t.Run("AClientsTraceIsNotStored", func(t *testing.T) {
 		const clientTrace = "4bf92f3577b34da6a3ce929d0e0e4736"

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// The cluster profile (make chaos-cluster, issue 25): the production topology of
+// The cluster profile (make chaos-cluster): the production topology of
 // deploy/k8s/overlays/production on this machine. The run starts a three-node RabbitMQ
 // cluster and, for each service of the deployment, a Postgres primary with one
 // synchronous standby (CloudNativePG's one cluster per service); every service runs as

@@ -41,7 +41,7 @@ var designs = []design{
 	{name: "consumer requeues refusals", publisher: "outbox", inventoryStrategy: "inbox", consumerOnRefusal: "requeue"},
 }
 
-// clusterDesigns are compare's contenders in the cluster profile (issue 25): the right
+// clusterDesigns are compare's contenders in the cluster profile: the right
 // design, and the two wrong turns the topology itself opens. Both need the cluster's
 // faults to be caught; the designs above are told apart without it, faster.
 var clusterDesigns = []design{

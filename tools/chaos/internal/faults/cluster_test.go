@@ -49,7 +49,7 @@ func checkClusterSchedule(t *testing.T, cfg config.Config, schedule []check.Faul
 		}
 	}
 	if len(node) < 3 || len(failover) < 3 {
-		t.Fatalf("seed %d: %d broker node faults and %d failovers; issue 25 wants at least three of each", cfg.Seed, len(node), len(failover))
+		t.Fatalf("seed %d: %d broker node faults and %d failovers; a run needs at least three of each", cfg.Seed, len(node), len(failover))
 	}
 	if !slices.Contains(targets, "ordering") {
 		t.Errorf("failovers of %v: none of ordering's, the one whose 201s must survive it", targets)

@@ -10,7 +10,7 @@ import (
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
 )
 
-// What a node loss costs (make chaos-cluster, issue 25): for each broker node killed or
+// What a node loss costs (make chaos-cluster): for each broker node killed or
 // stopped and each Postgres failover, how long until orders were accepted again, how long
 // until the backlog had drained, and how many requests were refused or timed out
 // meanwhile. The drain is polled during the run (faults/cluster.go); the client figures
