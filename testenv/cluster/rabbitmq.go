@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -55,7 +56,7 @@ type rabbitNode struct {
 	amqp       string // port
 	management string
 	prometheus string
-	dist       string // Erlang distribution port, on 127.0.0.1 where peers reach x@localhost
+	dist       string // Erlang distribution port (distPort), on 127.0.0.1 where peers reach x@localhost
 	proc       *proc  // nil while down
 }
 
@@ -107,7 +108,7 @@ func StartRabbitMQ(ctx context.Context, dir string, nodes int) (*RabbitMQ, error
 				return nil, err
 			}
 		}
-		if n.dist, err = freePort("127.0.0.1"); err != nil {
+		if n.dist, err = distPort(); err != nil {
 			return nil, err
 		}
 		r.nodes = append(r.nodes, n)
@@ -193,6 +194,35 @@ func freePort(host string) (string, error) {
 	defer ln.Close()
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	return port, nil
+}
+
+// distPort returns a free port for a node's Erlang distribution listener, from below the
+// kernel's ephemeral range. The listener is on 127.0.0.1, where peers reach x@localhost,
+// and a node that stops gives its port up until it boots again: a port from the ephemeral
+// range can meanwhile become the local port of any outgoing loopback connection on the
+// machine, and the node then cannot boot (dist_port_already_used). Below the range only a
+// listener could take it, and listeners pick from the range when they ask for port 0.
+func distPort() (string, error) {
+	lo, _ := ephemeralPorts()
+	const floor = 10000 // above the fixed ports of the machine's servers (5432, 5672, …)
+	if lo <= floor+1000 {
+		return freePort("127.0.0.1") // an unusual range: nothing below it to choose from
+	}
+	b := make([]byte, 2)
+	for range 100 {
+		_, _ = rand.Read(b)
+		port := floor + (int(b[0])<<8|int(b[1]))%(lo-floor)
+		if port == 25672 { // the machine's own node's, whether or not it runs now
+			continue
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		_ = ln.Close()
+		return strconv.Itoa(port), nil
+	}
+	return "", fmt.Errorf("no free port between %d and %d on 127.0.0.1", floor, lo)
 }
 
 // writeConfig writes node i's rabbitmq.conf: compose's, with the definitions left out
@@ -532,4 +562,21 @@ func (r *RabbitMQ) Logs(ctx context.Context) string {
 		fmt.Fprintf(&b, "%v\n", r.withLogs(fmt.Errorf("node %d", i), i))
 	}
 	return b.String()
+}
+
+// ephemeralPorts is the range the kernel takes outgoing connections' local ports from.
+func ephemeralPorts() (lo, hi int) {
+	lo, hi = 32768, 60999
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return lo, hi
+	}
+	if f := strings.Fields(string(b)); len(f) == 2 {
+		l, err1 := strconv.Atoi(f[0])
+		h, err2 := strconv.Atoi(f[1])
+		if err1 == nil && err2 == nil {
+			return l, h
+		}
+	}
+	return lo, hi
 }
