@@ -52,6 +52,20 @@ run: services build ## run the whole system natively, the storefront on http://l
 test: services ## run every test against the local Postgres and RabbitMQ
 	go test -count=1 -timeout 20m $(PKGS)
 
+# make test-current: the tests that talk to Postgres and RabbitMQ, against the current
+# releases (Postgres 17, RabbitMQ 4.0) instead of the machine's 15 and 3.10, from a Debian
+# trixie root that deploy/current/servers.sh bootstraps once (outside the repository) and
+# runs beside the machine's servers on ports of their own. Left out: what boots the
+# machine's own RabbitMQ 3.10 and Postgres 15 binaries rather than talking to a server
+# (testenv/cluster, e2e's cluster test, deploy's compose-config boot), and the chaos smoke
+# runs (tools/chaos/internal/experiment), which `make chaos` covers. docs/testing.md#current-servers
+CURRENT_PKGS := $(addprefix github.com/bookstore-go/bookstore/,services/... testenv testenv/httpapitest e2e deploy tools/chaos/internal/harness)
+CURRENT_SKIP := ^($(CLUSTER_E2E)|TestRabbitMQBootsWithTheComposeConfig)$$
+
+.PHONY: test-current
+test-current: ## the server-facing tests against Postgres 17 and RabbitMQ 4.0 run from a Debian trixie root (root; bootstraps it once)
+	deploy/current/servers.sh run go test -count=1 -timeout 20m -skip '$(CURRENT_SKIP)' $(CURRENT_PKGS)
+
 # Each fuzz target runs this long in `make fuzz` (a go test -fuzztime: 30s, 2m, 10000x).
 FUZZTIME ?= 30s
 
