@@ -212,7 +212,11 @@ start() {
   stop
   mkdir -p "$DATA"
   local began=$SECONDS
-  unshare --mount --propagation private "$0" serve
+  # What started before a failure is stopped again.
+  unshare --mount --propagation private "$0" serve || {
+    stop
+    die "the servers did not start"
+  }
   say "Postgres $(awk '{print $3}' "$DATA/postgres/version") on 127.0.0.1:$PG_PORT," \
     "RabbitMQ $(curl -s "http://guest:guest@127.0.0.1:$MANAGEMENT_PORT/api/overview" | jq -r .rabbitmq_version)" \
     "on :$AMQP_PORT (management :$MANAGEMENT_PORT), started in $((SECONDS - began))s"
