@@ -28,9 +28,9 @@ var composePostgres = regexp.MustCompile(`^postgres:(\d+)\.(\d+)-([a-z]+)$`)
 // version (17, from the Debian trixie root) as the postgres image's entrypoint does on an
 // empty volume: initdb with the superuser's password, passwords (scram-sha-256) over TCP,
 // then every file of deploy/postgres/init through psql with ON_ERROR_STOP on a server
-// reached by its socket. Then each service starts as compose starts it, over TCP with its
-// own role and password: its database is there (pgdb.Ensure finds it), it can create a
-// table in it, and it cannot connect to another service's.
+// reached by its socket. Then each role logs in over TCP with its compose password to its
+// own database and to no other, and each service starts as compose starts it
+// (pgdb.Ensure finds its database there) and creates a table.
 func TestPostgres17RunsTheComposeInitScript(t *testing.T) {
 	t.Parallel()
 	img := loadCompose(t, nil, composeFile).Services["postgres"].Image
@@ -140,42 +140,53 @@ func TestPostgres17RunsTheComposeInitScript(t *testing.T) {
 		}
 	}
 
+	// What the script left, before any service starts: each role logs in to its own
+	// database with its compose password, and to no other.
 	roles := postgresInitRoles(t)
 	compose := loadCompose(t, nil, composeFile)
+	urls := map[string]*url.URL{}
 	for _, c := range contractServices {
-		dbURL, err := url.Parse(env(compose.Services[c.Name], "DATABASE_URL"))
+		u, err := url.Parse(env(compose.Services[c.Name], "DATABASE_URL"))
 		if err != nil || roles[c.Name] == "" {
 			t.Errorf("%s: DATABASE_URL %v, init script role %v", c.Name, err, roles[c.Name])
 			continue
 		}
-		dbURL.Host = host
-		if err := pgdb.Ensure(ctx, adminURL, dbURL.String()); err != nil {
-			t.Errorf("%s starts after the init script: %v", c.Name, err)
+		u.Host = host
+		urls[c.Name] = u
+	}
+	for name, u := range urls {
+		for other := range urls {
+			to := *u
+			to.Path = "/" + other
+			conn, err := pgx.Connect(ctx, to.String())
+			switch {
+			case other == name && err != nil:
+				t.Errorf("%s logs in to its database with its compose DATABASE_URL: %v", name, err)
+			case other != name && err == nil:
+				t.Errorf("%s logs in to %s's database", name, other)
+			case other != name && !strings.Contains(err.Error(), "permission denied"):
+				t.Errorf("%s logging in to %s's database: %v, want permission denied", name, other, err)
+			}
+			if err == nil {
+				conn.Close(ctx)
+			}
+		}
+	}
+	// Then each service starts as compose starts it, and makes its tables.
+	for name, u := range urls {
+		if err := pgdb.Ensure(ctx, adminURL, u.String()); err != nil {
+			t.Errorf("%s starts after the init script: %v", name, err)
 			continue
 		}
-		conn, err := pgx.Connect(ctx, dbURL.String())
+		conn, err := pgx.Connect(ctx, u.String())
 		if err != nil {
-			t.Errorf("%s connects with its compose DATABASE_URL: %v", c.Name, err)
+			t.Errorf("%s connects with its compose DATABASE_URL: %v", name, err)
 			continue
 		}
 		if _, err := conn.Exec(ctx, "CREATE TABLE deploy_test (id int PRIMARY KEY)"); err != nil {
-			t.Errorf("%s creates a table in its own database: %v", c.Name, err)
+			t.Errorf("%s creates a table in its own database: %v", name, err)
 		}
 		conn.Close(ctx)
-		for _, other := range contractServices {
-			if other.Name == c.Name {
-				continue
-			}
-			u := *dbURL
-			u.Path = "/" + other.Name
-			conn, err := pgx.Connect(ctx, u.String())
-			if err == nil {
-				conn.Close(ctx)
-				t.Errorf("%s connects to %s's database", c.Name, other.Name)
-			} else if !strings.Contains(err.Error(), "permission denied") {
-				t.Errorf("%s connecting to %s's database: %v, want permission denied", c.Name, other.Name, err)
-			}
-		}
 	}
 	for _, line := range strings.Split(logs(), "\n") {
 		if strings.Contains(line, "WARNING") {
