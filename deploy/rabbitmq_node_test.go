@@ -134,10 +134,11 @@ func checkComposeRabbitMQ(t *testing.T, s rabbitServer) string {
 	}
 	// The node's directory: inside the Debian root for a chrooted server, where it reads
 	// copies of the files compose mounts.
-	dir, nodeDir := t.TempDir(), ""
+	var dir, nodeDir string
 	if s.root != "" {
 		dir, nodeDir = rootTempDir(t, s.root)
 	} else {
+		dir = t.TempDir()
 		nodeDir = dir
 	}
 	for _, f := range []string{definitionsFile, "deploy/rabbitmq/enabled_plugins"} {
