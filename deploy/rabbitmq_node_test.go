@@ -2,12 +2,16 @@ package deploy
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,36 +27,137 @@ import (
 	"github.com/bookstore-go/bookstore/testenv"
 )
 
+// rabbitServer is one version of the RabbitMQ server a test can boot.
+type rabbitServer struct {
+	version string // x.y.z, from the directory of its rabbitmq-server script
+	root    string // the Debian root it runs chrooted in; "" for this machine's own
+	script  string // its rabbitmq-server script, inside root
+}
+
+// rabbitServerIn finds the newest rabbitmq-server script under root ("" for this machine),
+// or returns false.
+func rabbitServerIn(root string) (rabbitServer, bool) {
+	scripts, _ := filepath.Glob(filepath.Join(root, "/usr/lib/rabbitmq/lib/rabbitmq_server-*/sbin/rabbitmq-server"))
+	if len(scripts) == 0 {
+		return rabbitServer{}, false
+	}
+	script := scripts[len(scripts)-1]
+	version := strings.TrimPrefix(filepath.Base(filepath.Dir(filepath.Dir(script))), "rabbitmq_server-")
+	return rabbitServer{version: version, root: root, script: "/" + strings.TrimPrefix(strings.TrimPrefix(script, root), "/")}, true
+}
+
+// series is the server's major.minor, as an image tag pins it.
+func (s rabbitServer) series() string {
+	parts := strings.SplitN(s.version, ".", 3)
+	if len(parts) < 2 {
+		return s.version
+	}
+	return parts[0] + "." + parts[1]
+}
+
+// acceptedDeprecations are the deprecated features RabbitMQ may log as used when it boots
+// with compose's configuration, each with why it stays (rabbitmq.conf says more). Any
+// other one fails TestRabbitMQ40BootsWithTheComposeConfig: a feature a later minor will
+// refuse by default, taken on without anyone deciding to.
+var acceptedDeprecations = map[string]string{
+	"management_metrics_collection": "the management UI's queue depths and KEDA's http scaler read them",
+}
+
 // TestRabbitMQBootsWithTheComposeConfig boots a private RabbitMQ node of this machine's
-// version (3.10, as in docker compose) with the very rabbitmq.conf, enabled_plugins and
-// definitions.json that compose mounts, on free loopback ports, and checks what the
-// container would do: the config parses (an unknown key stops RabbitMQ from booting), the
-// definitions load, the users log in with compose's passwords, and the Prometheus plugin
-// exports the per-queue metrics the dashboard graphs.
+// version (3.10: `make run`, the tests and testenv/cluster use it with deploy/rabbitmq's
+// files) with the very rabbitmq.conf, enabled_plugins and definitions.json that compose
+// mounts, on free loopback ports, and checks what the container would do (see
+// checkComposeRabbitMQ).
 func TestRabbitMQBootsWithTheComposeConfig(t *testing.T) {
 	t.Parallel()
-	scripts, _ := filepath.Glob("/usr/lib/rabbitmq/lib/rabbitmq_server-*/sbin/rabbitmq-server")
-	if len(scripts) == 0 {
+	s, ok := rabbitServerIn("")
+	if !ok {
 		testenv.Unavailable(t, "RabbitMQ server scripts (apt-get install rabbitmq-server)", os.ErrNotExist)
 	}
+	checkComposeRabbitMQ(t, s)
+}
+
+// TestRabbitMQ40BootsWithTheComposeConfig boots the same files on RabbitMQ 4.0, the
+// series compose and both Kubernetes overlays run, from the Debian trixie root (Debian's
+// 4.0.5 on Erlang 27), and checks the same, and that 4.0 logs no deprecated feature in
+// use beyond acceptedDeprecations.
+func TestRabbitMQ40BootsWithTheComposeConfig(t *testing.T) {
+	t.Parallel()
+	root := currentRoot(t, "usr/lib/rabbitmq/lib")
+	s, ok := rabbitServerIn(root)
+	if !ok {
+		testenv.Unavailable(t, "RabbitMQ server scripts in "+root, os.ErrNotExist)
+	}
+	if s.series() != composeRabbitMQSeries(t) {
+		t.Fatalf("the root holds RabbitMQ %s, compose runs %s: the boot would not test compose's broker", s.version, composeRabbitMQSeries(t))
+	}
+	log := checkComposeRabbitMQ(t, s)
+	for _, m := range deprecatedInUse.FindAllStringSubmatch(log, -1) {
+		if why, ok := acceptedDeprecations[m[1]]; ok {
+			t.Logf("deprecated feature %s in use, accepted: %s", m[1], why)
+			continue
+		}
+		t.Errorf("RabbitMQ %s logs the deprecated feature %s as used by compose's configuration:\n%s", s.version, m[1], m[0])
+	}
+}
+
+// deprecatedInUse matches RabbitMQ's warning that a deprecated feature is used.
+var deprecatedInUse = regexp.MustCompile("Deprecated features: `([a-z0-9_]+)`[^\n]*")
+
+// composeRabbitMQSeries is the major.minor of compose's RabbitMQ image.
+func composeRabbitMQSeries(t testing.TB) string {
+	t.Helper()
+	img := loadCompose(t, nil, composeFile).Services["rabbitmq"].Image
+	m := regexp.MustCompile(`^rabbitmq:(\d+\.\d+)(\.\d+)?-management$`).FindStringSubmatch(img)
+	if m == nil {
+		t.Fatalf("compose's broker image %q is not rabbitmq:<major>.<minor>[.<patch>]-management", img)
+	}
+	return m[1]
+}
+
+// checkComposeRabbitMQ boots a private node of s with compose's rabbitmq.conf,
+// enabled_plugins and definitions.json on free loopback ports and checks what the
+// container would do: the config parses (an unknown key stops RabbitMQ from booting), the
+// definitions load, nothing is logged as an error, the users log in with compose's
+// passwords and nobody logs in without one, the management API reports each queue's
+// depth, the Prometheus plugin exports the per-queue metrics the dashboard graphs, and
+// max_message_size holds. It returns the node's log.
+func checkComposeRabbitMQ(t *testing.T, s rabbitServer) string {
+	t.Helper()
 	root := repoRoot(t)
-	dir := t.TempDir()
 	conf, err := os.ReadFile(filepath.Join(root, "deploy/rabbitmq/rabbitmq.conf"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defs := filepath.Join(root, definitionsFile)
 	if !strings.Contains(string(conf), "load_definitions = /etc/rabbitmq/definitions.json\n") {
 		t.Fatal("rabbitmq.conf does not load /etc/rabbitmq/definitions.json, where compose mounts the file")
+	}
+	// The node's directory: inside the Debian root for a chrooted server, where it reads
+	// copies of the files compose mounts.
+	var dir, nodeDir string
+	if s.root != "" {
+		dir, nodeDir = rootTempDir(t, s.root)
+	} else {
+		dir = t.TempDir()
+		nodeDir = dir
+	}
+	for _, f := range []string{definitionsFile, "deploy/rabbitmq/enabled_plugins"} {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ports := map[string]string{}
 	for _, name := range []string{"amqp", "management", "prometheus", "dist"} {
 		_, port, _ := net.SplitHostPort(testenv.FreeAddr(t))
 		ports[name] = port
 	}
-	// The file as compose mounts it, pointed at this checkout's definitions and moved off
+	// The file as compose mounts it, pointed at the copy of the definitions and moved off
 	// the ports of the machine's own broker.
-	testConf := strings.Replace(string(conf), "/etc/rabbitmq/definitions.json", defs, 1) + `
+	testConf := strings.Replace(string(conf), "/etc/rabbitmq/definitions.json", nodeDir+"/definitions.json", 1) + `
 listeners.tcp.default = 127.0.0.1:` + ports["amqp"] + `
 management.tcp.ip = 127.0.0.1
 management.tcp.port = ` + ports["management"] + `
@@ -66,20 +171,26 @@ prometheus.tcp.port = ` + ports["prometheus"] + "\n"
 	}
 
 	node := strings.ReplaceAll(testenv.Name("tdeploy"), "_", "") + "@localhost"
-	cmd := exec.Command(scripts[len(scripts)-1])
+	nodeEnv := []string{
+		"HOME=" + nodeDir, // its own Erlang cookie
+		"ERL_CRASH_DUMP=" + nodeDir + "/erl_crash.dump",
+		"RABBITMQ_NODENAME=" + node,
+		"RABBITMQ_CONF_ENV_FILE=" + nodeDir + "/rabbitmq-env.conf",
+		"RABBITMQ_CONFIG_FILE=" + nodeDir + "/rabbitmq.conf",
+		"RABBITMQ_ENABLED_PLUGINS_FILE=" + nodeDir + "/enabled_plugins",
+		"RABBITMQ_DIST_PORT=" + ports["dist"],
+		"RABBITMQ_MNESIA_BASE=" + nodeDir + "/mnesia",
+		"RABBITMQ_LOG_BASE=" + nodeDir + "/log",
+		"RABBITMQ_PLUGINS_EXPAND_DIR=" + nodeDir + "/plugins",
+	}
+	var cmd *exec.Cmd
+	if s.root != "" {
+		cmd = chrootCommand(s.root, "", nodeEnv, s.script)
+	} else {
+		cmd = exec.Command(s.script)
+		cmd.Env = append(os.Environ(), nodeEnv...)
+	}
 	cmd.Dir = dir // a node that fails to boot leaves erl_crash.dump here, not in the checkout
-	cmd.Env = append(os.Environ(),
-		"HOME="+dir, // its own Erlang cookie
-		"ERL_CRASH_DUMP="+filepath.Join(dir, "erl_crash.dump"),
-		"RABBITMQ_NODENAME="+node,
-		"RABBITMQ_CONF_ENV_FILE="+filepath.Join(dir, "rabbitmq-env.conf"),
-		"RABBITMQ_CONFIG_FILE="+filepath.Join(dir, "rabbitmq.conf"),
-		"RABBITMQ_ENABLED_PLUGINS_FILE="+filepath.Join(root, "deploy/rabbitmq/enabled_plugins"),
-		"RABBITMQ_DIST_PORT="+ports["dist"],
-		"RABBITMQ_MNESIA_BASE="+filepath.Join(dir, "mnesia"),
-		"RABBITMQ_LOG_BASE="+filepath.Join(dir, "log"),
-		"RABBITMQ_PLUGINS_EXPAND_DIR="+filepath.Join(dir, "plugins"),
-	)
 	logFile, err := os.Create(filepath.Join(dir, "server.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +212,13 @@ prometheus.tcp.port = ` + ports["prometheus"] + "\n"
 		}
 		logFile.Close()
 	})
-	logs := func() string { b, _ := os.ReadFile(logFile.Name()); return string(b) }
+	// The node's own log file has what the console does not once its handlers are set up.
+	nodeLog := filepath.Join(dir, "log", strings.TrimSuffix(node, "@localhost")+"@localhost.log")
+	logs := func() string {
+		a, _ := os.ReadFile(logFile.Name())
+		b, _ := os.ReadFile(nodeLog)
+		return string(a) + string(b)
+	}
 
 	// Ready when the exporter lists every queue of the contracts and every DLQ.
 	metricsURL := "http://127.0.0.1:" + ports["prometheus"] + "/metrics"
@@ -114,7 +231,7 @@ prometheus.tcp.port = ` + ports["prometheus"] + "\n"
 	for {
 		select {
 		case <-done:
-			t.Fatalf("RabbitMQ stopped during boot:\n%s", logs())
+			t.Fatalf("RabbitMQ %s stopped during boot:\n%s", s.version, logs())
 		default:
 		}
 		seen = queueMetrics(metricsURL)
@@ -128,10 +245,11 @@ prometheus.tcp.port = ` + ports["prometheus"] + "\n"
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 90s the exporter on %s lacks %v for queues %v (saw %v):\n%s", metricsURL, slices.Sorted(keys(externalMetrics)), slices.Sorted(keys(wantQueues)), seen, logs())
+			t.Fatalf("after 90s the exporter of RabbitMQ %s on %s lacks %v for queues %v (saw %v):\n%s", s.version, metricsURL, slices.Sorted(keys(externalMetrics)), slices.Sorted(keys(wantQueues)), seen, logs())
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+	t.Logf("RabbitMQ %s booted with compose's configuration", s.version)
 
 	// The administrator of the management UI, and every service user with its compose
 	// password, as the containers log in.
@@ -158,6 +276,15 @@ prometheus.tcp.port = ` + ports["prometheus"] + "\n"
 		}
 		_ = conn.Close()
 	}
+	// A client that names no user is not even offered a way in: RabbitMQ 4.0 would log it
+	// in as guest through ANONYMOUS unless rabbitmq.conf lists the mechanisms.
+	checkNoAnonymousLogin(t, s.version, "127.0.0.1:"+ports["amqp"])
+
+	// Every queue's depth on the management API, as the UI and production's KEDA scaler
+	// (protocol http) read it: the management plugin's statistics are on.
+	for q := range wantQueues {
+		checkManagementDepth(t, "http://127.0.0.1:"+ports["management"], q)
+	}
 
 	// The broker's own bound on a message: one larger than max_message_size is refused at
 	// the publish (the channel closed with 406), whoever publishes it, and one within it
@@ -176,6 +303,74 @@ prometheus.tcp.port = ` + ports["prometheus"] + "\n"
 			t.Errorf("a message of %d bytes (max_message_size %d): refused %v, want %v", c.size, max, got, c.refused)
 		}
 	}
+
+	log := logs()
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "[error]") {
+			t.Errorf("RabbitMQ %s logged an error booting with compose's configuration: %s", s.version, line)
+		}
+	}
+	return log
+}
+
+// checkNoAnonymousLogin fails the test unless the broker (version) at addr refuses to
+// negotiate SASL ANONYMOUS, the mechanism of a client that names no user.
+func checkNoAnonymousLogin(t *testing.T, version, addr string) {
+	t.Helper()
+	// The client leaves its socket open when no mechanism is shared, and the broker would
+	// log the handshake's timeout as an error: the socket is closed here.
+	var sock net.Conn
+	defer func() {
+		if sock != nil {
+			_ = sock.Close()
+		}
+	}()
+	dial := func(network, addr string) (net.Conn, error) {
+		c, err := net.DialTimeout(network, addr, 10*time.Second)
+		sock = c
+		return c, err
+	}
+	conn, err := amqp.DialConfig("amqp://"+addr+"/", amqp.Config{SASL: []amqp.Authentication{anonymousLogin{}}, Dial: dial})
+	switch {
+	case err == nil:
+		_ = conn.Close()
+		t.Errorf("RabbitMQ %s lets a client in without a user (SASL ANONYMOUS)", version)
+	case !errors.Is(err, amqp.ErrSASL):
+		t.Errorf("RabbitMQ %s offers SASL ANONYMOUS (the login then failed: %v); rabbitmq.conf's auth_mechanisms should leave it out", version, err)
+	}
+}
+
+// anonymousLogin is the SASL mechanism ANONYMOUS: a client that names no user.
+type anonymousLogin struct{}
+
+func (anonymousLogin) Mechanism() string { return "ANONYMOUS" }
+func (anonymousLogin) Response() string  { return "" }
+
+// checkManagementDepth waits until the management API at base reports queue's depth
+// ("messages"), which it does once the management plugin's statistics have been
+// collected for the queue, and fails the test if it never does.
+func checkManagementDepth(t *testing.T, base, queue string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var last string
+	for time.Now().Before(deadline) {
+		req, _ := http.NewRequest(http.MethodGet, base+"/api/queues/%2F/"+url.PathEscape(queue), nil)
+		req.SetBasicAuth("admin", "admin")
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			var q map[string]any
+			err = json.NewDecoder(resp.Body).Decode(&q)
+			resp.Body.Close()
+			if _, ok := q["messages"]; ok && err == nil {
+				return
+			}
+			last = fmt.Sprintf("%d, fields %v", resp.StatusCode, slices.Sorted(keys(q)))
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Errorf("the management API reports no depth (\"messages\") of queue %s after 30s: %s", queue, last)
 }
 
 // maxMessageSize reads max_message_size from rabbitmq.conf.
