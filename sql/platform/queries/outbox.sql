@@ -55,6 +55,50 @@ UPDATE outbox
 SET state = 'published', published_at = now(), claimed_by = NULL, claimed_until = NULL, claim_token = NULL
 WHERE id = ANY(sqlc.arg(ids)::uuid[]) AND state IN ('pending', 'dead');
 
+-- name: MarkPublishedAndClaimOutbox :many
+-- MarkPublished and then ClaimOutbox, in one statement: the relay's fast form
+-- (Relay.Drain) marks one batch and claims a later one in one round trip and one commit,
+-- where the plain form (RunOnce) spends two of each. Both halves run on one snapshot, so
+-- the claim is told what the mark changes: a row being marked is not claimed again, and
+-- counts as published for the order guard, so the next event of its aggregate may be
+-- claimed at once. A row still in flight (sent, its confirms not yet in) is not claimed
+-- again either, though it carries this process's claim token; and the next event of its
+-- aggregate stays unclaimable, because it is not published yet. Either list may be empty
+-- (or NULL: coalesce keeps "<> ALL" from turning NULL and claiming nothing).
+WITH marked AS (
+    UPDATE outbox
+    SET state = 'published', published_at = now(), claimed_by = NULL, claimed_until = NULL, claim_token = NULL
+    WHERE outbox.id = ANY(sqlc.arg(published)::uuid[]) AND outbox.state IN ('pending', 'dead')
+), next AS (
+    SELECT o.id
+    FROM outbox o
+    WHERE o.state = 'pending'
+      AND o.id <> ALL(coalesce(sqlc.arg(published)::uuid[], '{}'))
+      AND o.id <> ALL(coalesce(sqlc.arg(in_flight)::uuid[], '{}'))
+      AND o.available_at <= now()
+      AND (o.claimed_until IS NULL
+           OR o.claimed_until < now()
+           OR o.claim_token = sqlc.arg(claim_token)::uuid
+           OR (sqlc.arg(reclaim_own)::bool AND o.claimed_by = sqlc.arg(relay_id)))
+      AND NOT EXISTS (
+          SELECT 1 FROM outbox e
+          WHERE e.aggregate_type = o.aggregate_type
+            AND e.aggregate_id = o.aggregate_id
+            AND e.sequence < o.sequence
+            AND e.state <> 'published'
+            AND e.id <> ALL(coalesce(sqlc.arg(published)::uuid[], '{}')))
+    ORDER BY o.id
+    LIMIT sqlc.arg(batch_size)
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE outbox
+SET claimed_by = sqlc.arg(relay_id),
+    claim_token = sqlc.arg(claim_token)::uuid,
+    claimed_until = now() + make_interval(secs => sqlc.arg(lease_seconds)::float8)
+FROM next
+WHERE outbox.id = next.id
+RETURNING outbox.id, outbox.event_type, outbox.envelope, outbox.traceparent, outbox.tracestate, outbox.attempts, outbox.created_at;
+
 -- name: RecordPublishFailure :one
 -- A failure that belongs to the message (a nack or return on a healthy channel) spends
 -- one of its attempts. Only the claim's own process records it: a row another relay has

@@ -263,6 +263,107 @@ func (q *Queries) MarkPublished(ctx context.Context, ids []uuid.UUID) (int64, er
 	return result.RowsAffected(), nil
 }
 
+const markPublishedAndClaimOutbox = `-- name: MarkPublishedAndClaimOutbox :many
+WITH marked AS (
+    UPDATE outbox
+    SET state = 'published', published_at = now(), claimed_by = NULL, claimed_until = NULL, claim_token = NULL
+    WHERE outbox.id = ANY($4::uuid[]) AND outbox.state IN ('pending', 'dead')
+), next AS (
+    SELECT o.id
+    FROM outbox o
+    WHERE o.state = 'pending'
+      AND o.id <> ALL(coalesce($4::uuid[], '{}'))
+      AND o.id <> ALL(coalesce($5::uuid[], '{}'))
+      AND o.available_at <= now()
+      AND (o.claimed_until IS NULL
+           OR o.claimed_until < now()
+           OR o.claim_token = $2::uuid
+           OR ($6::bool AND o.claimed_by = $1))
+      AND NOT EXISTS (
+          SELECT 1 FROM outbox e
+          WHERE e.aggregate_type = o.aggregate_type
+            AND e.aggregate_id = o.aggregate_id
+            AND e.sequence < o.sequence
+            AND e.state <> 'published'
+            AND e.id <> ALL(coalesce($4::uuid[], '{}')))
+    ORDER BY o.id
+    LIMIT $7
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE outbox
+SET claimed_by = $1,
+    claim_token = $2::uuid,
+    claimed_until = now() + make_interval(secs => $3::float8)
+FROM next
+WHERE outbox.id = next.id
+RETURNING outbox.id, outbox.event_type, outbox.envelope, outbox.traceparent, outbox.tracestate, outbox.attempts, outbox.created_at
+`
+
+type MarkPublishedAndClaimOutboxParams struct {
+	RelayID      *string
+	ClaimToken   uuid.UUID
+	LeaseSeconds float64
+	Published    []uuid.UUID
+	InFlight     []uuid.UUID
+	ReclaimOwn   bool
+	BatchSize    int32
+}
+
+type MarkPublishedAndClaimOutboxRow struct {
+	ID          uuid.UUID
+	EventType   string
+	Envelope    []byte
+	Traceparent string
+	Tracestate  string
+	Attempts    int32
+	CreatedAt   time.Time
+}
+
+// MarkPublished and then ClaimOutbox, in one statement: the relay's fast form
+// (Relay.Drain) marks one batch and claims a later one in one round trip and one commit,
+// where the plain form (RunOnce) spends two of each. Both halves run on one snapshot, so
+// the claim is told what the mark changes: a row being marked is not claimed again, and
+// counts as published for the order guard, so the next event of its aggregate may be
+// claimed at once. A row still in flight (sent, its confirms not yet in) is not claimed
+// again either, though it carries this process's claim token; and the next event of its
+// aggregate stays unclaimable, because it is not published yet. Either list may be empty
+// (or NULL: coalesce keeps "<> ALL" from turning NULL and claiming nothing).
+func (q *Queries) MarkPublishedAndClaimOutbox(ctx context.Context, arg MarkPublishedAndClaimOutboxParams) ([]MarkPublishedAndClaimOutboxRow, error) {
+	rows, err := q.db.Query(ctx, markPublishedAndClaimOutbox,
+		arg.RelayID,
+		arg.ClaimToken,
+		arg.LeaseSeconds,
+		arg.Published,
+		arg.InFlight,
+		arg.ReclaimOwn,
+		arg.BatchSize,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MarkPublishedAndClaimOutboxRow
+	for rows.Next() {
+		var i MarkPublishedAndClaimOutboxRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.EventType,
+			&i.Envelope,
+			&i.Traceparent,
+			&i.Tracestate,
+			&i.Attempts,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const outboxStats = `-- name: OutboxStats :one
 SELECT count(*) FILTER (WHERE state = 'pending')::bigint AS pending,
        count(*) FILTER (WHERE state = 'dead')::bigint AS dead,
