@@ -10,13 +10,9 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-// MaxBatch is the most messages PublishBatch takes at once.
+// MaxBatch is the most messages PublishBatch takes at once. The channel's return buffer
+// holds this many, so the connection's reader never blocks on a return we have not read.
 const MaxBatch = 512
-
-// MaxInFlight is the most batches that may be sent and not yet waited for (see Send).
-// The channel's return buffer holds MaxInFlight×MaxBatch returns, so the connection's
-// reader never blocks on a return nobody has read yet.
-const MaxInFlight = 2
 
 // ErrUnroutable is reported for a mandatory message no queue was bound to take.
 var ErrUnroutable = errors.New("broker returned the message: no queue is bound for its routing key")
@@ -63,12 +59,10 @@ type Publisher struct {
 	checkQueues    bool
 	confirmTimeout time.Duration
 
-	mu       sync.Mutex
-	ch       *amqp.Channel
-	returns  chan amqp.Return
-	returned map[string]amqp.Return // by message id: returns read before their batch's Wait
-	inFlight int                    // batches sent and not yet waited for
-	check    *amqp.Channel          // for binds and passive declares, which close it when the queue is missing
+	mu      sync.Mutex
+	ch      *amqp.Channel
+	returns chan amqp.Return
+	check   *amqp.Channel // for binds and passive declares, which close it when the queue is missing
 }
 
 // NewPublisher returns a Publisher to the exchange of t, the system's whole topology,
@@ -83,7 +77,7 @@ func NewPublisher(conn *Conn, t Topology, confirmTimeout time.Duration) *Publish
 			bound[key] = append(bound[key], q.Name)
 		}
 	}
-	return &Publisher{conn: conn, topology: t, bound: bound, checkQueues: true, confirmTimeout: confirmTimeout, returned: map[string]amqp.Return{}}
+	return &Publisher{conn: conn, topology: t, bound: bound, checkQueues: true, confirmTimeout: confirmTimeout}
 }
 
 // TrustMandatory turns the queue check off: an event is published whenever the broker
@@ -98,8 +92,7 @@ func (p *Publisher) TrustMandatory() {
 // Exchange is the exchange the publisher publishes to.
 func (p *Publisher) Exchange() string { return p.topology.Exchange }
 
-// MaxDuration is the longest one PublishBatch (or Send and Wait) can take: a dial, then
-// the confirm timeout.
+// MaxDuration is the longest one PublishBatch can take: a dial, then the confirm timeout.
 // A claim on the messages being published must outlast it.
 func (p *Publisher) MaxDuration() time.Duration { return DialTimeout + p.confirmTimeout }
 
@@ -122,89 +115,47 @@ func (p *Publisher) Ready(ctx context.Context) error {
 // type does not exist, found by binding it before the batch is sent and by a passive
 // declare after the acks.
 // Whatever the error, the message may or may not be in the broker: the caller publishes
-// it again later. It is Send and then Sent.Wait.
+// it again later.
 func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message) []error {
-	return p.Send(ctx, msgs).Wait()
-}
-
-// Sent is a batch on its way: sent to the broker, its confirms not yet waited for.
-type Sent struct {
-	p        *Publisher
-	ctx      context.Context
-	cancel   context.CancelFunc
-	msgs     []Message
-	errs     []error
-	missing  map[string]error
-	ch       *amqp.Channel
-	returns  <-chan amqp.Return
-	confirms []*amqp.DeferredConfirmation
-}
-
-// Send publishes msgs as PublishBatch does, without waiting for the broker's confirms:
-// Wait on the result returns what PublishBatch would have. A caller may send the next
-// batch before it waits for this one, so the broker works on one while the caller does
-// something else; at most MaxInFlight batches may wait at once (the channel's return
-// buffer holds their messages), and each must be waited for, in any order. Messages
-// are published in the order of the Send calls, on one channel, so the broker routes
-// them in that order. ctx bounds the batch until Wait returns.
-func (p *Publisher) Send(ctx context.Context, msgs []Message) *Sent {
-	s := &Sent{p: p, ctx: ctx, cancel: func() {}, msgs: msgs, errs: make([]error, len(msgs))}
+	errs := make([]error, len(msgs))
+	fail := func(err error) []error {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
 	if len(msgs) > MaxBatch {
-		return s.fail(fmt.Errorf("publish: batch of %d exceeds %d", len(msgs), MaxBatch))
+		return fail(fmt.Errorf("publish: batch of %d exceeds %d", len(msgs), MaxBatch))
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.inFlight >= MaxInFlight {
-		return s.fail(fmt.Errorf("publish: %d batches already wait for their confirms", p.inFlight))
-	}
 
 	ch, err := p.channel(ctx)
 	if err != nil {
-		return s.fail(err)
+		return fail(err)
 	}
-	s.ch, s.returns = ch, p.returns
-	s.ctx, s.cancel = context.WithTimeout(ctx, p.confirmTimeout)
-	missing, err := p.missingQueues(s.ctx, msgs, s.errs, p.bindQueue)
+	ctx, cancel := context.WithTimeout(ctx, p.confirmTimeout)
+	defer cancel()
+
+	missing, err := p.missingQueues(ctx, msgs, errs, p.bindQueue)
 	if err != nil {
-		return s.fail(err)
+		return fail(err)
 	}
-	s.missing = missing
-	p.inFlight++
-	s.confirms = make([]*amqp.DeferredConfirmation, len(msgs))
+	confirms := make([]*amqp.DeferredConfirmation, len(msgs))
 	for i, m := range msgs {
 		if err := missing[m.RoutingKey]; err != nil {
-			s.errs[i] = err
+			errs[i] = err
 			continue
 		}
 		m.Publishing.DeliveryMode = amqp.Persistent
-		s.confirms[i], s.errs[i] = ch.PublishWithDeferredConfirmWithContext(s.ctx, p.topology.Exchange, m.RoutingKey, true, false, m.Publishing)
-		if s.errs[i] != nil {
-			s.errs[i] = fmt.Errorf("%w: publish: %w", ErrUnavailable, s.errs[i])
+		confirms[i], errs[i] = ch.PublishWithDeferredConfirmWithContext(ctx, p.topology.Exchange, m.RoutingKey, true, false, m.Publishing)
+		if errs[i] != nil {
+			errs[i] = fmt.Errorf("%w: publish: %w", ErrUnavailable, errs[i])
 		}
 	}
-	return s
-}
-
-// fail ends a batch that was never sent: err is every message's.
-func (s *Sent) fail(err error) *Sent {
-	for i := range s.errs {
-		s.errs[i] = err
-	}
-	s.confirms = nil
-	return s
-}
-
-// Wait waits for the batch's confirms (at most the publisher's confirm timeout after
-// Send) and returns one error per message, as PublishBatch does. It may be called once.
-func (s *Sent) Wait() []error {
-	defer s.cancel()
-	if s.confirms == nil {
-		return s.errs
-	}
-	p, ctx, msgs, errs := s.p, s.ctx, s.msgs, s.errs
 	broken := false
-	for i, dc := range s.confirms {
-		if s.missing[msgs[i].RoutingKey] != nil {
+	for i, dc := range confirms {
+		if missing[msgs[i].RoutingKey] != nil {
 			continue
 		}
 		if errs[i] != nil || dc == nil {
@@ -219,7 +170,7 @@ func (s *Sent) Wait() []error {
 		case err != nil:
 			errs[i] = fmt.Errorf("%w: publish: waiting for confirm: %w", ErrUnavailable, err)
 			broken = true
-		case !acked && s.ch.IsClosed():
+		case !acked && ch.IsClosed():
 			// The library resolves every outstanding confirm as a nack when the channel
 			// closes; that is the channel's failure, not a refusal of this message.
 			errs[i] = fmt.Errorf("%w: publish: channel closed before the confirm", ErrUnavailable)
@@ -234,38 +185,23 @@ func (s *Sent) Wait() []error {
 			broken = true
 		}
 	}
-
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.inFlight--
 	// The broker sends basic.return before the basic.ack of the same message, and the
 	// library hands both over in that order, so every return of this batch is already in
-	// the buffer once its acks are in. Returns of a batch sent after this one may be
-	// there too: they wait in p.returned for their own batch's Wait.
+	// the buffer once its acks are in.
 drain:
 	for {
 		select {
-		case r, ok := <-s.returns:
-			if !ok {
-				break drain // the channel closed: its confirms said so already
+		case r := <-p.returns:
+			for i, m := range msgs {
+				if m.Publishing.MessageId == r.MessageId && errs[i] == nil {
+					errs[i] = fmt.Errorf("%w (%d %s)", ErrUnroutable, r.ReplyCode, r.ReplyText)
+				}
 			}
-			p.returned[r.MessageId] = r
 		default:
 			break drain
 		}
 	}
-	for i, m := range msgs {
-		if r, ok := p.returned[m.Publishing.MessageId]; ok {
-			delete(p.returned, m.Publishing.MessageId)
-			if errs[i] == nil {
-				errs[i] = fmt.Errorf("%w (%d %s)", ErrUnroutable, r.ReplyCode, r.ReplyText)
-			}
-		}
-	}
-	if p.inFlight == 0 {
-		clear(p.returned) // returns of batches that gave up waiting
-	}
-	if broken && p.ch == s.ch {
+	if broken {
 		// A timed-out or failed channel may still deliver late acks; a fresh one keeps
 		// them from being read as acks of the next batch.
 		p.reset()
@@ -385,7 +321,7 @@ func (p *Publisher) channel(ctx context.Context) (*amqp.Channel, error) {
 		closeAsync(ch)
 		return nil, fmt.Errorf("%w: publish: confirm mode: %w", ErrUnavailable, err)
 	}
-	p.returns = ch.NotifyReturn(make(chan amqp.Return, MaxInFlight*MaxBatch))
+	p.returns = ch.NotifyReturn(make(chan amqp.Return, MaxBatch))
 	p.ch = ch
 	return ch, nil
 }

@@ -37,31 +37,3 @@ func TestAPublisherBindsTheQueuesItsEventsNeed(t *testing.T) {
 		t.Errorf("the queue received %d messages, want the one published once it existed", len(got))
 	}
 }
-
-// Two batches may be in flight on the publisher's one channel (Send, then Wait). A
-// return is read by whichever Wait drains the channel first, and must still fail the
-// message it belongs to: here the second batch's Wait, waited for first, reads the first
-// batch's return (the broker sends it before it acks the second batch). Dropped there,
-// the unroutable message would count as routed, and its outbox row be marked published.
-func TestAReturnReadWhileAnotherBatchWaitsFailsItsOwnMessage(t *testing.T) {
-	vhostURL := testenv.VHost(t)
-	sut.Channel(t, vhostURL)
-	conn := broker.NewConn(vhostURL, "two-in-flight")
-	t.Cleanup(func() { _ = conn.Close() })
-	pub := broker.NewPublisher(conn, testenv.ExampleTopology, 5*time.Second)
-	t.Cleanup(pub.Close)
-	ctx := context.Background()
-
-	unroutable := broker.Message{RoutingKey: "nobody.listens.v1", Publishing: broker.EventPublishing("00000000-0000-7000-8000-000000000021", "nobody.listens.v1", "test", time.Now(), []byte(`{}`))}
-	first := pub.Send(ctx, []broker.Message{unroutable})
-	second := pub.Send(ctx, []broker.Message{example("00000000-0000-7000-8000-000000000022")})
-	if errs := second.Wait(); errs[0] != nil {
-		t.Fatalf("the routable message: %v, want it confirmed", errs[0])
-	}
-	if errs := first.Wait(); !errors.Is(errs[0], broker.ErrUnroutable) {
-		t.Fatalf("the unroutable message sent first and waited for second: %v, want ErrUnroutable", errs[0])
-	}
-	if got := sut.Drain(t, vhostURL, testenv.ExampleQueue, 200*time.Millisecond); len(got) != 1 {
-		t.Errorf("the queue received %d messages, want 1", len(got))
-	}
-}

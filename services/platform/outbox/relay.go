@@ -183,14 +183,15 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer cleanup.Stop()
 	failures := 0
 	for {
-		var err error
+		n, err := 0, error(nil)
 		if r.holdsLock.Load() || r.cfg.ShareID {
-			_, err = r.Drain(ctx) // until no backlog is left
+			n, err = r.RunOnce(ctx)
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err != nil {
+		switch {
+		case err != nil:
 			failures++
 			r.m.outages.Add(ctx, 1)
 			r.log.WarnContext(ctx, "relay cannot publish now; no row's attempts are spent", "err", err, "consecutive_failures", failures)
@@ -198,6 +199,9 @@ func (r *Relay) Run(ctx context.Context) error {
 				return nil
 			}
 			continue
+		case n == r.cfg.BatchSize:
+			failures = 0
+			continue // more may be waiting: do not sleep on a backlog
 		}
 		failures = 0
 		select {
@@ -284,16 +288,8 @@ func notify(wake chan<- struct{}) {
 // RunOnce claims one batch, publishes it and records the outcome of every row. It returns
 // how many rows it claimed, and an error when the broker or the database failed, in which
 // case no row's attempts were spent. Ready reports that error until a batch runs.
-//
-// RunOnce is the relay's plain form, three steps one after the other: claim, publish and
-// wait for the confirms, mark. Drain is the fast form Run uses, the same steps
-// overlapped; read this one first.
 func (r *Relay) RunOnce(ctx context.Context) (int, error) {
-	return r.reportDown(r.runOnce(ctx))
-}
-
-// reportDown keeps what Ready says: the error of the last batch, unless it was injected.
-func (r *Relay) reportDown(n int, err error) (int, error) {
+	n, err := r.runOnce(ctx)
 	if err != nil && !errors.Is(err, failpoint.ErrInjected) {
 		r.down.Store(&err)
 	} else {
@@ -322,189 +318,30 @@ func (r *Relay) runOnce(ctx context.Context) (int, error) {
 	if len(rows) == 0 {
 		return 0, nil
 	}
-	return len(rows), r.settle(ctx, r.send(ctx, rows, claimed))
-}
-
-// Drain publishes batch after batch until a claim comes back short of a whole batch (no
-// backlog left), and returns how many rows it claimed. It is RunOnce's fast form, what
-// Run uses, with the same outcome for every row: the same claim (its lease, its order
-// guard), the same publish, the same mark after the broker's ack, the same recording of
-// failures. Two things are overlapped:
-//
-//   - While a batch's confirms are on their way, the next batch is claimed and sent:
-//     Postgres and RabbitMQ work at the same time, and at most two batches are in flight
-//     (broker.MaxInFlight). The claim skips the rows in flight, and the order guard
-//     keeps the next event of their aggregates unclaimable until they are published.
-//   - A batch the broker acked whole is marked by the statement that claims the batch
-//     after next (MarkPublishedAndClaimOutbox): one round trip and one commit where
-//     RunOnce spends two. Any other outcome (a return, a nack, an outage) is recorded
-//     at once, as RunOnce records it.
-//
-// A single short batch, the idle system's case, costs what RunOnce costs: one claim, one
-// publish, one mark. A crash between an ack and its mark publishes that row again, as
-// in RunOnce; at most two batches are in that window instead of one.
-func (r *Relay) Drain(ctx context.Context) (int, error) {
-	return r.reportDown(r.drain(ctx))
-}
-
-func (r *Relay) drain(ctx context.Context) (int, error) {
-	if err := r.pub.Ready(ctx); err != nil {
-		return 0, err
-	}
-	var (
-		total  int
-		flying *batch      // sent, its confirms on the way
-		acked  []uuid.UUID // acked whole, to be marked by the next claim
-	)
-	// land ends the drain: what was acked is marked, and what flies is waited for and
-	// recorded, on a context that outlives ctx for a bounded time (see runOnce's mark).
-	land := func(err error) (int, error) {
-		if len(acked) > 0 {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
-			_, merr := r.q.MarkPublished(rctx, acked)
-			cancel()
-			if merr != nil {
-				err = cmp.Or(err, fmt.Errorf("mark published: %w", merr))
-			}
-		}
-		if flying != nil {
-			err = cmp.Or(err, r.settle(ctx, flying))
-		}
-		return total, err
-	}
-	for {
-		if ctx.Err() != nil {
-			return land(nil)
-		}
-		var inFlight []uuid.UUID
-		if flying != nil {
-			inFlight = flying.ids()
-		}
-		claimed := time.Now()
-		got, err := r.q.MarkPublishedAndClaimOutbox(ctx, store.MarkPublishedAndClaimOutboxParams{
-			Published:    acked,
-			InFlight:     inFlight,
-			BatchSize:    int32(r.cfg.BatchSize),
-			RelayID:      &r.cfg.ID,
-			ClaimToken:   r.token,
-			ReclaimOwn:   r.holdsLock.Load(),
-			LeaseSeconds: r.cfg.Lease.Seconds(),
-		})
-		if err != nil {
-			return land(fmt.Errorf("mark published and claim outbox: %w", err)) // the statement rolled back: land marks alone
-		}
-		acked = nil
-		var next *batch
-		if len(got) > 0 {
-			rows := make([]store.ClaimOutboxRow, len(got))
-			for i, row := range got {
-				rows[i] = store.ClaimOutboxRow(row)
-			}
-			next = r.send(ctx, rows, claimed)
-			total += len(rows)
-		}
-		if flying != nil {
-			acked, err = r.await(ctx, flying)
-			flying = next
-			if errors.Is(err, failpoint.ErrInjected) {
-				// As if the process had died here: nothing more is marked.
-				if flying != nil {
-					flying.abandon()
-				}
-				return total, err
-			}
-			if err != nil {
-				return land(err)
-			}
-		} else {
-			flying = next
-		}
-		if len(got) < r.cfg.BatchSize {
-			return land(nil)
-		}
-	}
-}
-
-// batch is one claimed batch on its way to the broker.
-type batch struct {
-	rows   []store.ClaimOutboxRow
-	spans  []trace.Span
-	sent   *broker.Sent
-	cancel context.CancelFunc
-}
-
-// send sends rows, claimed at claimed, in write order, and starts their publish spans.
-// Their confirms are waited for no longer than the lease allows, so no other relay takes
-// these rows over while their confirms are still on the way.
-func (r *Relay) send(ctx context.Context, rows []store.ClaimOutboxRow, claimed time.Time) *batch {
 	// Claimed rows are of distinct aggregates; ids are UUIDv7, so this is write order.
 	slices.SortFunc(rows, func(a, b store.ClaimOutboxRow) int { return bytes.Compare(a.ID[:], b.ID[:]) })
-	b := &batch{rows: rows, spans: make([]trace.Span, len(rows))}
+
 	msgs := make([]broker.Message, len(rows))
+	spans := make([]trace.Span, len(rows))
 	for i, row := range rows {
-		msgs[i], b.spans[i] = r.message(ctx, row)
+		msgs[i], spans[i] = r.message(ctx, row)
 	}
+	// The publish ends before the lease does, so no other relay takes these rows over
+	// while their confirms are still on the way.
 	pctx, cancel := context.WithDeadline(ctx, claimed.Add(r.cfg.Lease-leaseMargin))
-	b.sent, b.cancel = r.pub.Send(pctx, msgs), cancel
-	return b
-}
+	errs := r.pub.PublishBatch(pctx, msgs)
+	cancel()
 
-// wait waits for the batch's confirms: one error per row, as broker.Publisher.PublishBatch.
-func (b *batch) wait() []error {
-	defer b.cancel()
-	return b.sent.Wait()
-}
-
-func (b *batch) ids() []uuid.UUID {
-	ids := make([]uuid.UUID, len(b.rows))
-	for i, row := range b.rows {
-		ids[i] = row.ID
-	}
-	return ids
-}
-
-// abandon waits for the batch's confirms and records nothing: its rows stay claimed, to
-// be published again, as after a crash.
-func (b *batch) abandon() {
-	b.wait()
-	for _, s := range b.spans {
-		s.End()
-	}
-}
-
-// settle waits for b's confirms and records the outcome of every row.
-func (r *Relay) settle(ctx context.Context, b *batch) error {
-	errs := b.wait()
 	// The broker has the acked events now. Dying here, before they are marked, is the
 	// window the relay cannot close: after a restart they are claimed and published again
 	// with the same ids, and consumers drop the copies. A SIGTERM here must not open it:
 	// the outcome is recorded on a context that outlives the caller's, for a bounded time.
 	if err := failpoint.Inject(ctx, r.cfg.AfterPublishFailpoint); errors.Is(err, failpoint.ErrInjected) {
-		return err
+		return len(rows), err
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
 	defer cancel()
-	return r.record(rctx, b.rows, errs, b.spans)
-}
-
-// await waits for b's confirms. A batch the broker acked whole is returned, to be marked
-// by the next claim; any other outcome is recorded at once, as settle records it.
-func (r *Relay) await(ctx context.Context, b *batch) ([]uuid.UUID, error) {
-	errs := b.wait()
-	if err := failpoint.Inject(ctx, r.cfg.AfterPublishFailpoint); errors.Is(err, failpoint.ErrInjected) {
-		return nil, err
-	}
-	if slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
-		defer cancel()
-		return nil, r.record(rctx, b.rows, errs, b.spans)
-	}
-	for i, row := range b.rows {
-		r.m.published.Add(ctx, 1)
-		r.m.latency.Record(ctx, time.Since(row.CreatedAt).Seconds())
-		b.spans[i].End()
-	}
-	return b.ids(), nil
+	return len(rows), r.record(rctx, rows, errs, spans)
 }
 
 // record writes the outcome of a published batch. Confirmed rows are marked first: if the
