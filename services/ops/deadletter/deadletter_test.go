@@ -226,9 +226,12 @@ func TestADeadLetterOutlastsMoreLooksThanRabbitMQ4sDefaultDeliveryLimit(t *testi
 	ch := r.channel(t)
 	const looks = 25
 	for i := range looks {
-		// The last look's return is not answered: wait until the broker has it back.
+		// The last look's return is not answered: wait until the broker has it back, asking
+		// on the test's own channel rather than a connection per poll.
 		testenv.Eventually(t, 10*time.Second, fmt.Sprintf("the dead letter back in the DLQ before look %d of %d on RabbitMQ %s", i+1, looks, version), func() bool {
-			return r.depth(t, deadletter.DLQ(work)) == 1
+			q, err := r.ch.QueueDeclarePassive(deadletter.DLQ(work), true, false, false, false, nil)
+			must(t, err)
+			return q.Messages == 1
 		})
 		if got := listIDs(t, ch); !slices.Equal(got, []string{"m1"}) {
 			t.Fatalf("look %d of %d on RabbitMQ %s listed %v, want [m1]: the DLQ dropped its dead letter", i+1, looks, version, got)
