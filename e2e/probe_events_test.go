@@ -74,12 +74,13 @@ func TestEveryMalformedEventIsDeadLetteredUnreadAndGoesNoFurther(t *testing.T) {
 	if got := s.settled(o.ID, 30*time.Second); got.Status != "confirmed" {
 		t.Errorf("the order after the poison: %s, want confirmed", got.Status)
 	}
+	// A DLQ copy's x-delivery-count does not tell whether its message was requeued before
+	// it was rejected: 0 on RabbitMQ 3.10 and 1 on 4.0 either way
+	// (TestADeadLetteredCopyDoesNotTellItsQueuesDeliveriesOnEitherVersion). That poison
+	// goes at its first delivery is the consumer's tests' to show, by its redeliveries.
 	for _, d := range sut.Drain(t, s.AMQPURL, dlq, 100*time.Millisecond) {
 		if _, ok := reasons[d.MessageId]; !ok {
 			t.Errorf("%s dead-lettered: not one of the probes", d.MessageId)
-		}
-		if c, _ := d.Headers["x-delivery-count"].(int64); c > 0 {
-			t.Errorf("%s was delivered %d extra times before dead-lettering", d.MessageId, c)
 		}
 	}
 	count := map[string]int{}

@@ -54,7 +54,9 @@ func DLQ(queue string) string { return broker.Queue{Name: queue}.DLQ() }
 // List returns the messages in queue's dead-letter queue, oldest first, and leaves them
 // there: it takes each one without acknowledging it and returns them all at the end.
 // The broker counts the look as a delivery (x-delivery-count in the DLQ grows), which
-// Replay does not carry over. A message dead-lettered while List runs is not in the list.
+// Replay does not carry over; the DLQ's own delivery limit (broker.DeadLetterDeliveryLimit)
+// is what keeps a dead letter through any number of looks on RabbitMQ 4, whose default
+// of 20 would drop it. A message dead-lettered while List runs is not in the list.
 func List(ctx context.Context, ch *amqp.Channel, queue string) ([]Message, error) {
 	held, err := take(ctx, ch, DLQ(queue))
 	defer release(ch, held)

@@ -48,7 +48,7 @@ func newRabbit(t testing.TB) rabbit {
 	}
 	must(t, ch.ExchangeDeclare(events, "topic", true, false, false, false, nil))
 	must(t, ch.ExchangeDeclare(dlx, "direct", true, false, false, false, nil))
-	declare(t, ch, deadletter.DLQ(work), amqp.Table{"x-queue-type": "quorum"})
+	declare(t, ch, deadletter.DLQ(work), broker.DLQArgs())
 	must(t, ch.QueueBind(deadletter.DLQ(work), work, dlx, false, nil))
 	declare(t, ch, work, amqp.Table{"x-dead-letter-exchange": dlx, "x-dead-letter-routing-key": work})
 	must(t, ch.QueueBind(work, orderKey, events, false, nil))
@@ -211,6 +211,36 @@ func TestListShowsWhyAndWhenEachMessageWasDeadLetteredAndLeavesItThere(t *testin
 		t.Errorf("second list = %v, want [m1 m2 m3]", got)
 	}
 	r.waitDepth(t, deadletter.DLQ(work), 3)
+}
+
+// An operator may look at a dead letter any number of times before replaying it. Each
+// List returns it to the DLQ, and RabbitMQ counts every return as a delivery (3.10 and
+// 4.0 alike). RabbitMQ 4 gives a quorum queue without a delivery limit of its own one of
+// 20, and a DLQ has nowhere to dead-letter to: the 21st look would drop the message. The
+// DLQ's own limit (broker.DLQArgs) keeps it there on both versions.
+func TestADeadLetterOutlastsMoreLooksThanRabbitMQ4sDefaultDeliveryLimit(t *testing.T) {
+	t.Parallel()
+	r := newRabbit(t)
+	version := testenv.RabbitMQ(t)
+	r.deadLetter(t, "m1")
+	ch := r.channel(t)
+	const looks = 25
+	for i := range looks {
+		// The last look's return is not answered: wait until the broker has it back, asking
+		// on the test's own channel rather than a connection per poll.
+		testenv.Eventually(t, 10*time.Second, fmt.Sprintf("the dead letter back in the DLQ before look %d of %d on RabbitMQ %s", i+1, looks, version), func() bool {
+			q, err := r.ch.QueueDeclarePassive(deadletter.DLQ(work), true, false, false, false, nil)
+			must(t, err)
+			return q.Messages == 1
+		})
+		if got := listIDs(t, ch); !slices.Equal(got, []string{"m1"}) {
+			t.Fatalf("look %d of %d on RabbitMQ %s listed %v, want [m1]: the DLQ dropped its dead letter", i+1, looks, version, got)
+		}
+	}
+	r.waitDepth(t, deadletter.DLQ(work), 1)
+	if n, err := deadletter.Replay(context.Background(), r.channel(t), work); err != nil || n != 1 {
+		t.Fatalf("replay after %d looks moved %d, %v; want 1", looks, n, err)
+	}
 }
 
 func TestReplayMovesEveryMessageBackAsItWasAndEmptiesTheDLQ(t *testing.T) {

@@ -63,8 +63,20 @@ func (t Topology) QueueArgs(q Queue) amqp.Table {
 	}
 }
 
+// DeadLetterDeliveryLimit is each dead-letter queue's x-delivery-limit: so high that no
+// operator reaches it. A dead letter waits in its DLQ until someone replays it, and every
+// look (`dlq list`, a replay that stops part-way) returns it to the DLQ, which the broker
+// counts as a delivery. RabbitMQ 4 gives a quorum queue without a limit a default of 20,
+// and a DLQ has no dead-letter target of its own: the 21st look would drop the message.
+// RabbitMQ 3.10 has no default, and reads the -1 that means "no limit" to 4 as a limit
+// below every count, dropping a message at its first return; a high limit means the same
+// on both.
+const DeadLetterDeliveryLimit = 1_000_000
+
 // DLQArgs are the arguments of every dead-letter queue.
-func DLQArgs() amqp.Table { return amqp.Table{"x-queue-type": "quorum"} }
+func DLQArgs() amqp.Table {
+	return amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": DeadLetterDeliveryLimit}
+}
 
 // Declare declares the exchanges, queues, dead-letter queues and bindings of t.
 // Declarations are idempotent, so every service runs this on start, each for its own part

@@ -358,15 +358,15 @@ func TestPoisonInABatchDoesNotFailItsNeighbours(t *testing.T) {
 			dead := sut.Drain(t, b.amqpURL, testenv.ExampleQueue+".dlq", 100*time.Millisecond)
 			if len(dead) != 1 || string(dead[0].Body) != string(poison.Publishing.Body) {
 				t.Errorf("DLQ holds %d messages, want the poison alone", len(dead))
-			} else if c := deliveryCount(dead[0]); c > 0 {
-				t.Errorf("the poison was delivered %d extra times before dead-lettering", c)
 			}
 			if got := b.metric(t, "bookstore_consumer_poison_total", `reason="`+c.reason+`"`); got != 1 {
 				t.Errorf("poison{reason=%s} = %v, want 1", c.reason, got)
 			}
+			// No delivery came twice: the poison was dead-lettered at its first, and no
+			// neighbour was failed.
 			for _, name := range []string{"bookstore_consumer_transient_failures_total", "bookstore_consumer_redeliveries_total"} {
 				if got := b.metric(t, name); got != 0 {
-					t.Errorf("%s = %v, want 0: a neighbour of the poison was failed", name, got)
+					t.Errorf("%s = %v, want 0: the poison or a neighbour went back to the queue", name, got)
 				}
 			}
 

@@ -3,6 +3,7 @@ package consumer_test
 import (
 	"context"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,8 +19,8 @@ import (
 // The handler's database is unreachable for longer than the queue's delivery limit times
 // the consumer's backoff: long enough that requeueing each failure would have
 // dead-lettered every message. The consumer pauses instead, nothing reaches the DLQ,
-// each message reaches the handler at most twice, and all of them are processed once the
-// database is back, without a restart.
+// each message reaches the handler at most twice and has spent at most one delivery, and
+// all of them are processed once the database is back, without a restart.
 func TestDatabaseOutageLongerThanTheDeliveryLimitDeadLettersNothing(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -60,6 +61,12 @@ func TestDatabaseOutageLongerThanTheDeliveryLimitDeadLettersNothing(t *testing.T
 	for _, id := range ids {
 		if calls := h.callsOf(id); calls > 2 {
 			t.Errorf("message %s reached the handler %d times, want at most 2", id, calls)
+		}
+		// The channel's close at the outage returned what the consumer held, once; the
+		// broker counts that return (TestEveryReturnToTheQueueSpendsOneDeliveryOnEitherVersion),
+		// and nothing else of the outage.
+		if counts := h.deliveryCounts(id); len(counts) == 0 || slices.Max(counts) > 1 {
+			t.Errorf("message %s handled with x-delivery-count %v, want at most 1: the outage spent more than one delivery", id, counts)
 		}
 	}
 	if d := testenv.QueueDepth(t, h.amqpURL, testenv.ExampleQueue+".dlq"); d != 0 {
@@ -197,5 +204,11 @@ func TestAPrivilegeTheDatabaseRefusesPausesTheConsumerAndSpendsNoDelivery(t *tes
 	testenv.Eventually(t, 10*time.Second, "consumer consuming again", func() bool { return c.Ready(ctx) == nil })
 	if d := testenv.QueueDepth(t, h.amqpURL, testenv.ExampleQueue+".dlq"); d != 0 {
 		t.Errorf("DLQ has %d messages, want 0", d)
+	}
+	// Every try was of the first delivery, held: the queue counted none of them.
+	for _, id := range ids {
+		if counts := h.deliveryCounts(id); len(counts) == 0 || slices.Max(counts) != 0 {
+			t.Errorf("message %s tried with x-delivery-count %v, want 0 every time: the refusal spent a delivery", id, slices.Compact(counts))
+		}
 	}
 }
