@@ -60,11 +60,10 @@ test: services ## run every test against the local Postgres and RabbitMQ
 # (testenv/cluster, e2e's cluster test, deploy's compose-config boot), and the chaos smoke
 # runs (tools/chaos/internal/experiment), which `make chaos` covers. docs/testing.md
 CURRENT_PKGS := $(addprefix github.com/bookstore-go/bookstore/,services/... testenv testenv/httpapitest e2e deploy tools/chaos/internal/harness)
-# The tests that take a dead letter's x-delivery-count for the deliveries it had before
-# it was dead-lettered: RabbitMQ 4.0 sets it to 1 on every message it dead-letters (3.10:
-# 0 after a first delivery, whatever the requeues), so on 4.0 they fail until they count
-# deliveries by another witness. CURRENT_KNOWN= runs them too.
-CURRENT_KNOWN ?= TestPoisonGoesToTheDLQAndTheQueueMovesOn|TestAnOversizedOrNonJSONMessageIsDeadLetteredAtOnce|TestPoisonInABatchDoesNotFailItsNeighbours|TestEveryMalformedEventIsDeadLetteredUnreadAndGoesNoFurther
+# Tests known to fail on the current releases, skipped there (none: each difference the
+# tests meet is handled on both versions, docs/idempotent-consumer.md). CURRENT_KNOWN='A|B'
+# skips more while one is being worked on.
+CURRENT_KNOWN ?=
 CURRENT_SKIP := ^($(CLUSTER_E2E)|TestRabbitMQBootsWithTheComposeConfig$(if $(CURRENT_KNOWN),|$(CURRENT_KNOWN)))$$
 
 .PHONY: test-current
