@@ -187,11 +187,15 @@ func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message) []error {
 	}
 	// The broker sends basic.return before the basic.ack of the same message, and the
 	// library hands both over in that order, so every return of this batch is already in
-	// the buffer once its acks are in.
+	// the buffer once its acks are in. A closed channel closes the buffer too: read on, and
+	// a closed buffer would answer at once, forever, with the publisher's lock held.
 drain:
 	for {
 		select {
-		case r := <-p.returns:
+		case r, ok := <-p.returns:
+			if !ok {
+				break drain
+			}
 			for i, m := range msgs {
 				if m.Publishing.MessageId == r.MessageId && errs[i] == nil {
 					errs[i] = fmt.Errorf("%w (%d %s)", ErrUnroutable, r.ReplyCode, r.ReplyText)
