@@ -245,6 +245,7 @@ stop() {
 
 print_env() {
   cat <<EOF
+BOOKSTORE_TRIXIE_ROOT=$ROOT
 TEST_DATABASE_ADMIN_URL=postgres://postgres@127.0.0.1:$PG_PORT/postgres?sslmode=disable
 TEST_AMQP_URL=amqp://guest:guest@127.0.0.1:$AMQP_PORT/
 TEST_RABBITMQ_MANAGEMENT_URL=http://guest:guest@127.0.0.1:$MANAGEMENT_PORT
