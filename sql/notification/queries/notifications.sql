@@ -94,3 +94,19 @@ WHERE (order_id, kind) IN (SELECT unnest(sqlc.arg(order_ids)::uuid[]), unnest(sq
   AND status IN ('processing', 'needs-reconciliation')
   AND (claimed_until IS NULL OR claimed_until <= now())
 RETURNING *;
+
+-- name: CompleteNotifications :execrows
+-- CompleteNotification for the emails of a batch the provider has: phase two of every one
+-- of them in one statement, each with its own provider email id.
+UPDATE notifications n
+SET status            = 'completed',
+    provider_email_id = c.provider_email_id,
+    claim_token       = NULL,
+    claimed_until     = NULL,
+    last_error        = NULL,
+    completed_at      = now(),
+    updated_at        = now()
+FROM (SELECT unnest(sqlc.arg(order_ids)::uuid[])          AS order_id,
+             unnest(sqlc.arg(kinds)::text[])              AS kind,
+             unnest(sqlc.arg(provider_email_ids)::text[]) AS provider_email_id) c
+WHERE n.order_id = c.order_id AND n.kind = c.kind AND n.status <> 'completed';

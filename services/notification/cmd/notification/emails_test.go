@@ -110,6 +110,43 @@ func TestEventsWaitingTogetherAreEmailedAsABatchOnceEach(t *testing.T) {
 	}
 }
 
+// A batch in which one send is refused records the others' emails as sent in its own
+// phase two: none of them is left 'processing' to wait out its lease and be reconciled.
+func TestABatchWithARefusedSendCompletesEveryOtherEmailWithoutReconciling(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	p := w.startProvider(t)
+	if err := contracts.Topology.Declare(sut.Channel(t, w.amqpURL)); err != nil {
+		t.Fatal(err)
+	}
+	const orders, refused = 20, 8
+	ids := make([]uuid.UUID, orders)
+	envs := make([]event.Envelope, orders)
+	for i := range ids {
+		ids[i] = uuid.New()
+		envs[i] = stockEvent(t, contracts.StockReserved, ids[i], fmt.Sprintf("refused%d@example.com", i))
+	}
+	// Another email holds this order's key: its send is refused, its neighbours' are not.
+	squat(t, p, "order/"+ids[refused].String()+"/order-confirmed")
+	publish(t, w.amqpURL, "", envs...)
+	// One worker: while it handles the first event alone, the rest wait for it as batches.
+	n := w.startNotification(t, "CONSUMER_CONCURRENCY", "1")
+
+	waitStatus(t, n, ids[refused], "failed", 60*time.Second)
+	for i, id := range ids {
+		if i != refused {
+			waitStatus(t, n, id, "completed", 60*time.Second)
+			wantOneEmail(t, p, fmt.Sprintf("refused%d@example.com", i), id, "order-confirmed")
+		}
+	}
+	if got := testenv.Metric(t, n.Base, "bookstore_consumer_batch_size_count"); got == 0 {
+		t.Fatal("no batch was handled: the events went one at a time")
+	}
+	if got := testenv.Metric(t, n.Base, "bookstore_notification_reconciled_total", `outcome="found"`); got != 0 {
+		t.Fatalf("%v emails the provider had were found by reconciliation: the batch left them unrecorded", got)
+	}
+}
+
 // Two notification instances share the queue while every outcome arrives three times
 // (the same message twice and once more under a new id): deliveries of one outcome race
 // on both instances, and still each order gets one email.

@@ -131,19 +131,7 @@ func TestReconciliationTakesOnlyTheEmailItMeantAsSent(t *testing.T) {
 	key := "order/" + orderID.String() + "/order-confirmed"
 
 	p := w.startProvider(t)
-	req, _ := http.NewRequest(http.MethodPost, p.Base+"/v1/emails",
-		strings.NewReader(`{"to":"eve@example.com","subject":"Your order is confirmed","text":"Pay here: http://evil.example/"}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
-	req.Header.Set("Authorization", "Bearer "+providerKey)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("the squatter's send: %d", resp.StatusCode)
-	}
+	squat(t, p, key)
 	p.Stop(t)
 
 	// The provider is away, so the first attempt's outcome is unknown and the next one
@@ -172,5 +160,24 @@ func TestReconciliationTakesOnlyTheEmailItMeantAsSent(t *testing.T) {
 	})
 	if list := emails(t, p, "ada@example.com"); len(list) != 0 {
 		t.Fatalf("an email to ada went out under another key: %+v", list)
+	}
+}
+
+// squat sends another email under key, as another client of the account: the provider
+// then refuses notification's own send under it (422), and a lookup finds the squatter's.
+func squat(t *testing.T, p *testenv.Process, key string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, p.Base+"/v1/emails",
+		strings.NewReader(`{"to":"eve@example.com","subject":"Your order is confirmed","text":"Pay here: http://evil.example/"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("Authorization", "Bearer "+providerKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("the squatter's send: %d", resp.StatusCode)
 	}
 }

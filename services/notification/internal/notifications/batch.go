@@ -27,8 +27,8 @@ var errCancellationAlone = errors.New("a cancellation email is handled alone")
 
 // HandleStockEvents is HandleStockEvent for events that arrived together, in the common
 // case where every email is new: phase one for all of them in one transaction (inbox
-// rows, records, claims), then every send at once, each followed by its own phase two.
-// Anything else returns an error: an existing record before any send, or a send that did
+// rows, records, claims), then every send at once, then phase two for all of them in one
+// statement. Anything else returns an error: an existing record before any send, or a send that did
 // not complete. The consumer then hands each event to HandleStockEvent, which finds the
 // completed records duplicates and reconciles the rest, so no email is sent twice.
 func (s *Service) HandleStockEvents(ctx context.Context, msgs []inbox.Message) ([]inbox.Outcome, error) {
@@ -80,16 +80,21 @@ func (s *Service) HandleStockEvents(ctx context.Context, msgs []inbox.Message) (
 	for i, m := range msgs {
 		spans[create.IdempotencyKeys[i]] = m.Span
 	}
-	errs := make([]error, len(recs))
+	emailIDs, errs := make([]string, len(recs)), make([]error, len(recs))
 	var wg sync.WaitGroup
 	for i, rec := range recs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = s.attempt(trace.ContextWithSpanContext(ctx, spans[rec.IdempotencyKey]), rec, "redelivery")
+			emailIDs[i], errs[i] = s.deliver(trace.ContextWithSpanContext(ctx, spans[rec.IdempotencyKey]), rec, "redelivery")
 		}()
 	}
 	wg.Wait()
+	// Phase two for every email the provider has, whatever happened to the others: those
+	// are sent, and a record left 'processing' would be reconciled later for nothing.
+	if err := s.completeAll(ctx, recs, emailIDs); err != nil {
+		return nil, err
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

@@ -227,7 +227,20 @@ func (e *FailedError) Unwrap() error { return e.Cause }
 // transaction can hold, then phase two. It returns nil once the record is 'completed', a
 // *FailedError once it is 'failed', and any other error when the outcome is still open
 // (the record then waits as 'needs-reconciliation' for the next delivery or the sweeper).
-func (s *Service) attempt(ctx context.Context, rec store.Notification, trigger string) (err error) {
+func (s *Service) attempt(ctx context.Context, rec store.Notification, trigger string) error {
+	emailID, err := s.deliver(ctx, rec, trigger)
+	if err != nil {
+		return err
+	}
+	return s.complete(ctx, rec, emailID)
+}
+
+// deliver is an attempt up to phase two: it asks the provider first when an earlier
+// claim may have sent the email, and sends when it has not. It returns the provider's id
+// of the email once the provider has it; the record still says 'processing' then, and
+// the caller completes it (complete, or completeAll for a batch). Any other outcome it
+// records itself (release) and returns as attempt does.
+func (s *Service) deliver(ctx context.Context, rec store.Notification, trigger string) (emailID string, err error) {
 	key := rec.IdempotencyKey
 	ctx, span := s.tracer.Start(ctx, "notification attempt", trace.WithAttributes(
 		attribute.String("bookstore.idempotency_key", key),
@@ -250,7 +263,7 @@ func (s *Service) attempt(ctx context.Context, rec store.Notification, trigger s
 		switch {
 		case err != nil:
 			s.m.reconciled.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "error"), attribute.String("trigger", trigger)))
-			return s.release(ctx, rec, err)
+			return "", s.release(ctx, rec, err)
 		case found && !ours(acc, msg):
 			// Someone else's email under our key: a leaked API key, or another client of
 			// our account using our key space. Ours was not sent (the provider would refuse
@@ -261,11 +274,11 @@ func (s *Service) attempt(ctx context.Context, rec store.Notification, trigger s
 			err := fmt.Errorf("%w: the provider holds email %s to %q with content_sha256 %s; this record's is to %q with %s",
 				ErrKeyHoldsAnotherEmail, acc.ID, acc.To, acc.ContentSHA256, msg.To, contracts.EmailContentHash(msg.Subject, msg.Text))
 			s.log.ErrorContext(ctx, "reconciled: the provider holds another email under our key; not taken as sent", "idempotency_key", key, "err", err)
-			return s.release(ctx, rec, err)
+			return "", s.release(ctx, rec, err)
 		case found:
 			s.m.reconciled.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "found"), attribute.String("trigger", trigger)))
 			s.log.InfoContext(ctx, "reconciled: the provider had the email", "idempotency_key", key, "attempt", rec.Attempts)
-			return s.complete(ctx, rec, acc.ID)
+			return acc.ID, nil
 		default:
 			s.m.reconciled.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "not-found"), attribute.String("trigger", trigger)))
 			s.log.InfoContext(ctx, "reconciled: the provider never got the email; sending", "idempotency_key", key, "attempt", rec.Attempts)
@@ -274,7 +287,7 @@ func (s *Service) attempt(ctx context.Context, rec store.Notification, trigger s
 
 	acc, err := s.provider.Send(ctx, key, msg)
 	if err != nil {
-		return s.release(ctx, rec, err)
+		return "", s.release(ctx, rec, err)
 	}
 	if acc.Replayed {
 		s.m.replayed.Add(ctx, 1)
@@ -285,9 +298,9 @@ func (s *Service) attempt(ctx context.Context, rec store.Notification, trigger s
 	// the window of this whole design: the redelivery (or the sweeper) will ask the
 	// provider, find the email and complete the record, never send it again.
 	if err := failpoint.Inject(ctx, contracts.NotificationAfterSend); err != nil {
-		return s.release(ctx, rec, err)
+		return "", s.release(ctx, rec, err)
 	}
-	return s.complete(ctx, rec, acc.ID)
+	return acc.ID, nil
 }
 
 // complete is phase two. It writes with a context that outlives the caller's
@@ -302,6 +315,30 @@ func (s *Service) complete(ctx context.Context, rec store.Notification, emailID 
 		// The record stays 'processing' until the lease runs out; then the next attempt
 		// reconciles and finds the email.
 		return fmt.Errorf("complete notification %s: %w", rec.IdempotencyKey, err)
+	}
+	return nil
+}
+
+// completeAll is phase two for the emails of a batch, in one statement: complete for
+// every record whose emailIDs entry is set, the others left as deliver recorded them. A
+// failure leaves every one of them 'processing', as a failed complete leaves one.
+func (s *Service) completeAll(ctx context.Context, recs []store.Notification, emailIDs []string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	var done store.CompleteNotificationsParams
+	for i, rec := range recs {
+		if emailIDs[i] == "" {
+			continue
+		}
+		done.OrderIds = append(done.OrderIds, rec.OrderID)
+		done.Kinds = append(done.Kinds, rec.Kind)
+		done.ProviderEmailIds = append(done.ProviderEmailIds, emailIDs[i])
+	}
+	if len(done.OrderIds) == 0 {
+		return nil
+	}
+	if _, err := store.New(s.pool).CompleteNotifications(ctx, done); err != nil {
+		return fmt.Errorf("complete %d notifications: %w", len(done.OrderIds), err)
 	}
 	return nil
 }

@@ -155,6 +155,37 @@ func (q *Queries) CompleteNotification(ctx context.Context, arg CompleteNotifica
 	return result.RowsAffected(), nil
 }
 
+const completeNotifications = `-- name: CompleteNotifications :execrows
+UPDATE notifications n
+SET status            = 'completed',
+    provider_email_id = c.provider_email_id,
+    claim_token       = NULL,
+    claimed_until     = NULL,
+    last_error        = NULL,
+    completed_at      = now(),
+    updated_at        = now()
+FROM (SELECT unnest($1::uuid[])          AS order_id,
+             unnest($2::text[])              AS kind,
+             unnest($3::text[]) AS provider_email_id) c
+WHERE n.order_id = c.order_id AND n.kind = c.kind AND n.status <> 'completed'
+`
+
+type CompleteNotificationsParams struct {
+	OrderIds         []uuid.UUID
+	Kinds            []string
+	ProviderEmailIds []string
+}
+
+// CompleteNotification for the emails of a batch the provider has: phase two of every one
+// of them in one statement, each with its own provider email id.
+func (q *Queries) CompleteNotifications(ctx context.Context, arg CompleteNotificationsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, completeNotifications, arg.OrderIds, arg.Kinds, arg.ProviderEmailIds)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const createNotification = `-- name: CreateNotification :exec
 INSERT INTO notifications (order_id, kind, idempotency_key, recipient, subject, body, event_id)
 VALUES ($1, $2, $3, $4, $5, $6, $7)
