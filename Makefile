@@ -86,6 +86,14 @@ test-race: services ## the shared module and every service's tests under the rac
 bench: services ## benchmarks, each reported as a ratio to a baseline measured in the same run (docs/performance.md)
 	go test -p 1 -count=1 -run '^$$' -bench . -benchmem -timeout 30m $(PKGS)
 
+# make bench-compare BASE=<commit> [RUNS=2]: the system benchmark at BASE and at this tree,
+# alternating, and each figure as this tree's over BASE's.
+RUNS ?= 2
+.PHONY: bench-compare
+bench-compare: services ## the system benchmark at BASE (a commit) and at this tree, alternating RUNS (2) times, as ratios (docs/performance.md)
+	@test -n "$(BASE)" || { echo "make bench-compare BASE=<commit>: the commit to compare with"; exit 2; }
+	deploy/local/bench-compare.sh $(BASE) $(RUNS)
+
 .PHONY: generate
 generate: ## regenerate the sqlc code from sql/
 	$(SQLC) generate

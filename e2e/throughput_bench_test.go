@@ -69,11 +69,17 @@ var cpuColumns = []string{"ordering", "inventory", "notification", "emailprovide
 // part of the postgres column: the part other users of the server cannot inflate.
 const ownBackends = "pg-own-backends"
 
+// providerBackends is the part of ownBackends that serves the provider stand-in's
+// database: in production, someone else's machine.
+const providerBackends = "pg-provider-backends"
+
 // BenchmarkSystemThroughput starts the four services as real processes, with the
 // settings `make run` gives them, and drives them with a closed-loop client at
 // concurrency 1, 16 and 64: each of its workers posts a one-line order, and the next as
-// soon as the answer came. A run ends when every order is decided and every email sent.
-// It reports how fast orders are accepted, decided and emailed, the latency of each step,
+// soon as the answer came; then with an open-loop client offering half the emailed rate
+// of the run at 64, one order every so often whatever the answers, where latency is
+// measured without a backlog. A run ends when every order is decided and every email
+// sent. It reports how fast orders are accepted, decided and emailed, the latency of each step,
 // and the CPU each process spent per order; and, as the baseline of the same run, how
 // fast the bare pipeline underneath (an outbox write, the relay, a consumer behind an
 // inbox, in this process) moves orders.
@@ -104,6 +110,7 @@ func BenchmarkSystemThroughput(b *testing.B) {
 // throughput is what one benchmark measured.
 type throughput struct {
 	runs []systemRun
+	half systemRun // the open-loop run at half the widest run's emailed rate
 	bare bareRun
 	shed int64 // POSTs ordering answered 503 with Retry-After (sent again after it)
 }
@@ -133,8 +140,14 @@ func measureThroughput(b *testing.B) *throughput {
 			orders = one
 		}
 		total += orders
-		r.runs = append(r.runs, l.run(c, orders, total))
+		r.runs = append(r.runs, l.run(func() (systemRun, []string, time.Time) { return l.post(c, orders) }, total))
 	}
+	// Latency where it matters: at half the capacity just measured, offered at a steady
+	// rate whatever the answers, as customers arrive, so that no backlog hides in the
+	// figure and none is built.
+	half := rate(r.widest().orders, r.widest().lastEmailed) / 2
+	total += many / 2
+	r.half = l.run(func() (systemRun, []string, time.Time) { return l.postAtRate(half, many/2) }, total)
 	r.shed = l.shed.Load()
 	return r
 }
@@ -155,6 +168,7 @@ func orderCounts(b *testing.B) (one, many int) {
 // systemRun is one closed-loop run against the system.
 type systemRun struct {
 	concurrency, orders int
+	perSecond           float64         // the open-loop run's offered rate; 0 for a closed loop
 	posting             time.Duration   // the first POST to the last answer
 	post                []time.Duration // each POST's latency, as the client saw it
 	decided, emailed    []time.Duration // each order's placed→decided and placed→emailed
@@ -195,6 +209,7 @@ func newLoad(b *testing.B, s *system, maxConcurrency int) *load {
 		l.db[name] = testenv.Pool(b, s.DB[name])
 	}
 	l.charged = sharedProcesses(b, l.db["ordering"], slices.Collect(maps.Values(s.DB))...)
+	l.charged[providerBackends] = backendsOf(s.DB["emailprovider"])
 	for _, name := range services {
 		// startSystem keeps the pid to itself; the binary's path, unique to this test
 		// binary's build, finds the process.
@@ -244,11 +259,11 @@ func sharedProcesses(b *testing.B, db *pgxpool.Pool, ownDatabases ...string) map
 	}
 }
 
-// run posts orders from concurrency workers and waits until the system has dealt with
-// them; total is the number of orders of this and every earlier run.
-func (l *load) run(concurrency, orders, total int) systemRun {
+// run posts orders with post and waits until the system has dealt with them; total is the
+// number of orders of this and every earlier run.
+func (l *load) run(post func() (systemRun, []string, time.Time), total int) systemRun {
 	before := sampleCPU()
-	r, ids, start := l.post(concurrency, orders)
+	r, ids, start := post()
 	l.waitSettled(total)
 	after := sampleCPU()
 	r.cpu = map[string]time.Duration{}
@@ -277,14 +292,9 @@ func (l *load) post(concurrency, orders int) (systemRun, []string, time.Time) {
 				if i >= orders {
 					return
 				}
-				sent := time.Now()
-				id, err := l.placeOrder(fmt.Sprintf("%s-c%d-%d", l.keys, concurrency, i), l.bodies[i%benchBooks])
-				r.post[i] = time.Since(sent)
-				if err != nil {
+				if err := l.placeNth(&r, ids, fmt.Sprintf("c%d", concurrency), i); err != nil {
 					failure.CompareAndSwap(nil, &err)
-					return
 				}
-				ids[i] = id
 			}
 		})
 	}
@@ -294,6 +304,41 @@ func (l *load) post(concurrency, orders int) (systemRun, []string, time.Time) {
 		l.b.Fatalf("concurrency %d: %v", concurrency, *err)
 	}
 	return r, ids, start
+}
+
+// postAtRate is the open-loop client: it starts a POST every 1/perSecond seconds,
+// whether the earlier ones have been answered or not, until orders have been placed.
+func (l *load) postAtRate(perSecond float64, orders int) (systemRun, []string, time.Time) {
+	r := systemRun{perSecond: perSecond, orders: orders, post: make([]time.Duration, orders)}
+	ids := make([]string, orders)
+	interval := time.Duration(float64(time.Second) / perSecond)
+	var failure atomic.Pointer[error]
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := 0; i < orders && failure.Load() == nil; i++ {
+		time.Sleep(time.Until(start.Add(time.Duration(i) * interval)))
+		wg.Go(func() {
+			if err := l.placeNth(&r, ids, "open", i); err != nil {
+				failure.CompareAndSwap(nil, &err)
+			}
+		})
+	}
+	wg.Wait()
+	r.posting = time.Since(start)
+	if err := failure.Load(); err != nil {
+		l.b.Fatalf("%.0f orders/s: %v", perSecond, *err)
+	}
+	return r, ids, start
+}
+
+// placeNth places a run's order i, recording its POST's latency in r and its id in ids;
+// run names the run in the order's idempotency key.
+func (l *load) placeNth(r *systemRun, ids []string, run string, i int) error {
+	sent := time.Now()
+	id, err := l.placeOrder(fmt.Sprintf("%s-%s-%d", l.keys, run, i), l.bodies[i%benchBooks])
+	r.post[i] = time.Since(sent)
+	ids[i] = id
+	return err
 }
 
 // placeOrder posts one order and returns its id. A 503 with Retry-After (ordering shed
@@ -636,21 +681,21 @@ func (t *throughput) table() string {
 	var sb strings.Builder
 	w := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "concurrency\torders\taccepted/s\tdecided/s\temailed/s\tPOST p50/p99 ms\tplaced→decided p50/p99 ms\tplaced→emailed p50/p99 ms")
-	for _, r := range t.runs {
-		fmt.Fprintf(w, "%d\t%d\t%.0f\t%.0f\t%.0f\t%s\t%s\t%s\n", r.concurrency, r.orders,
+	for _, r := range t.all() {
+		fmt.Fprintf(w, "%s\t%d\t%.0f\t%.0f\t%.0f\t%s\t%s\t%s\n", r.name(), r.orders,
 			rate(r.orders, r.posting), rate(r.orders, r.lastDecided), rate(r.orders, r.lastEmailed),
 			p50p99(r.post), p50p99(r.decided), p50p99(r.emailed))
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "CPU ms/order\t"+strings.Join(cpuColumns, "\t")+"\ttotal\t"+ownBackends)
-	for _, r := range t.runs {
-		fmt.Fprintf(w, "%d", r.concurrency)
+	fmt.Fprintln(w, "CPU ms/order\t"+strings.Join(cpuColumns, "\t")+"\ttotal\t"+ownBackends+"\t"+providerBackends)
+	for _, r := range t.all() {
+		fmt.Fprintf(w, "%s", r.name())
 		var sum time.Duration
 		for _, name := range cpuColumns {
 			fmt.Fprintf(w, "\t%.2f", perOrder(r.cpu[name], r.orders))
 			sum += r.cpu[name]
 		}
-		fmt.Fprintf(w, "\t%.2f\t%.2f\n", perOrder(sum, r.orders), perOrder(r.cpu[ownBackends], r.orders))
+		fmt.Fprintf(w, "\t%.2f\t%.2f\t%.2f\n", perOrder(sum, r.orders), perOrder(r.cpu[ownBackends], r.orders), perOrder(r.cpu[providerBackends], r.orders))
 	}
 	_ = w.Flush()
 	br := t.bare
@@ -658,10 +703,13 @@ func (t *throughput) table() string {
 		bareWriters, br.orders, rate(br.orders, br.took), perOrder(br.cpu["postgres"], br.orders),
 		ownBackends, perOrder(br.cpu[ownBackends], br.orders), perOrder(br.cpu["rabbitmq"], br.orders), perOrder(br.cpu["client"], br.orders))
 	fmt.Fprintf(&sb, "system emailed/s at %d / bare = %.2f\n", t.widest().concurrency, t.systemOverBare())
+	fmt.Fprintf(&sb, "CPU ms/order at %d, the system without the provider stand-in (its process and %s) and the client: %.2f; the stand-in: %.2f\n",
+		t.widest().concurrency, providerBackends, t.widest().systemCPU(), t.widest().providerCPU())
 	fmt.Fprintf(&sb, "POSTs shed by ordering (503 with Retry-After, sent again after it): %d\n", t.shed)
 	sb.WriteString("CPU: /proc/<pid>/stat from the first POST until the poller saw the run settled. postgres is the\n" +
 		"server's every process, less backends that started and ended within the run; " + ownBackends + " is the part\n" +
-		"of it spent by the backends of this benchmark's databases. rabbitmq is the broker's Erlang VM. Both count what\n" +
+		"of it spent by the backends of this benchmark's databases, " + providerBackends + " the part of that of the\n" +
+		"provider stand-in's database. rabbitmq is the broker's Erlang VM. Both count what\n" +
 		"other users of the servers make them do. client is this process, the poller included.\n")
 	return sb.String()
 }
@@ -672,6 +720,39 @@ func (t *throughput) reportMetrics(b *testing.B) {
 	b.ReportMetric(ms(percentile(first.post, 0.50)), fmt.Sprintf("c%d-post-p50-ms", first.concurrency))
 	b.ReportMetric(perOrder(widest.cpu["postgres"], widest.orders), fmt.Sprintf("c%d-postgres-cpu-ms/order", widest.concurrency))
 	b.ReportMetric(t.systemOverBare(), "system/bare")
+	b.ReportMetric(widest.systemCPU(), fmt.Sprintf("c%d-cpu-ms/order", widest.concurrency))
+	b.ReportMetric(widest.providerCPU(), fmt.Sprintf("c%d-provider-cpu-ms/order", widest.concurrency))
+	b.ReportMetric(ms(percentile(t.half.emailed, 0.99)), "half-max-emailed-p99-ms")
+}
+
+// all is every run, the closed loops and then the open one.
+func (t *throughput) all() []systemRun { return append(slices.Clone(t.runs), t.half) }
+
+// name is how the tables call a run: its concurrency, or its offered rate.
+func (r systemRun) name() string {
+	if r.perSecond > 0 {
+		return fmt.Sprintf("%.0f/s", r.perSecond)
+	}
+	return strconv.Itoa(r.concurrency)
+}
+
+// systemCPU is the CPU per order of every process of the system but the provider
+// stand-in, which in production is someone else's machine: the services, Postgres less
+// the stand-in's backends, and RabbitMQ; the client is not the system either.
+func (r systemRun) systemCPU() float64 {
+	var sum time.Duration
+	for _, name := range cpuColumns {
+		if name != "emailprovider" && name != "client" {
+			sum += r.cpu[name]
+		}
+	}
+	return perOrder(sum-r.cpu[providerBackends], r.orders)
+}
+
+// providerCPU is the provider stand-in's CPU per order: its process and its database's
+// backends.
+func (r systemRun) providerCPU() float64 {
+	return perOrder(r.cpu["emailprovider"]+r.cpu[providerBackends], r.orders)
 }
 
 // widest is the run at the highest concurrency, the one compared with the bare pipeline.
