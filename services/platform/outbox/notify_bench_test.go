@@ -17,11 +17,18 @@ import (
 
 // BenchmarkOutboxWriteNotify measures what the outbox's wake-up costs the transactions
 // that write events: writers at concurrency 16 commit one outbox row each (the shape of
-// PlaceOrder's transaction, its order reduced to the row), once with the trigger that
-// sends NOTIFY outbox at commit and once with it disabled, alternating which goes first,
-// with a relay's LISTEN connection open throughout. Postgres takes one lock for every
-// committing transaction that has notified, and holds it across the commit's WAL flush,
-// so notifying commits cannot share a flush: notify/silent is what that costs.
+// PlaceOrder's transaction, its order reduced to the row), in three settings, rotating
+// which goes first, with a relay's LISTEN connection open throughout:
+//
+//   - asleep: a relay holds the wake lock, as one waiting for a wake-up does, so every
+//     writer's trigger sends NOTIFY outbox;
+//   - awake: the trigger as it is and no relay asleep, as under load, so the trigger only
+//     shares the wake lock (00004_outbox_wake_only_idle_relays.sql);
+//   - silent: the trigger disabled.
+//
+// Postgres takes one lock for every committing transaction that has notified, and holds
+// it across the commit's WAL flush, so notifying commits cannot share a flush:
+// asleep/silent is what notifying every write costs, awake/silent what is left of it.
 func BenchmarkOutboxWriteNotify(b *testing.B) {
 	migrated, _, _ := setup(b)
 	ctx := context.Background()
@@ -74,20 +81,43 @@ func BenchmarkOutboxWriteNotify(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	took := map[bool]time.Duration{}
+	sleepingRelay, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sleepingRelay.Close(ctx)
+	setWakeLock := func(held bool) {
+		verb := map[bool]string{true: "lock", false: "unlock"}[held]
+		if _, err := sleepingRelay.Exec(ctx, "SELECT pg_advisory_"+verb+"(hashtextextended('outbox wake', 0))"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	settings := []string{"asleep", "awake", "silent"}
+	took := map[string]time.Duration{}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		for _, notify := range []bool{i%2 == 0, i%2 != 0} {
+		for j := range settings {
+			setting := settings[(i+j)%len(settings)]
 			b.StopTimer()
-			setTrigger(notify)
+			setTrigger(setting != "silent")
+			if setting == "asleep" {
+				setWakeLock(true)
+			}
 			b.StartTimer()
-			took[notify] += write(fmt.Sprintf("n%v-%d-%d", notify, i, time.Now().UnixNano()))
+			took[setting] += write(fmt.Sprintf("%s-%d-%d", setting, i, time.Now().UnixNano()))
+			b.StopTimer()
+			if setting == "asleep" {
+				setWakeLock(false)
+			}
+			b.StartTimer()
 		}
 	}
 	b.StopTimer()
 	setTrigger(true)
 	rate := func(d time.Duration) float64 { return float64(writers*perWriter*b.N) / d.Seconds() }
-	b.ReportMetric(rate(took[true]), "notify-commits/s")
-	b.ReportMetric(rate(took[false]), "silent-commits/s")
-	b.ReportMetric(rate(took[true])/rate(took[false]), "notify/silent")
+	b.ReportMetric(rate(took["asleep"]), "notify-commits/s")
+	b.ReportMetric(rate(took["awake"]), "awake-commits/s")
+	b.ReportMetric(rate(took["silent"]), "silent-commits/s")
+	b.ReportMetric(rate(took["asleep"])/rate(took["silent"]), "notify/silent")
+	b.ReportMetric(rate(took["awake"])/rate(took["silent"]), "awake/silent")
 }

@@ -177,6 +177,8 @@ func (r *Relay) Run(ctx context.Context) error {
 	}()
 	defer func() { <-done }()
 
+	lock := &wakeLock{config: r.pool.Config().ConnConfig}
+	defer lock.close()
 	poll := time.NewTicker(r.cfg.PollInterval)
 	defer poll.Stop()
 	cleanup := time.NewTicker(r.cfg.CleanupInterval)
@@ -204,9 +206,11 @@ func (r *Relay) Run(ctx context.Context) error {
 			continue // more may be waiting: do not sleep on a backlog
 		}
 		failures = 0
+		if err := r.fallAsleep(ctx, lock); err != nil {
+			continue // the next RunOnce meets the failure, or takes the rows that arrived
+		}
 		select {
 		case <-ctx.Done():
-			return nil
 		case <-wake:
 		case <-poll.C:
 		case <-cleanup.C:
@@ -214,7 +218,84 @@ func (r *Relay) Run(ctx context.Context) error {
 				r.log.WarnContext(ctx, "outbox cleanup failed", "err", err)
 			}
 		}
+		lock.release(ctx)
 	}
+}
+
+// errRowsArrived: fallAsleep found rows on its last look, and stays awake for them.
+var errRowsArrived = errors.New("rows arrived while the relay was going to sleep")
+
+// fallAsleep gets the relay ready to wait for a NOTIFY. It takes the "outbox wake" lock,
+// after which every writer notifies; taking it waits for the writers that shared the
+// lock, and so will not notify, to commit; then it claims once more, to take their rows.
+// Found rows, or any failure, and it stays awake and says why (errRowsArrived, or the
+// failure): the caller runs another batch. A lock that does not come within the poll
+// interval (a writer's long transaction) ends as a poll would.
+func (r *Relay) fallAsleep(ctx context.Context, lock *wakeLock) error {
+	if !r.holdsLock.Load() && !r.cfg.ShareID {
+		return nil // relaying nothing, it has no rows to be woken for
+	}
+	if err := lock.hold(ctx, r.cfg.PollInterval); err != nil {
+		return err
+	}
+	n, err := r.RunOnce(ctx)
+	if err == nil && n > 0 {
+		err = errRowsArrived
+	}
+	if err != nil {
+		lock.release(ctx)
+	}
+	return err
+}
+
+// wakeLock is the connection on which a relay holds the "outbox wake" lock while it
+// sleeps (sql/platform/migrations/00004_outbox_wake_only_idle_relays.sql): a connection of
+// its own, so that a sleeping relay keeps none from the pool's work, and kept from one
+// sleep to the next.
+type wakeLock struct {
+	config *pgx.ConnConfig
+	conn   *pgx.Conn // nil before the first sleep and after a failure
+	held   bool
+}
+
+// hold takes the lock, waiting at most wait for the writers that share it.
+func (l *wakeLock) hold(ctx context.Context, wait time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	if l.conn == nil {
+		conn, err := pgx.ConnectConfig(ctx, l.config.Copy())
+		if err != nil {
+			return err
+		}
+		l.conn = conn
+	}
+	if err := store.New(l.conn).HoldWakeLock(ctx); err != nil {
+		l.close() // the lock may have come with the cancellation: the session ends with it
+		return err
+	}
+	l.held = true
+	return nil
+}
+
+// release lets the lock go: writers stop notifying while the relay works.
+func (l *wakeLock) release(ctx context.Context) {
+	if !l.held {
+		return
+	}
+	l.held = false
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
+	defer cancel()
+	if err := store.New(l.conn).ReleaseWakeLock(ctx); err != nil {
+		l.close()
+	}
+}
+
+// close ends the lock's session, which releases it if it is held.
+func (l *wakeLock) close() {
+	if l.conn != nil {
+		_ = l.conn.Close(context.Background())
+	}
+	l.conn, l.held = nil, false
 }
 
 // listen turns NOTIFY outbox into wake-ups, reconnecting after any error. A missed

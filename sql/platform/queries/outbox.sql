@@ -81,6 +81,16 @@ WHERE id = ANY(sqlc.arg(ids)::uuid[]) AND state = 'pending' AND claim_token = sq
 -- Held by the one process that runs under a relay id, on its LISTEN connection.
 SELECT pg_try_advisory_lock(hashtextextended('outbox relay ' || sqlc.arg(relay_id)::text, 0));
 
+-- name: HoldWakeLock :exec
+-- Taken by a relay about to wait for a wake-up, on a connection it keeps until it wakes:
+-- from then on every writer notifies (the trigger of 00004_outbox_wake_only_idle_relays).
+-- It waits for the writers that hold the lock shared, and so did not notify, to commit.
+SELECT pg_advisory_lock(hashtextextended('outbox wake', 0));
+
+-- name: ReleaseWakeLock :exec
+-- Released by a relay that woke up: writers stop notifying while it works.
+SELECT pg_advisory_unlock(hashtextextended('outbox wake', 0));
+
 -- name: OutboxStats :one
 SELECT count(*) FILTER (WHERE state = 'pending')::bigint AS pending,
        count(*) FILTER (WHERE state = 'dead')::bigint AS dead,

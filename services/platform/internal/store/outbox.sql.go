@@ -123,6 +123,18 @@ func (q *Queries) DeletePublished(ctx context.Context, arg DeletePublishedParams
 	return result.RowsAffected(), nil
 }
 
+const holdWakeLock = `-- name: HoldWakeLock :exec
+SELECT pg_advisory_lock(hashtextextended('outbox wake', 0))
+`
+
+// Taken by a relay about to wait for a wake-up, on a connection it keeps until it wakes:
+// from then on every writer notifies (the trigger of 00004_outbox_wake_only_idle_relays).
+// It waits for the writers that hold the lock shared, and so did not notify, to commit.
+func (q *Queries) HoldWakeLock(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, holdWakeLock)
+	return err
+}
+
 const insertOutbox = `-- name: InsertOutbox :exec
 INSERT INTO outbox (id, aggregate_type, aggregate_id, sequence, event_type, schema_version, envelope, traceparent, tracestate)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
@@ -340,6 +352,16 @@ func (q *Queries) ReleaseClaims(ctx context.Context, arg ReleaseClaimsParams) (i
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const releaseWakeLock = `-- name: ReleaseWakeLock :exec
+SELECT pg_advisory_unlock(hashtextextended('outbox wake', 0))
+`
+
+// Released by a relay that woke up: writers stop notifying while it works.
+func (q *Queries) ReleaseWakeLock(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, releaseWakeLock)
+	return err
 }
 
 const tryRelayLock = `-- name: TryRelayLock :one

@@ -1,0 +1,119 @@
+package outbox_test
+
+import (
+	"context"
+
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bookstore-go/bookstore/services/platform/broker"
+	"github.com/bookstore-go/bookstore/services/platform/outbox"
+	"github.com/bookstore-go/bookstore/testenv"
+)
+
+// The relay's wake-up: writers notify only while a relay sleeps, and a relay falling
+// asleep takes the rows of the writers that did not notify.
+
+// wakeLock is the advisory lock a sleeping relay holds (00004_outbox_wake_only_idle_relays.sql).
+const wakeLock = "hashtextextended('outbox wake', 0)"
+
+// A writer sends NOTIFY outbox only while a relay holds the wake lock, that is, sleeps.
+// The listener hears a second channel, probe, notified after the writer commits:
+// notifications arrive in commit order, so whichever comes first says whether the writer
+// notified, without waiting for a silence.
+func TestAWriterNotifiesOnlyWhileARelaySleeps(t *testing.T) {
+	pool, _, _ := setup(t)
+	ctx := t.Context()
+	listener := connect(t, pool)
+	for _, channel := range []string{"outbox", "probe"} {
+		if _, err := listener.Exec(ctx, "LISTEN "+channel); err != nil {
+			t.Fatal(err)
+		}
+	}
+	firstHeard := func(aggregate string) string {
+		t.Helper()
+		writeEvents(t, pool, testenv.ExampleType, aggregate, 1, 1)
+		if _, err := pool.Exec(ctx, "NOTIFY probe"); err != nil {
+			t.Fatal(err)
+		}
+		n, err := listener.WaitForNotification(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Channel == "outbox" { // the probe's, behind it
+			if _, err := listener.WaitForNotification(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return n.Channel
+	}
+
+	if got := firstHeard("awake"); got != "probe" {
+		t.Fatalf("with no relay asleep the writer notified %s: its commit serialised with every other writer's for no one", got)
+	}
+	sleeping := connect(t, pool)
+	if _, err := sleeping.Exec(ctx, "SELECT pg_advisory_lock("+wakeLock+")"); err != nil {
+		t.Fatal(err)
+	}
+	if got := firstHeard("asleep"); got != "outbox" {
+		t.Fatalf("with a relay asleep the first notification was %s, want outbox: the sleeping relay was not woken", got)
+	}
+}
+
+// A writer that commits while the relay is falling asleep did not notify (the relay did
+// not hold the wake lock yet when the writer wrote), so the relay must take its row on
+// its own: it waits for the writer's commit when it takes the lock, then claims once more.
+// The relay polls once an hour here: only that last claim can publish the row in time.
+func TestARowCommittedWhileTheRelayFallsAsleepIsPublishedWithoutAWakeUp(t *testing.T) {
+	pool, amqpURL, tel := setup(t)
+	ctx := t.Context()
+	// The writer writes first and holds its transaction open: it shares the wake lock,
+	// so it will not notify.
+	writer, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = writer.Rollback(context.Background()) }()
+	if _, err := outbox.Write(ctx, writer, outbox.Event{Source: "bookstore/test", Type: testenv.ExampleType,
+		AggregateType: "order", AggregateID: "late", Sequence: 1, Data: map[string]int{"n": 1}}); err != nil {
+		t.Fatal(err)
+	}
+
+	conn := broker.NewConn(amqpURL, "relay")
+	t.Cleanup(func() { _ = conn.Close() })
+	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, sut.Topology, 10*time.Second), tel,
+		outbox.Config{ID: "relay", PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- relay.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-done })
+
+	// The relay found nothing committed and is falling asleep: it waits for the writer.
+	testenv.Eventually(t, 30*time.Second, "the relay to wait for the wake lock", func() bool {
+		return testenv.Count(t, pool, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "+
+			"AND mode = 'ExclusiveLock' AND ((classid::bigint << 32) | objid::bigint) = "+wakeLock) == 1
+	})
+	if err := writer.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "the row to be published", func() bool {
+		return testenv.Count(t, pool, "SELECT count(*) FROM outbox WHERE aggregate_id = 'late' AND state = 'published'") == 1
+	})
+}
+
+// connect opens a connection of its own to pool's database, closed when the test ends.
+func connect(t *testing.T, pool *pgxpool.Pool) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.ConnectConfig(t.Context(), pool.Config().ConnConfig.Copy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
+}
