@@ -28,7 +28,7 @@ import (
 // groupProvider is a Service under test with what the tests look at.
 type groupProvider struct {
 	*Service
-	db   *pgxpool.Pool        // the test's own connections
+	db   *pgxpool.Pool       // the test's own connections
 	sent *testenv.RoundTrips // what the Service sent, a round trip an entry
 }
 
