@@ -15,3 +15,17 @@ WHERE account = sqlc.arg(account)
        OR (created_at, id) > (sqlc.narg(after_created_at)::timestamptz, sqlc.narg(after_id)::uuid))
 ORDER BY created_at, id
 LIMIT sqlc.arg(max_rows);
+
+-- name: GetEmailsByKeys :many
+-- The emails sent under any of the (account, idempotency_key) pairs, the i-th element of
+-- each array one pair: the lookup of a group commit.
+SELECT * FROM emails
+WHERE (account, idempotency_key) IN (
+    SELECT unnest(sqlc.arg(accounts)::text[]), unnest(sqlc.arg(idempotency_keys)::text[]));
+
+-- name: InsertEmails :exec
+-- InsertEmail for a group commit: the i-th element of each array is one email.
+INSERT INTO emails (id, account, idempotency_key, request_hash, recipient, subject, body, deliveries, response_body, created_at)
+SELECT unnest(sqlc.arg(ids)::uuid[]), unnest(sqlc.arg(accounts)::text[]), unnest(sqlc.arg(idempotency_keys)::text[]),
+       unnest(sqlc.arg(request_hashes)::bytea[]), unnest(sqlc.arg(recipients)::text[]), unnest(sqlc.arg(subjects)::text[]),
+       unnest(sqlc.arg(bodies)::text[]), 1, unnest(sqlc.arg(response_bodies)::bytea[]), unnest(sqlc.arg(created_ats)::timestamptz[]);

@@ -206,7 +206,7 @@ func TestHelpListsEveryVariable(t *testing.T) {
 	if err := run(context.Background(), []string{"--help"}, func(string) string { return "" }, &out); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"DATABASE_URL", "HTTP_ADDR", "EMAILPROVIDER_FAIL_RATE", "EMAILPROVIDER_AMBIGUOUS_RATE", "EMAILPROVIDER_LATENCY", "EMAILPROVIDER_ADMIN", "SMTP_ADDR", ":8084"} {
+	for _, name := range []string{"DATABASE_URL", "HTTP_ADDR", "EMAILPROVIDER_FAIL_RATE", "EMAILPROVIDER_AMBIGUOUS_RATE", "EMAILPROVIDER_LATENCY", "EMAILPROVIDER_ADMIN", "EMAILPROVIDER_GROUP_COMMIT", "SMTP_ADDR", ":8084"} {
 		if !strings.Contains(out.String(), name) {
 			t.Errorf("--help does not mention %s:\n%s", name, out.String())
 		}

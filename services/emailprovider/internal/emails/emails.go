@@ -122,25 +122,31 @@ type Relay interface {
 type Service struct {
 	pool   *pgxpool.Pool
 	faults *Faults
-	relay  Relay // nil: emails are only recorded
+	relay  Relay      // nil: emails are only recorded
+	group  *committer // nil: every send commits alone
 	log    *slog.Logger
 	tracer trace.Tracer
 	m      metrics
 }
 
-// NewService returns the provider. relay may be nil.
-func NewService(pool *pgxpool.Pool, faults *Faults, relay Relay, log *slog.Logger, tracer trace.Tracer, meter metric.Meter) (*Service, error) {
+// NewService returns the provider. relay may be nil. groupCommit is the most emails one
+// transaction sends (group.go); 1 sends each in a transaction of its own.
+func NewService(pool *pgxpool.Pool, faults *Faults, relay Relay, groupCommit int, log *slog.Logger, tracer trace.Tracer, meter metric.Meter) (*Service, error) {
 	m, err := newMetrics(meter)
 	if err != nil {
 		return nil, err
 	}
-	return &Service{pool: pool, faults: faults, relay: relay, log: log, tracer: tracer, m: m}, nil
+	s := &Service{pool: pool, faults: faults, relay: relay, log: log, tracer: tracer, m: m}
+	if groupCommit > 1 {
+		s.group = &committer{s: s, max: groupCommit}
+	}
+	return s, nil
 }
 
 // Send sends req once per key of the account. key must be non-empty; account is the
 // caller the API authenticated, whose keys no other account can take or see.
 //
-// The order of statements is what makes it exactly once:
+// The order of statements is what makes it exactly once (sendAlone):
 //  1. idempotency.Do looks the key up: an email already sent is replayed (or
 //     ErrKeyMismatch), not re-sent. Otherwise it locks the key: a concurrent request with
 //     the same key gets ErrKeyInFlight; it can neither send a second time nor answer "not
@@ -150,6 +156,10 @@ func NewService(pool *pgxpool.Pool, faults *Faults, relay Relay, log *slog.Logge
 //
 // The ambiguous fault strikes only after step 3: the email is sent and the caller never
 // hears so. That is the window the caller's reconciliation must close.
+//
+// Under load, sends that arrive while another commits share the next transaction (the
+// group commit of group.go), with the same steps and answers; a slow send (the latency
+// fault) always goes alone.
 func (s *Service) Send(ctx context.Context, account, key string, req Request) (Sent, error) {
 	ctx, span := s.tracer.Start(ctx, "SendEmail transaction")
 	defer span.End()
@@ -163,49 +173,12 @@ func (s *Service) Send(ctx context.Context, account, key string, req Request) (S
 	if err != nil {
 		return Sent{}, err
 	}
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return Sent{}, fmt.Errorf("begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after Commit, a no-op
-	q := store.New(tx)
-	lookup := func(db *idempotency.LookupDB) (idempotency.Stored, error) {
-		prev, err := store.New(db).GetEmailByKey(ctx, store.GetEmailByKeyParams{Account: account, IdempotencyKey: key})
-		return idempotency.Stored{RequestHash: prev.RequestHash, Response: prev.ResponseBody}, err
-	}
-	send := func() ([]byte, error) {
-		// A slow send is slow while it holds the key: a retry arriving meanwhile is told
-		// the first is still in flight, as a real provider would.
-		if !backoff.Sleep(ctx, roll.latency) {
-			return nil, ctx.Err()
-		}
-		id, err := uuid.NewV7()
-		if err != nil {
-			return nil, err
-		}
-		email := Email{ID: id, IdempotencyKey: key, Status: StatusSent, CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}
-		body, err := json.Marshal(email)
-		if err != nil {
-			return nil, err
-		}
-		err = q.InsertEmail(ctx, store.InsertEmailParams{
-			ID: id, Account: account, IdempotencyKey: key, RequestHash: hash, Recipient: req.To,
-			Subject: req.Subject, Body: req.Text, ResponseBody: body, CreatedAt: email.CreatedAt,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("record email: %w", err)
-		}
-		return body, nil
-	}
-	res, err := idempotency.Do(ctx, tx, idempotency.Key{Scope: "emailprovider/emails/" + account, Key: key, RequestHash: hash}, lookup, send)
-	sent := Sent{Body: res.Response, Replayed: res.Replayed}
-	if err == nil {
-		// The commit is not cut short when the caller gives up. A COMMIT interrupted by a
-		// cancelled context may have committed all the same: the email recorded as sent,
-		// and found by the caller's reconciliation, but never counted or relayed here.
-		// Once the email is written, the provider finishes what it started, as a real
-		// one would.
-		err = tx.Commit(context.WithoutCancel(ctx))
+	e := outgoing{account: account, key: key, hash: hash, req: req}
+	var sent Sent
+	if s.group != nil && roll.latency == 0 {
+		sent, err = s.group.send(ctx, e)
+	} else {
+		sent, err = s.sendAlone(ctx, e, roll.latency)
 	}
 	if err != nil {
 		return Sent{}, err
@@ -225,6 +198,81 @@ func (s *Service) Send(ctx context.Context, account, key string, req Request) (S
 		}
 	}
 	return sent, nil
+}
+
+// outgoing is one email to send: the request of an account under its key, and the
+// request's hash (idempotency.Hash).
+type outgoing struct {
+	account, key string
+	hash         []byte
+	req          Request
+}
+
+// scope is the idempotency scope of an account's keys.
+func scope(account string) string { return "emailprovider/emails/" + account }
+
+// sendAlone is Send's transaction for one email, steps 1 to 3; the send takes latency
+// while it holds the key.
+func (s *Service) sendAlone(ctx context.Context, e outgoing, latency time.Duration) (Sent, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return Sent{}, fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after Commit, a no-op
+	q := store.New(tx)
+	lookup := func(db *idempotency.LookupDB) (idempotency.Stored, error) {
+		prev, err := store.New(db).GetEmailByKey(ctx, store.GetEmailByKeyParams{Account: e.account, IdempotencyKey: e.key})
+		return idempotency.Stored{RequestHash: prev.RequestHash, Response: prev.ResponseBody}, err
+	}
+	send := func() ([]byte, error) {
+		// A slow send is slow while it holds the key: a retry arriving meanwhile is told
+		// the first is still in flight, as a real provider would.
+		if !backoff.Sleep(ctx, latency) {
+			return nil, ctx.Err()
+		}
+		row, err := e.record()
+		if err != nil {
+			return nil, err
+		}
+		err = q.InsertEmail(ctx, store.InsertEmailParams{
+			ID: row.ID, Account: row.Account, IdempotencyKey: row.IdempotencyKey, RequestHash: row.RequestHash, Recipient: row.Recipient,
+			Subject: row.Subject, Body: row.Body, ResponseBody: row.ResponseBody, CreatedAt: row.CreatedAt,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("record email: %w", err)
+		}
+		return row.ResponseBody, nil
+	}
+	res, err := idempotency.Do(ctx, tx, idempotency.Key{Scope: scope(e.account), Key: e.key, RequestHash: e.hash}, lookup, send)
+	if err == nil {
+		// The commit is not cut short when the caller gives up. A COMMIT interrupted by a
+		// cancelled context may have committed all the same: the email recorded as sent,
+		// and found by the caller's reconciliation, but never counted or relayed here.
+		// Once the email is written, the provider finishes what it started, as a real
+		// one would.
+		err = tx.Commit(context.WithoutCancel(ctx))
+	}
+	if err != nil {
+		return Sent{}, err
+	}
+	return Sent{Body: res.Response, Replayed: res.Replayed}, nil
+}
+
+// record is the row that records e as sent now, with the 202 body it is answered with.
+func (e outgoing) record() (store.Email, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return store.Email{}, err
+	}
+	email := Email{ID: id, IdempotencyKey: e.key, Status: StatusSent, CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}
+	body, err := json.Marshal(email)
+	if err != nil {
+		return store.Email{}, err
+	}
+	return store.Email{
+		ID: id, Account: e.account, IdempotencyKey: e.key, RequestHash: e.hash, Recipient: e.req.To,
+		Subject: e.req.Subject, Body: e.req.Text, Deliveries: 1, ResponseBody: body, CreatedAt: email.CreatedAt,
+	}, nil
 }
 
 // relayEmail passes a committed email on to the SMTP server. The record is already
@@ -306,7 +354,8 @@ func delivered(r store.Email) Delivered {
 }
 
 type metrics struct {
-	sent, replays, faults, relayFailures metric.Int64Counter
+	sent, replays, faults, relayFailures, groupFallbacks metric.Int64Counter
+	groupSize                                            metric.Int64Histogram
 }
 
 func newMetrics(m metric.Meter) (metrics, error) {
@@ -316,6 +365,9 @@ func newMetrics(m metric.Meter) (metrics, error) {
 	out.replays = in.Counter("bookstore.emailprovider.replays", "Requests answered from a key's stored response, sending nothing.")
 	out.faults = in.Counter("bookstore.emailprovider.faults", "Injected faults that fired, by fault.")
 	out.relayFailures = in.Counter("bookstore.emailprovider.smtp_failures", "Sent emails the SMTP relay could not pass on.")
+	out.groupSize = in.Int64Histogram("bookstore.emailprovider.group_commit_size", "Sends committed together in one group transaction (two or more).",
+		metric.WithExplicitBucketBoundaries(2, 4, 8, 16, 32, 64))
+	out.groupFallbacks = in.Counter("bookstore.emailprovider.group_commit_fallbacks", "Group transactions that failed, their emails then sent one at a time.")
 	if err := in.Err("emailprovider"); err != nil {
 		return out, err
 	}

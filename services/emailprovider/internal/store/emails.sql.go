@@ -39,6 +39,50 @@ func (q *Queries) GetEmailByKey(ctx context.Context, arg GetEmailByKeyParams) (E
 	return i, err
 }
 
+const getEmailsByKeys = `-- name: GetEmailsByKeys :many
+SELECT id, idempotency_key, request_hash, recipient, subject, body, deliveries, response_body, created_at, account FROM emails
+WHERE (account, idempotency_key) IN (
+    SELECT unnest($1::text[]), unnest($2::text[]))
+`
+
+type GetEmailsByKeysParams struct {
+	Accounts        []string
+	IdempotencyKeys []string
+}
+
+// The emails sent under any of the (account, idempotency_key) pairs, the i-th element of
+// each array one pair: the lookup of a group commit.
+func (q *Queries) GetEmailsByKeys(ctx context.Context, arg GetEmailsByKeysParams) ([]Email, error) {
+	rows, err := q.db.Query(ctx, getEmailsByKeys, arg.Accounts, arg.IdempotencyKeys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Email
+	for rows.Next() {
+		var i Email
+		if err := rows.Scan(
+			&i.ID,
+			&i.IdempotencyKey,
+			&i.RequestHash,
+			&i.Recipient,
+			&i.Subject,
+			&i.Body,
+			&i.Deliveries,
+			&i.ResponseBody,
+			&i.CreatedAt,
+			&i.Account,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const insertEmail = `-- name: InsertEmail :exec
 INSERT INTO emails (id, account, idempotency_key, request_hash, recipient, subject, body, deliveries, response_body, created_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, $9)
@@ -67,6 +111,41 @@ func (q *Queries) InsertEmail(ctx context.Context, arg InsertEmailParams) error 
 		arg.Body,
 		arg.ResponseBody,
 		arg.CreatedAt,
+	)
+	return err
+}
+
+const insertEmails = `-- name: InsertEmails :exec
+INSERT INTO emails (id, account, idempotency_key, request_hash, recipient, subject, body, deliveries, response_body, created_at)
+SELECT unnest($1::uuid[]), unnest($2::text[]), unnest($3::text[]),
+       unnest($4::bytea[]), unnest($5::text[]), unnest($6::text[]),
+       unnest($7::text[]), 1, unnest($8::bytea[]), unnest($9::timestamptz[])
+`
+
+type InsertEmailsParams struct {
+	Ids             []uuid.UUID
+	Accounts        []string
+	IdempotencyKeys []string
+	RequestHashes   [][]byte
+	Recipients      []string
+	Subjects        []string
+	Bodies          []string
+	ResponseBodies  [][]byte
+	CreatedAts      []time.Time
+}
+
+// InsertEmail for a group commit: the i-th element of each array is one email.
+func (q *Queries) InsertEmails(ctx context.Context, arg InsertEmailsParams) error {
+	_, err := q.db.Exec(ctx, insertEmails,
+		arg.Ids,
+		arg.Accounts,
+		arg.IdempotencyKeys,
+		arg.RequestHashes,
+		arg.Recipients,
+		arg.Subjects,
+		arg.Bodies,
+		arg.ResponseBodies,
+		arg.CreatedAts,
 	)
 	return err
 }
