@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bookstore-go/bookstore/services/platform/outbox"
+	"github.com/bookstore-go/bookstore/services/platform/pgdb"
+	schema "github.com/bookstore-go/bookstore/sql"
 	"github.com/bookstore-go/bookstore/testenv"
 )
 
@@ -48,33 +50,7 @@ func BenchmarkOutboxWriteNotify(b *testing.B) {
 	if _, err := listener.Exec(ctx, "LISTEN outbox"); err != nil {
 		b.Fatal(err)
 	}
-	write := func(prefix string) time.Duration {
-		var wg sync.WaitGroup
-		var failed atomic.Value
-		start := time.Now()
-		for w := range writers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range perWriter {
-					err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-						_, err := outbox.Write(ctx, tx, outbox.Event{Source: "bookstore/test", Type: testenv.ExampleType, AggregateType: "order",
-							AggregateID: fmt.Sprintf("%s-%d-%d", prefix, w, i), Sequence: 1, Data: map[string]int{"n": i}})
-						return err
-					})
-					if err != nil {
-						failed.Store(err)
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		if err, _ := failed.Load().(error); err != nil {
-			b.Fatal(err)
-		}
-		return time.Since(start)
-	}
+	write := func(prefix string) time.Duration { return writeConcurrently(b, pool, writers, perWriter, prefix) }
 	setTrigger := func(on bool) {
 		verb := map[bool]string{true: "ENABLE", false: "DISABLE"}[on]
 		if _, err := pool.Exec(ctx, "ALTER TABLE outbox "+verb+" TRIGGER outbox_notify"); err != nil {
@@ -120,4 +96,94 @@ func BenchmarkOutboxWriteNotify(b *testing.B) {
 	b.ReportMetric(rate(took["silent"]), "silent-commits/s")
 	b.ReportMetric(rate(took["asleep"])/rate(took["silent"]), "notify/silent")
 	b.ReportMetric(rate(took["awake"])/rate(took["silent"]), "awake/silent")
+}
+
+// writeConcurrently commits writers×perWriter transactions of one outbox row each, from
+// writers goroutines on pool, and returns how long that took.
+func writeConcurrently(b *testing.B, pool *pgxpool.Pool, writers, perWriter int, prefix string) time.Duration {
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	start := time.Now()
+	for w := range writers {
+		wg.Go(func() {
+			for i := range perWriter {
+				err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+					_, err := outbox.Write(ctx, tx, outbox.Event{Source: "bookstore/test", Type: testenv.ExampleType, AggregateType: "order",
+						AggregateID: fmt.Sprintf("%s-%d-%d", prefix, w, i), Sequence: 1, Data: map[string]int{"n": i}})
+					return err
+				})
+				if err != nil {
+					failed.Store(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatal(err)
+	}
+	return time.Since(start)
+}
+
+// BenchmarkOutboxWriteCommitDelay measures Postgres's group commit for the writers of
+// events: 48 writers commit one outbox row each (as BenchmarkOutboxWriteNotify's, no relay
+// asleep), with the server's defaults (commit_delay 0) and with commit_delay 100 and
+// 1000 µs (commit_siblings 5), set per session, rotating which goes first. commit_delay
+// makes a committing backend wait, when at least commit_siblings others are in a
+// transaction, so that one WAL flush covers the commits that arrive meanwhile.
+func BenchmarkOutboxWriteCommitDelay(b *testing.B) {
+	admin, dbURL := testenv.Database(b, "outbox")
+	ctx := context.Background()
+	migrated, err := pgdb.Open(ctx, admin, dbURL, pgdb.Migrations{FS: schema.Platform, VersionTable: "goose_platform_version"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer migrated.Close()
+	const writers, perWriter = 48, 50
+	delays := []string{"0", "100", "1000"}
+	// One pool at a time, its connections made before the clock starts: the server's
+	// connections are shared with other tests.
+	open := func(delay string) *pgxpool.Pool {
+		// commit_delay is a superuser's setting: the writers connect as the admin, to the
+		// service's database.
+		cfg, err := pgxpool.ParseConfig(admin)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg.ConnConfig.Database = migrated.Config().ConnConfig.Database
+		cfg.MaxConns, cfg.MinConns = writers, writers
+		cfg.ConnConfig.RuntimeParams["commit_delay"] = delay
+		cfg.ConnConfig.RuntimeParams["commit_siblings"] = "5"
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for pool.Stat().TotalConns() < writers {
+			time.Sleep(10 * time.Millisecond)
+		}
+		return pool
+	}
+	took := map[string]time.Duration{}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j := range delays {
+			delay := delays[(i+j)%len(delays)]
+			b.StopTimer()
+			pool := open(delay)
+			b.StartTimer()
+			took[delay] += writeConcurrently(b, pool, writers, perWriter, fmt.Sprintf("d%s-%d-%d", delay, i, time.Now().UnixNano()))
+			b.StopTimer()
+			pool.Close()
+			b.StartTimer()
+		}
+	}
+	b.StopTimer()
+	rate := func(d time.Duration) float64 { return float64(writers*perWriter*b.N) / d.Seconds() }
+	for _, delay := range delays {
+		b.ReportMetric(rate(took[delay]), "delay"+delay+"us-commits/s")
+	}
+	b.ReportMetric(rate(took["100"])/rate(took["0"]), "delay100/none")
+	b.ReportMetric(rate(took["1000"])/rate(took["0"]), "delay1000/none")
 }
