@@ -26,9 +26,9 @@ type form struct {
 	db   *pgxpool.Pool // the service's pool
 }
 
-// forms returns the fast and the plain form, each on a fresh database with a pool of
-// conns connections.
-func forms(t *testing.T, conns int32) []form {
+// forms returns the fast and the plain form, in this order, each on a fresh database
+// with a pool of conns connections.
+func forms(t testing.TB, conns int32) []form {
 	t.Helper()
 	var out []form
 	for _, f := range []struct {

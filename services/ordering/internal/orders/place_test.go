@@ -80,7 +80,7 @@ func TestPlacingAnOrderCostsTwoRoundTripsAndFiveInThePlainForm(t *testing.T) {
 }
 
 // migratedDatabase returns the URL of a fresh ordering database with its migrations applied.
-func migratedDatabase(t *testing.T) string {
+func migratedDatabase(t testing.TB) string {
 	t.Helper()
 	admin, dbURL := testenv.Database(t, "ordering")
 	migrated, err := pgdb.Open(context.Background(), admin, dbURL,
