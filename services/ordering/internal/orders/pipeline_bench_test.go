@@ -15,16 +15,19 @@ import (
 )
 
 // BenchmarkPlaceOrderPipelinedAgainstPlain places orders with an Idempotency-Key one at
-// a time, as a single client does, alternating the fast form and the plain form on
-// databases of their own, so that both see the same machine at the same moments. It
-// reports each form's median latency, its orders/s at concurrency 1, the CPU this
-// process spent per order and, when Postgres runs on this machine, the CPU of the
-// form's Postgres backend per order, and the ratios fast/plain.
+// a time, as a single client does, taking turns between the fast form, the plain form
+// and the plain form without pgdb.RegisterTypes ("before"), on databases of their own,
+// so that all see the same machine at the same moments. It reports each form's median
+// latency, its orders/s at concurrency 1, the CPU this process spent per order and, when
+// Postgres runs on this machine, the CPU of the form's Postgres backend per order, and
+// the fast form's ratios to the others.
 //
 //	CI=true go test -run '^$' -bench PlaceOrderPipelinedAgainstPlain -benchtime 2000x ./services/ordering/internal/orders/
 func BenchmarkPlaceOrderPipelinedAgainstPlain(b *testing.B) {
 	ctx := context.Background()
-	fs := forms(b, 1)
+	// before: the plain form on a pool without pgdb.RegisterTypes, as POST /orders was
+	// before issue 28.
+	fs := append(forms(b, 1), newForm(b, "before", false, false, 1))
 	req := orderOf("ada@example.com", 2)
 	for _, f := range fs { // prepare every statement on each form's connection
 		for i := range 20 {
@@ -43,8 +46,8 @@ func BenchmarkPlaceOrderPipelinedAgainstPlain(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		for j := range fs {
-			f := fs[(i+j)%len(fs)] // alternate which form goes first
-			k := (i + j) % len(fs)
+			k := (i + j) % len(fs) // each form goes first in turn
+			f := fs[k]
 			c0, t0 := cpuTime(), time.Now()
 			if _, err := f.svc.PlaceOrder(ctx, fmt.Sprintf("order-%d", i), req); err != nil {
 				b.Fatal(err)
@@ -69,10 +72,12 @@ func BenchmarkPlaceOrderPipelinedAgainstPlain(b *testing.B) {
 			b.ReportMetric(float64(pgCPU[k].Microseconds())/float64(len(took[k])), f.name+"-pg-cpu-µs/order")
 		}
 	}
-	b.ReportMetric(float64(p50[0])/float64(p50[1]), "p50-fast/plain")
-	b.ReportMetric(float64(cpu[0])/float64(cpu[1]), "cpu-fast/plain")
-	if pgCPU[0] > 0 && pgCPU[1] > 0 {
-		b.ReportMetric(float64(pgCPU[0])/float64(pgCPU[1]), "pg-cpu-fast/plain")
+	for k := 1; k < len(fs); k++ {
+		b.ReportMetric(float64(p50[0])/float64(p50[k]), "p50-fast/"+fs[k].name)
+		b.ReportMetric(float64(cpu[0])/float64(cpu[k]), "cpu-fast/"+fs[k].name)
+		if pgCPU[0] > 0 && pgCPU[k] > 0 {
+			b.ReportMetric(float64(pgCPU[0])/float64(pgCPU[k]), "pg-cpu-fast/"+fs[k].name)
+		}
 	}
 }
 

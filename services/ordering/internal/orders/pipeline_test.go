@@ -7,12 +7,14 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/ordering/internal/orders"
 	"github.com/bookstore-go/bookstore/services/platform/failpoint"
+	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/testenv"
 )
 
@@ -27,29 +29,35 @@ type form struct {
 }
 
 // forms returns the fast and the plain form, in this order, each on a fresh database
-// with a pool of conns connections.
+// with a pool of conns connections that registers pgdb's types, as production's does.
 func forms(t testing.TB, conns int32) []form {
 	t.Helper()
-	var out []form
-	for _, f := range []struct {
-		name      string
-		pipelined bool
-	}{{"fast", true}, {"plain", false}} {
-		cfg, err := pgxpool.ParseConfig(migratedDatabase(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.MaxConns = conns
-		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(pool.Close)
-		svc := orders.NewService(pool, noop.NewTracerProvider().Tracer(""), slog.New(slog.DiscardHandler), nil, 1)
-		svc.SetPipelined(f.pipelined)
-		out = append(out, form{f.name, svc, pool})
+	return []form{newForm(t, "fast", true, true, conns), newForm(t, "plain", false, true, conns)}
+}
+
+// newForm returns PlaceOrder in the fast form or the plain one, on a fresh database with
+// a pool of conns connections, which registers pgdb's types or not.
+func newForm(t testing.TB, name string, pipelined, registerTypes bool, conns int32) form {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(migratedDatabase(t))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	cfg.MaxConns = conns
+	if registerTypes {
+		cfg.AfterConnect = func(_ context.Context, conn *pgx.Conn) error { // as pgdb.Open's pool
+			pgdb.RegisterTypes(conn.TypeMap())
+			return nil
+		}
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	svc := orders.NewService(pool, noop.NewTracerProvider().Tracer(""), slog.New(slog.DiscardHandler), nil, 1)
+	svc.SetPipelined(pipelined)
+	return form{name, svc, pool}
 }
 
 func orderOf(email string, quantity int) orders.PlaceOrderRequest {
