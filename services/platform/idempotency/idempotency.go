@@ -3,7 +3,8 @@
 // server does the work once and answers the retry as it answered the first time.
 //
 // Do runs inside the work's transaction and stores the response there, so work and key
-// commit together or not at all. Its steps, in this order:
+// commit together or not at all (BeginAndDo also begins that transaction, in the same
+// round trip). Its steps, in this order:
 //
 //  1. Try the key's transaction-scoped advisory lock, without waiting.
 //  2. Look the key up. Found: a replay (or, with another body, a mismatch), lock or not,
