@@ -3,7 +3,8 @@
 // server does the work once and answers the retry as it answered the first time.
 //
 // Do runs inside the work's transaction and stores the response there, so work and key
-// commit together or not at all. Its steps, in this order:
+// commit together or not at all (BeginAndDo also begins that transaction, in the same
+// round trip). Its steps, in this order:
 //
 //  1. Try the key's transaction-scoped advisory lock, without waiting.
 //  2. Look the key up. Found: a replay (or, with another body, a mismatch), lock or not,
@@ -62,10 +63,37 @@ type Key struct {
 // that committed. One statement would read from a snapshot before the lock and could do
 // the work twice.
 func Do(ctx context.Context, tx pgx.Tx, k Key, lookup func(db *LookupDB) (Stored, error), work func() ([]byte, error)) (Result, error) {
-	db := &LookupDB{tx: tx, lock: k.Scope + ":" + k.Key}
+	return do(&LookupDB{db: tx, lock: k.Scope + ":" + k.Key}, k, lookup, work)
+}
+
+// Batcher is what BeginAndDo sends its round trip on: a *pgx.Conn, or a *pgxpool.Conn.
+type Batcher interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// ErrNotBegun wraps the error of a BeginAndDo whose BEGIN failed (the connection broke
+// while idle, say): nothing was done.
+var ErrNotBegun = errors.New("idempotency: the transaction did not begin")
+
+// BeginAndDo is Do on a connection outside a transaction: it begins one, and sends BEGIN
+// in the round trip of the lock and the lookup, before them, so a use case that sends
+// its work as one more batch ending in COMMIT is two round trips in all. work runs in
+// the transaction so begun, on conn, and may commit it.
+//
+// Whatever it returns, the transaction may still be open on conn, or aborted: after a
+// replay, a refusal, or a failed or uncommitted work the caller ends it (COMMIT or
+// ROLLBACK), so that the connection goes back to its pool outside a transaction.
+func BeginAndDo(ctx context.Context, conn Batcher, k Key, lookup func(db *LookupDB) (Stored, error), work func() ([]byte, error)) (Result, error) {
+	return do(&LookupDB{db: conn, begin: true, lock: k.Scope + ":" + k.Key}, k, lookup, work)
+}
+
+// do is Do and BeginAndDo, with db ready to send the lookup's round trip.
+func do(db *LookupDB, k Key, lookup func(db *LookupDB) (Stored, error), work func() ([]byte, error)) (Result, error) {
 	prev, err := lookup(db)
 	err = db.done(err)
 	switch {
+	case db.notBegun != nil:
+		return Result{}, fmt.Errorf("%w: %w", ErrNotBegun, db.notBegun)
 	case errors.Is(err, pgx.ErrNoRows) && !db.locked:
 		return Result{}, ErrInFlight
 	case errors.Is(err, pgx.ErrNoRows):
@@ -95,24 +123,35 @@ func Do(ctx context.Context, tx pgx.Tx, k Key, lookup func(db *LookupDB) (Stored
 // Its QueryRow sends that query in one batch with the lock's statement (see Do). A lookup
 // is that one QueryRow: Exec and Query fail, and so does a second QueryRow.
 type LookupDB struct {
-	tx      pgx.Tx
-	lock    string           // the advisory lock's name, "scope:key"
-	results pgx.BatchResults // nil until QueryRow has sent the batch
-	locked  bool             // whether the lock statement took the lock
+	db       Batcher          // the transaction, or with begin a connection outside one
+	begin    bool             // whether the batch begins the transaction: BEGIN first
+	notBegun error            // with begin, BEGIN's error
+	lock     string           // the advisory lock's name, "scope:key"
+	results  pgx.BatchResults // nil until QueryRow has sent the batch
+	locked   bool             // whether the lock statement took the lock
 }
 
 var errOneQuery = errors.New("idempotency: a lookup is exactly one QueryRow")
 
-// QueryRow sends the lock's statement and then the lookup's query in one batch, reads
-// whether the lock was taken, and returns the lookup's row.
+// QueryRow sends the lock's statement and then the lookup's query in one batch (after
+// BEGIN for BeginAndDo), reads whether the lock was taken, and returns the lookup's row.
 func (db *LookupDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	if db.results != nil {
 		return errRow{errOneQuery}
 	}
 	b := &pgx.Batch{}
+	if db.begin {
+		b.Queue("begin")
+	}
 	b.Queue("SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))", db.lock)
 	b.Queue(sql, args...)
-	db.results = db.tx.SendBatch(ctx, b)
+	db.results = db.db.SendBatch(ctx, b)
+	if db.begin {
+		if _, err := db.results.Exec(); err != nil {
+			db.notBegun = err
+			return errRow{err}
+		}
+	}
 	if err := db.results.QueryRow().Scan(&db.locked); err != nil {
 		return errRow{err}
 	}

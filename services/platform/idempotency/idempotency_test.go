@@ -208,3 +208,49 @@ func TestALookupIsExactlyOneQueryRow(t *testing.T) {
 		}
 	}
 }
+
+// BeginAndDo sends BEGIN in the round trip of the lock and the lookup, and leaves the
+// transaction it began to the caller; a BEGIN that fails, on a connection already gone,
+// is ErrNotBegun.
+func TestBeginAndDoBeginsTheTransactionInTheLookupsRoundTrip(t *testing.T) {
+	_, dbURL := keysAt(t)
+	ctx := context.Background()
+	pool, sent := testenv.TracedPool(t, dbURL)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	lookup := func(db *idempotency.LookupDB) (idempotency.Stored, error) {
+		var s idempotency.Stored
+		err := db.QueryRow(ctx, "SELECT hash, response FROM keys WHERE key = $1", "k").Scan(&s.RequestHash, &s.Response)
+		return s, err
+	}
+	work := func() ([]byte, error) {
+		_, err := conn.Exec(ctx, "INSERT INTO work VALUES (1)")
+		return nil, err
+	}
+	sent.Reset()
+	if _, err := idempotency.BeginAndDo(ctx, conn, idempotency.Key{Scope: "test", Key: "k"}, lookup, work); err != nil {
+		t.Fatal(err)
+	}
+	if status := conn.Conn().PgConn().TxStatus(); status != 'T' {
+		t.Errorf("after BeginAndDo the transaction status is %q, want 'T': begun, and left to the caller", status)
+	}
+	if _, err := conn.Exec(ctx, "rollback"); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"begin + SELECT pg_try_advisory_xact_lock + SELECT hash, response FROM keys WHERE key = $1", "INSERT INTO work VALUES", "rollback"}
+	if got := sent.Reset(); !slices.Equal(got, want) {
+		t.Errorf("round trips\n\t%s\nwant\n\t%s", strings.Join(got, "\n\t"), strings.Join(want, "\n\t"))
+	}
+
+	gone, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = gone.Close(ctx)
+	if _, err := idempotency.BeginAndDo(ctx, gone, idempotency.Key{Scope: "test", Key: "k"}, lookup, work); !errors.Is(err, idempotency.ErrNotBegun) {
+		t.Errorf("BeginAndDo on a closed connection: %v, want ErrNotBegun", err)
+	}
+}

@@ -54,6 +54,18 @@ func Write(ctx context.Context, tx pgx.Tx, e Event) (event.Envelope, error) {
 	return env, nil
 }
 
+// QueueWrite is Write for a transaction sent as one pgx.Batch: it queues e's outbox row
+// on b, after what b already holds, and returns the envelope. The row is written when b
+// is sent, in the transaction b runs in, and b's result for it is the insert's.
+func QueueWrite(ctx context.Context, b *pgx.Batch, e Event) (event.Envelope, error) {
+	env, row, err := prepare(ctx, e)
+	if err != nil {
+		return env, err
+	}
+	store.QueueInsertOutbox(b, row)
+	return env, nil
+}
+
 // WriteAll is Write for several events in one statement, for a transaction that does
 // the work of several messages at once.
 func WriteAll(ctx context.Context, tx pgx.Tx, events []Event) error {

@@ -162,6 +162,10 @@ func Open(ctx context.Context, adminURL, databaseURL string, sets ...Migrations)
 		return nil, fmt.Errorf("open database: %w", err)
 	}
 	boundConnect(databaseURL, &cfg.ConnConfig.Config)
+	cfg.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
+		RegisterTypes(conn.TypeMap())
+		return nil
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)

@@ -16,6 +16,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Error is what the check refuses, at Path (lines[0].quantity; "" for the whole body).
@@ -234,8 +235,11 @@ func number(n json.Number, t reflect.Type, path string) error {
 }
 
 // jsonFields maps the JSON names of struct t's fields, as encoding/json names them, to
-// their types.
+// their types. The map is made once per type and shared: read it, never change it.
 func jsonFields(t reflect.Type) map[string]reflect.Type {
+	if fields, ok := fieldTables.Load(t); ok {
+		return fields.(map[string]reflect.Type)
+	}
 	fields := map[string]reflect.Type{}
 	for _, f := range reflect.VisibleFields(t) {
 		if !f.IsExported() || (f.Anonymous && f.Tag.Get("json") == "") {
@@ -250,8 +254,13 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 		}
 		fields[name] = f.Type
 	}
+	fieldTables.Store(t, fields)
 	return fields
 }
+
+// fieldTables holds jsonFields' map of each struct type met so far: a type's fields
+// never change, and without it every object of every request listed them again.
+var fieldTables sync.Map // reflect.Type -> map[string]reflect.Type
 
 // noNUL refuses a NUL in s, except in a keys-only check, which leaves strings alone.
 func (w walker) noNUL(s, path string) error {
