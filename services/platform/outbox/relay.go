@@ -230,13 +230,15 @@ var errRowsArrived = errors.New("rows arrived while the relay was going to sleep
 // lock, and so will not notify, to commit; then it claims once more, to take their rows.
 // Found rows, or any failure, and it stays awake and says why (errRowsArrived, or the
 // failure): the caller runs another batch. A lock that does not come within the poll
-// interval (a writer's long transaction) ends as a poll would.
+// interval (a writer's long transaction) ends as a poll would. When another relay of the
+// database sleeps holding the lock, this one sleeps without it: writers notify for that
+// one, and every relay listening wakes.
 func (r *Relay) fallAsleep(ctx context.Context, lock *wakeLock) error {
 	if !r.holdsLock.Load() && !r.cfg.ShareID {
 		return nil // relaying nothing, it has no rows to be woken for
 	}
-	if err := lock.hold(ctx, r.cfg.PollInterval); err != nil {
-		return err
+	if held, err := lock.hold(ctx, r.cfg.PollInterval); err != nil || !held {
+		return err // !held: another relay sleeps holding it, and its wake-ups wake this one too
 	}
 	n, err := r.RunOnce(ctx)
 	if err == nil && n > 0 {
@@ -258,26 +260,33 @@ type wakeLock struct {
 	held   bool
 }
 
-// hold takes the lock, waiting at most wait for the writers that share it.
-func (l *wakeLock) hold(ctx context.Context, wait time.Duration) error {
+// hold takes the lock, waiting at most wait for the writers that share it, and says
+// whether it holds it: not when another relay of the database sleeps holding it (the
+// sleeper lock, TakeSleeperLock), which writers then wake for both.
+func (l *wakeLock) hold(ctx context.Context, wait time.Duration) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	if l.conn == nil {
 		conn, err := pgx.ConnectConfig(ctx, l.config.Copy())
 		if err != nil {
-			return err
+			return false, err
 		}
 		l.conn = conn
 	}
-	if err := store.New(l.conn).HoldWakeLock(ctx); err != nil {
-		l.close() // the lock may have come with the cancellation: the session ends with it
-		return err
+	q := store.New(l.conn)
+	first, err := q.TakeSleeperLock(ctx)
+	if err == nil && first {
+		err = q.HoldWakeLock(ctx)
 	}
-	l.held = true
-	return nil
+	if err != nil {
+		l.close() // the locks may have come with the cancellation: the session ends with them
+		return false, err
+	}
+	l.held = first
+	return first, nil
 }
 
-// release lets the lock go: writers stop notifying while the relay works.
+// release lets both locks go: writers stop notifying while the relay works.
 func (l *wakeLock) release(ctx context.Context) {
 	if !l.held {
 		return

@@ -117,3 +117,38 @@ func connect(t *testing.T, pool *pgxpool.Pool) *pgx.Conn {
 	t.Cleanup(func() { _ = conn.Close(context.Background()) })
 	return conn
 }
+
+// Two relays of one database sleep side by side: one holds the wake lock, the other
+// sleeps without it instead of waiting for it, and a row written then is published by
+// whichever wakes first. Both poll once an hour here.
+func TestTwoRelaysSleepSideBySideAndEitherPublishesTheNextRow(t *testing.T) {
+	pool, amqpURL, tel := setup(t)
+	ctx := t.Context()
+	for _, id := range []string{"relay-a", "relay-b"} {
+		conn := broker.NewConn(amqpURL, id)
+		t.Cleanup(func() { _ = conn.Close() })
+		relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, sut.Topology, 10*time.Second), tel,
+			outbox.Config{ID: id, PollInterval: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- relay.Run(runCtx) }()
+		t.Cleanup(func() { stop(); <-done })
+	}
+	// Both relays are asleep: one took the sleeper lock and then the wake lock, the other
+	// found the sleeper lock taken and sleeps without waiting for the wake lock. Each
+	// relay's last statement on its wake connection says which.
+	asleepAfter := func(query string) int {
+		return testenv.Count(t, pool, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "+
+			"AND state = 'idle' AND query LIKE '%name: "+query+" %'")
+	}
+	testenv.Eventually(t, 30*time.Second, "one relay asleep holding the wake lock, the other asleep without it", func() bool {
+		return asleepAfter("HoldWakeLock") == 1 && asleepAfter("TakeSleeperLock") == 1
+	})
+	writeEvents(t, pool, testenv.ExampleType, "next", 1, 1)
+	testenv.Eventually(t, 30*time.Second, "the row to be published", func() bool {
+		return testenv.Count(t, pool, "SELECT count(*) FROM outbox WHERE state = 'published'") == 1
+	})
+}

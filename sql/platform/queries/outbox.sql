@@ -81,15 +81,23 @@ WHERE id = ANY(sqlc.arg(ids)::uuid[]) AND state = 'pending' AND claim_token = sq
 -- Held by the one process that runs under a relay id, on its LISTEN connection.
 SELECT pg_try_advisory_lock(hashtextextended('outbox relay ' || sqlc.arg(relay_id)::text, 0));
 
+-- name: TakeSleeperLock :one
+-- Taken by a relay about to wait for a wake-up, before the wake lock: only one relay of a
+-- database holds the wake lock while it sleeps. Another finds this taken and sleeps
+-- without it: while the holder sleeps every writer notifies, and every relay listening
+-- hears it; while the holder works, the rows are the holder's to take.
+SELECT pg_try_advisory_lock(hashtextextended('outbox sleeper', 0));
+
 -- name: HoldWakeLock :exec
--- Taken by a relay about to wait for a wake-up, on a connection it keeps until it wakes:
--- from then on every writer notifies (the trigger of 00004_outbox_wake_only_idle_relays).
--- It waits for the writers that hold the lock shared, and so did not notify, to commit.
+-- Taken by the relay that holds the sleeper lock, on the same connection, kept until it
+-- wakes: from then on every writer notifies (the trigger of
+-- 00004_outbox_wake_only_idle_relays). It waits for the writers that hold the lock shared,
+-- and so did not notify, to commit.
 SELECT pg_advisory_lock(hashtextextended('outbox wake', 0));
 
 -- name: ReleaseWakeLock :exec
 -- Released by a relay that woke up: writers stop notifying while it works.
-SELECT pg_advisory_unlock(hashtextextended('outbox wake', 0));
+SELECT pg_advisory_unlock(hashtextextended('outbox wake', 0)), pg_advisory_unlock(hashtextextended('outbox sleeper', 0));
 
 -- name: OutboxStats :one
 SELECT count(*) FILTER (WHERE state = 'pending')::bigint AS pending,

@@ -127,9 +127,10 @@ const holdWakeLock = `-- name: HoldWakeLock :exec
 SELECT pg_advisory_lock(hashtextextended('outbox wake', 0))
 `
 
-// Taken by a relay about to wait for a wake-up, on a connection it keeps until it wakes:
-// from then on every writer notifies (the trigger of 00004_outbox_wake_only_idle_relays).
-// It waits for the writers that hold the lock shared, and so did not notify, to commit.
+// Taken by the relay that holds the sleeper lock, on the same connection, kept until it
+// wakes: from then on every writer notifies (the trigger of
+// 00004_outbox_wake_only_idle_relays). It waits for the writers that hold the lock shared,
+// and so did not notify, to commit.
 func (q *Queries) HoldWakeLock(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, holdWakeLock)
 	return err
@@ -355,13 +356,28 @@ func (q *Queries) ReleaseClaims(ctx context.Context, arg ReleaseClaimsParams) (i
 }
 
 const releaseWakeLock = `-- name: ReleaseWakeLock :exec
-SELECT pg_advisory_unlock(hashtextextended('outbox wake', 0))
+SELECT pg_advisory_unlock(hashtextextended('outbox wake', 0)), pg_advisory_unlock(hashtextextended('outbox sleeper', 0))
 `
 
 // Released by a relay that woke up: writers stop notifying while it works.
 func (q *Queries) ReleaseWakeLock(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, releaseWakeLock)
 	return err
+}
+
+const takeSleeperLock = `-- name: TakeSleeperLock :one
+SELECT pg_try_advisory_lock(hashtextextended('outbox sleeper', 0))
+`
+
+// Taken by a relay about to wait for a wake-up, before the wake lock: only one relay of a
+// database holds the wake lock while it sleeps. Another finds this taken and sleeps
+// without it: while the holder sleeps every writer notifies, and every relay listening
+// hears it; while the holder works, the rows are the holder's to take.
+func (q *Queries) TakeSleeperLock(ctx context.Context) (bool, error) {
+	row := q.db.QueryRow(ctx, takeSleeperLock)
+	var pg_try_advisory_lock bool
+	err := row.Scan(&pg_try_advisory_lock)
+	return pg_try_advisory_lock, err
 }
 
 const tryRelayLock = `-- name: TryRelayLock :one
