@@ -14,7 +14,8 @@ import (
 // The Queue functions put an :exec query on a pgx.Batch instead of running it, so that
 // several go to Postgres in one round trip: tx.SendBatch(ctx, b).Close() then runs them
 // in order and returns the first error. Each sends exactly what the generated method of
-// its name sends, because it calls that method, on pgdb.Queue, a DBTX whose Exec only queues.
+// its name sends, because it calls that method, on pgdb.Queue, a DBTX whose Exec only
+// queues.
 
 // QueueInsertOrder queues InsertOrder on b.
 func QueueInsertOrder(b *pgx.Batch, arg InsertOrderParams) {
