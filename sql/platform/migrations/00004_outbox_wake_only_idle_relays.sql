@@ -9,7 +9,9 @@
 -- holds it until it wakes (outbox.Relay's wait). A writer tries to share it, without ever
 -- waiting: refused, a relay is waiting (or about to), so it notifies; granted, it holds
 -- the lock until it commits, and a relay about to wait first waits for that commit, then
--- claims once more before it sleeps, so it takes this writer's row without a wake-up.
+-- claims once more before it sleeps, so it takes this writer's row without a wake-up. Of
+-- several relays, one sleeps holding the lock (the "outbox sleeper" lock decides which);
+-- the others sleep without it and wake on the same notifications.
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION outbox_notify() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
