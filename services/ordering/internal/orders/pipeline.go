@@ -18,7 +18,7 @@ import (
 )
 
 // The fast form of PlaceOrder: the plain form's statements, in the plain form's order,
-// in two round trips to Postgres instead of five (docs/performance.md, issue 28):
+// in two round trips to Postgres instead of five (docs/performance.md):
 //
 //  1. BEGIN, the key's lock, the key's lookup (idempotency.BeginAndDo).
 //  2. The order, its lines, its history, the key, the outbox row, COMMIT: one batch.

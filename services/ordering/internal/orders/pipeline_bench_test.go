@@ -25,8 +25,8 @@ import (
 //	CI=true go test -run '^$' -bench PlaceOrderPipelinedAgainstPlain -benchtime 2000x ./services/ordering/internal/orders/
 func BenchmarkPlaceOrderPipelinedAgainstPlain(b *testing.B) {
 	ctx := context.Background()
-	// before: the plain form on a pool without pgdb.RegisterTypes, as POST /orders was
-	// before issue 28.
+	// before: the plain form on a pool without pgdb.RegisterTypes, the baseline both
+	// other forms are measured against.
 	fs := append(forms(b, 1), newForm(b, "before", false, false, 1))
 	req := orderOf("ada@example.com", 2)
 	for _, f := range fs { // prepare every statement on each form's connection
