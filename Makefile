@@ -7,8 +7,9 @@ PKGS    := github.com/bookstore-go/bookstore/...
 # test scaffolding and every service, whose tests also start the service binaries built
 # with -race. e2e, deploy and the chaos harness run those same binaries again as whole
 # systems; under -race they would double .ci/run's time for no code the pass has not
-# already watched.
-RACE_PKGS := github.com/bookstore-go/bookstore/services/... github.com/bookstore-go/bookstore/testenv/...
+# already watched. testenv/cluster's own tests are left out too: a minute of servers
+# booted and killed, and its code runs under -race in the cluster e2e test below.
+RACE_PKGS := github.com/bookstore-go/bookstore/services/... github.com/bookstore-go/bookstore/testenv github.com/bookstore-go/bookstore/testenv/httpapitest
 # The one e2e test the race pass runs too: the services' reconnection to surviving broker
 # nodes and to a promoted Postgres standby runs in no other test.
 CLUSTER_E2E := TestOrdersPlacedAcrossABrokerNodeLossAndAPostgresFailoverAreEachEmailedOnce
