@@ -53,9 +53,9 @@ run: services build ## run the whole system natively, the storefront on http://l
 test: services ## run every test against the local Postgres and RabbitMQ
 	go test -count=1 -timeout 20m $(PKGS)
 
-# make test-current: the tests that talk to Postgres and RabbitMQ, against the current
-# releases (Postgres 17, RabbitMQ 4.0) instead of the machine's 15 and 3.10, from a Debian
-# trixie root that deploy/current/servers.sh bootstraps once (outside the repository) and
+# make test-current: the tests that talk to Postgres and RabbitMQ, against the newest
+# releases (Postgres 18, RabbitMQ 4.3) instead of the machine's 15 and 3.10, from a Debian
+# forky root that deploy/current/servers.sh bootstraps once (outside the repository) and
 # runs beside the machine's servers on ports of their own. Left out: what boots the
 # machine's own RabbitMQ 3.10 and Postgres 15 binaries rather than talking to a server
 # (testenv/cluster, e2e's cluster test, deploy's compose-config boot), deploy's tests that
@@ -71,7 +71,7 @@ CURRENT_KNOWN ?=
 CURRENT_SKIP := ^($(CLUSTER_E2E)|TestRabbitMQBootsWithTheComposeConfig$(if $(CURRENT_KNOWN),|$(CURRENT_KNOWN)))$$
 
 .PHONY: test-current
-test-current: ## the server-facing tests against Postgres 17 and RabbitMQ 4.0 run from a Debian trixie root (root; bootstraps it once)
+test-current: ## the server-facing tests against Postgres 18 and RabbitMQ 4.3 run from a Debian forky root (root; bootstraps it once)
 	deploy/current/servers.sh run go test -count=1 -timeout 20m -skip '$(CURRENT_SKIP)' $(CURRENT_PKGS)
 	deploy/current/servers.sh run go test -count=1 -timeout 10m -run '$(CURRENT_DEPLOY)' github.com/bookstore-go/bookstore/deploy
 
@@ -139,7 +139,7 @@ chaos-cluster: services build ## the production topology: three RabbitMQ nodes, 
 CHAOS_CURRENT_REPORTS ?= /var/cache/bookstore/chaos-current-reports
 
 .PHONY: chaos-current
-chaos-current: build ## make chaos on Postgres 17 and RabbitMQ 4.0 from the trixie root (as make test-current; reports in CHAOS_CURRENT_REPORTS)
+chaos-current: build ## make chaos on Postgres 18 and RabbitMQ 4.3 from the forky root (as make test-current; reports in CHAOS_CURRENT_REPORTS)
 	deploy/current/servers.sh run bash -c 'go run ./tools/chaos --postgres "$$TEST_DATABASE_ADMIN_URL" --amqp "$$TEST_AMQP_URL" --rabbitmq-management "$$TEST_RABBITMQ_MANAGEMENT_URL" --reports $(CHAOS_CURRENT_REPORTS) $(CHAOS_FLAGS)'
 
 .PHONY: chaos-compare

@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
-# Postgres 17 and RabbitMQ 4.0 for `make test-current`: the current releases, from a
-# Debian trixie root on this machine, beside (never instead of) the machine's own
+# Postgres 18 and RabbitMQ 4.3 for `make test-current`: the newest releases, from a
+# Debian forky root on this machine, beside (never instead of) the machine's own
 # Postgres 15 and RabbitMQ 3.10, on loopback ports of their own.
 #
-#   servers.sh bootstrap   build the trixie root if it is missing (about three minutes, once)
+#   servers.sh bootstrap   build the forky root if it is missing (about a minute, once)
 #   servers.sh start       bootstrap, then start both servers on fresh data directories
 #   servers.sh env         the TEST_* variables that point the tests at them
 #   servers.sh stop        stop both and remove their data (safe to run any time)
 #   servers.sh run CMD...  start, run CMD with the TEST_* variables, stop whatever happens
 #
-# The root is debootstrap's minbase trixie with rabbitmq-server and postgresql-17, cached
-# outside the repository (BOOKSTORE_TRIXIE_ROOT, default /var/cache/bookstore/trixie). It
+# The root is debootstrap's minbase forky (Debian testing) with rabbitmq-server and
+# postgresql-18, cached outside the repository (BOOKSTORE_CURRENT_ROOT, default
+# /var/cache/bookstore/forky). Debian's debootstrap of bookworm has no script for forky:
+# sid's serves, as it does for every suite after the one debootstrap knows. It
 # is built in ROOT.tmp and renamed into place only when complete, so a bootstrap that was
 # killed leaves no root behind and the next one starts over. Nothing here changes the root
-# but for one empty directory, the data directory's mount point: others may run programs
-# from it too.
+# after that but for one empty directory, the data directory's mount point: others may run
+# programs from it too. RabbitMQ 4.3 does not boot unless its root's /etc/hosts names
+# localhost, so the bootstrap makes sure it does.
 #
 # Both servers run inside it with chroot, as its own postgres and rabbitmq users, sharing
 # the machine's network. They start in a mount namespace of their own, where /proc, /dev,
@@ -39,9 +42,10 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
-ROOT="${BOOKSTORE_TRIXIE_ROOT:-/var/cache/bookstore/trixie}"
+ROOT="${BOOKSTORE_CURRENT_ROOT:-/var/cache/bookstore/forky}"
 DATA="${BOOKSTORE_CURRENT_DATA:-$ROOT-current}"
-MIRROR="${BOOKSTORE_TRIXIE_MIRROR:-http://deb.debian.org/debian}"
+MIRROR="${BOOKSTORE_CURRENT_MIRROR:-http://deb.debian.org/debian}"
+SUITE=forky
 # Loopback ports below the ephemeral range (32768-60999), so no outgoing connection of a
 # test can hold one when a server wants it, and beside the machine's 5432/5672/15672/4369.
 PG_PORT="${CURRENT_PG_PORT:-5433}"
@@ -52,7 +56,7 @@ DIST_PORT="${CURRENT_DIST_PORT:-25673}"
 EPMD_PORT="${CURRENT_EPMD_PORT:-24369}"
 NODE="bookstore-current@localhost"
 
-pg_bin=/usr/lib/postgresql/17/bin
+pg_bin=/usr/lib/postgresql/18/bin
 marker="BOOKSTORE_CURRENT_SERVERS=$DATA" # in the environment of every server process
 
 say() { echo "servers.sh: $*" >&2; }
@@ -81,15 +85,17 @@ bootstrap() {
   if [[ -x $ROOT$pg_bin/postgres && -n $(compgen -G "$ROOT/usr/lib/rabbitmq/lib/rabbitmq_server-*/sbin/rabbitmq-server") ]]; then
     return
   fi
-  [[ ! -e $ROOT ]] || die "$ROOT exists but has no Postgres 17 or RabbitMQ: remove it and run again"
+  [[ ! -e $ROOT ]] || die "$ROOT exists but has no Postgres 18 or RabbitMQ: remove it and run again"
   command -v debootstrap >/dev/null || die "debootstrap is missing: apt-get install debootstrap"
   local tmp="$ROOT.tmp" began=$SECONDS
   rm -rf "$tmp"
   mkdir -p "$(dirname "$ROOT")"
-  say "bootstrapping Debian trixie with Postgres 17 and RabbitMQ into $ROOT (about three minutes, once)"
-  debootstrap --variant=minbase --include=rabbitmq-server,postgresql-17,ca-certificates \
-    trixie "$tmp" "$MIRROR" >"$tmp.log" 2>&1 ||
+  say "bootstrapping Debian $SUITE with Postgres 18 and RabbitMQ into $ROOT (about a minute, once)"
+  debootstrap --variant=minbase --include=rabbitmq-server,postgresql-18,ca-certificates \
+    "$SUITE" "$tmp" "$MIRROR" /usr/share/debootstrap/scripts/sid >"$tmp.log" 2>&1 ||
     die "debootstrap failed; its log: $tmp.log"
+  grep -qE '^127\.0\.0\.1[[:space:]]+(.*[[:space:]])?localhost([[:space:]]|$)' "$tmp/etc/hosts" 2>/dev/null ||
+    printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >>"$tmp/etc/hosts"
   mv "$tmp" "$ROOT"
   rm -f "$tmp.log"
   say "bootstrapped in $((SECONDS - began))s"
@@ -152,7 +158,7 @@ log_line_prefix = '%m [%p] %q%u@%d '
 EOF
   printf 'local all all trust\nhost all all 127.0.0.1/32 trust\n' >"$dir/data/pg_hba.conf"
   in_root postgres "$pg_bin/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 120 start >/dev/null ||
-    die "Postgres 17 did not start: $(tail -20 "$dir/postgres.log")"
+    die "Postgres 18 did not start: $(tail -20 "$dir/postgres.log")"
   in_root postgres "$pg_bin/postgres" --version >"$dir/version"
 }
 
@@ -197,7 +203,7 @@ EOF
     [[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$admin/overview" || true) == 200 ]] && up=1 && break
     sleep 0.5
   done
-  [[ -n $up ]] || die "RabbitMQ 4.0 did not start: $(tail -30 "$dir/server.log")"
+  [[ -n $up ]] || die "RabbitMQ 4.3 did not start: $(tail -30 "$dir/server.log")"
   # guest/guest, an administrator on /, as on the machine's broker: definitions imported at
   # boot keep RabbitMQ from creating it.
   curl -sf -o /dev/null -X PUT -H 'content-type: application/json' \
@@ -245,7 +251,7 @@ stop() {
 
 print_env() {
   cat <<EOF
-BOOKSTORE_TRIXIE_ROOT=$ROOT
+BOOKSTORE_CURRENT_ROOT=$ROOT
 TEST_DATABASE_ADMIN_URL=postgres://postgres@127.0.0.1:$PG_PORT/postgres?sslmode=disable
 TEST_AMQP_URL=amqp://guest:guest@127.0.0.1:$AMQP_PORT/
 TEST_RABBITMQ_MANAGEMENT_URL=http://guest:guest@127.0.0.1:$MANAGEMENT_PORT
