@@ -163,7 +163,7 @@ func (s System) Drain(t testing.TB, amqpURL, queue string, quiet time.Duration) 
 
 func (s System) dial(t testing.TB, amqpURL string) (*amqp.Connection, *amqp.Channel) {
 	t.Helper()
-	conn, err := broker.Dial(context.Background(), amqpURL, amqp.Config{})
+	conn, err := DialAMQP(t, amqpURL)
 	if err != nil {
 		t.Fatalf("dial RabbitMQ: %v", err)
 	}

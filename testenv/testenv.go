@@ -28,7 +28,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 )
@@ -165,7 +164,7 @@ func VHost(t testing.TB) string {
 		t.Fatalf("TEST_AMQP_URL: %v", err)
 	}
 	amqpURL := base.WithVHost(name).String()
-	conn, err := broker.Dial(context.Background(), amqpURL, amqp.Config{})
+	conn, err := DialAMQP(t, amqpURL)
 	if err != nil {
 		Unavailable(t, "RabbitMQ", err)
 	}
@@ -176,7 +175,7 @@ func VHost(t testing.TB) string {
 // QueueDepth returns the number of ready messages in a queue of the vhost at amqpURL.
 func QueueDepth(t testing.TB, amqpURL, queue string) int {
 	t.Helper()
-	conn, err := broker.Dial(context.Background(), amqpURL, amqp.Config{})
+	conn, err := DialAMQP(t, amqpURL)
 	if err != nil {
 		t.Fatalf("queue depth: %v", err)
 	}

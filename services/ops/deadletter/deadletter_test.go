@@ -37,7 +37,7 @@ type rabbit struct {
 func newRabbit(t testing.TB) rabbit {
 	t.Helper()
 	url := testenv.VHost(t)
-	conn, err := amqp.Dial(url)
+	conn, err := testenv.DialAMQP(t, url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func declare(t testing.TB, ch *amqp.Channel, name string, args amqp.Table) {
 // channel opens a channel of its own for the code under test, as its callers do.
 func (r rabbit) channel(t testing.TB) *amqp.Channel {
 	t.Helper()
-	conn, err := amqp.Dial(r.url)
+	conn, err := testenv.DialAMQP(t, r.url)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func BenchmarkConsumerAgainstBareAck(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	raw, err := amqp.Dial(amqpURL)
+	raw, err := testenv.DialAMQP(b, amqpURL)
 	if err != nil {
 		b.Fatal(err)
 	}
