@@ -76,7 +76,7 @@ func TestEveryMalformedEventIsDeadLetteredUnreadAndGoesNoFurther(t *testing.T) {
 	}
 	// A DLQ copy's x-delivery-count does not tell whether its message was requeued before
 	// it was rejected: 0 on RabbitMQ 3.10 and 1 on 4.0 either way
-	// (TestADeadLetteredCopyDoesNotTellItsQueuesDeliveriesOnEitherVersion). That poison
+	// (TestADeadLetteredCopyTellsItsQueuesDeliveriesOnlyOnRabbitMQ43). That poison
 	// goes at its first delivery is the consumer's tests' to show, by its redeliveries.
 	for _, d := range sut.Drain(t, s.AMQPURL, dlq, 100*time.Millisecond) {
 		if _, ok := reasons[d.MessageId]; !ok {

@@ -70,6 +70,12 @@ type Config struct {
 	// serialization failure, a dropped connection) is retried before the message is
 	// requeued (default 3).
 	InPlaceRetries int
+	// MaxFailures is how often one message may fail here before the consumer dead-letters
+	// it itself (default broker.DeliveryLimit+1, one failure per delivery the queue's
+	// limit allows): a second guard behind the broker's count, which acts first wherever
+	// it counts. The count lives in this process only, so with several consumers of a
+	// queue, or after a restart, the broker's limit is the one that holds.
+	MaxFailures    int
 	HandlerTimeout time.Duration // the most one delivery may take, even during shutdown (default 30s)
 	// MaxMessageSize is the largest body the consumer reads, in bytes (default
 	// DefaultMaxMessageSize); a larger message is poison before it is decoded.
@@ -111,6 +117,7 @@ func New(conn *broker.Conn, tel *telemetry.Telemetry, cfg Config, handle Handler
 	cfg.RetryBase = cmp.Or(cfg.RetryBase, 100*time.Millisecond)
 	cfg.RetryMax = cmp.Or(cfg.RetryMax, 10*time.Second)
 	cfg.InPlaceRetries = cmp.Or(cfg.InPlaceRetries, 3)
+	cfg.MaxFailures = cmp.Or(cfg.MaxFailures, broker.DeliveryLimit+1)
 	cfg.HandlerTimeout = cmp.Or(cfg.HandlerTimeout, 30*time.Second)
 	cfg.MaxMessageSize = cmp.Or(cfg.MaxMessageSize, DefaultMaxMessageSize)
 	c := &Consumer{

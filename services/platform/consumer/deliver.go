@@ -110,19 +110,44 @@ func (c *Consumer) deliverOnce(ctx context.Context, d amqp.Delivery) error {
 		span.SetStatus(codes.Error, "handler failed")
 		span.RecordError(err)
 		c.m.failures.Add(hctx, 1, c.attrSet)
-		// The handler failed with its dependencies healthy: this message's own failure,
-		// and one of its deliveries is spent. Hold it for a backoff first, so that a
-		// message failing fast does not cycle through its delivery limit in a hot loop.
-		delay := backoff.Delay(c.cfg.RetryBase, c.cfg.RetryMax, c.fail(d.MessageId))
-		log.WarnContext(hctx, "handler failed, requeueing", "err", err, "delay", delay, "delivery_count", deliveryCount(d))
-		backoff.Sleep(ctx, delay)
-		if err := d.Nack(false, true); err != nil {
-			log.WarnContext(hctx, "nack failed; the broker will redeliver", "err", err)
-		}
+		c.requeue(hctx, ctx, d, err)
 		return nil
 	}
 	c.succeeded(hctx, d, outcome, span)
 	return nil
+}
+
+// requeue returns a delivery whose handler failed with its dependencies healthy to its
+// queue, or dead-letters it past MaxFailures: the message's own failure, which spends one
+// of its deliveries. It holds the delivery for a
+// backoff first, so that a message failing fast does not run through its delivery limit
+// in a hot loop.
+//
+// The return is basic.reject with requeue, never basic.nack: RabbitMQ 4.3 counts a
+// quorum queue's delivery limit on the deliveries that a reject, a closed channel or a
+// lost connection returns, but no longer on those a nack returns, so a message requeued
+// by nack would fail for ever and never reach its dead-letter queue. RabbitMQ 3.10 counts
+// both. In case a broker counts none (a policy's higher limit, another version's rules),
+// the consumer keeps its own count too: past MaxFailures it dead-letters the message
+// itself.
+func (c *Consumer) requeue(hctx, ctx context.Context, d amqp.Delivery, err error) {
+	log := c.log.With("message_id", d.MessageId, "type", d.Type)
+	failures := c.fail(d.MessageId)
+	if failures > c.cfg.MaxFailures {
+		c.forget(d.MessageId)
+		log.ErrorContext(hctx, "handler failed more often than the consumer allows; dead-lettering the message",
+			"err", err, "failures", failures, "delivery_count", deliveryCount(d))
+		if err := d.Reject(false); err != nil {
+			log.WarnContext(hctx, "reject failed; the broker will redeliver", "err", err)
+		}
+		return
+	}
+	delay := backoff.Delay(c.cfg.RetryBase, c.cfg.RetryMax, failures)
+	log.WarnContext(hctx, "handler failed, requeueing", "err", err, "delay", delay, "delivery_count", deliveryCount(d))
+	backoff.Sleep(ctx, delay)
+	if err := d.Reject(true); err != nil {
+		log.WarnContext(hctx, "requeue failed; the broker will redeliver", "err", err)
+	}
 }
 
 // succeeded counts and acks a delivery whose work has committed.

@@ -17,35 +17,38 @@ import (
 	"github.com/bookstore-go/bookstore/testenv"
 )
 
-// The tests of this file run on RabbitMQ 3.10 and 4.0 alike (TEST_AMQP_URL and
+// The tests of this file run on RabbitMQ 3.10 and 4.3 alike (TEST_AMQP_URL and
 // TEST_RABBITMQ_MANAGEMENT_URL choose the broker). The first ones pin down what the
 // broker does that the consumer's guarantees rest on; where the versions differ, a test
 // reads the broker's version and asserts each version's behaviour. The last ones show the
 // guarantees themselves.
 
 // returnWays are the ways a delivery goes back to its queue unsettled: the consumer's own
-// (a requeue after a failure, the close of its channel at an outage or a shutdown) and the
-// others a broker sees (basic.reject with requeue, a connection lost).
+// (basic.reject with requeue after a failure, the close of its channel at an outage or a
+// shutdown) and the others a broker sees (basic.nack with requeue, a connection lost).
+// uncountedSince is the first RabbitMQ release whose delivery limit does not count that
+// way's returns, if any.
 var returnWays = []struct {
-	name string
-	back func(t *testing.T, conn *amqp.Connection, ch *amqp.Channel, d amqp.Delivery)
+	name           string
+	uncountedSince testenv.RabbitMQVersion
+	back           func(t *testing.T, conn *amqp.Connection, ch *amqp.Channel, d amqp.Delivery)
 }{
-	{"basic.nack requeue", func(t *testing.T, _ *amqp.Connection, _ *amqp.Channel, d amqp.Delivery) {
+	{"basic.nack requeue", testenv.RabbitMQVersion{Major: 4, Minor: 3}, func(t *testing.T, _ *amqp.Connection, _ *amqp.Channel, d amqp.Delivery) {
 		if err := d.Nack(false, true); err != nil {
 			t.Fatal(err)
 		}
 	}},
-	{"basic.reject requeue", func(t *testing.T, _ *amqp.Connection, _ *amqp.Channel, d amqp.Delivery) {
+	{"basic.reject requeue", testenv.RabbitMQVersion{}, func(t *testing.T, _ *amqp.Connection, _ *amqp.Channel, d amqp.Delivery) {
 		if err := d.Reject(true); err != nil {
 			t.Fatal(err)
 		}
 	}},
-	{"channel closed", func(t *testing.T, _ *amqp.Connection, ch *amqp.Channel, _ amqp.Delivery) {
+	{"channel closed", testenv.RabbitMQVersion{}, func(t *testing.T, _ *amqp.Connection, ch *amqp.Channel, _ amqp.Delivery) {
 		if err := ch.Close(); err != nil {
 			t.Fatal(err)
 		}
 	}},
-	{"connection closed", func(t *testing.T, conn *amqp.Connection, _ *amqp.Channel, _ amqp.Delivery) {
+	{"connection closed", testenv.RabbitMQVersion{}, func(t *testing.T, conn *amqp.Connection, _ *amqp.Channel, _ amqp.Delivery) {
 		if err := conn.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +60,7 @@ var returnWays = []struct {
 // is not handed straight back to the same consumer.
 func receive(t *testing.T, amqpURL, queue string) (*amqp.Connection, *amqp.Channel, amqp.Delivery) {
 	t.Helper()
-	conn, err := amqp.Dial(amqpURL)
+	conn, err := testenv.DialAMQP(t, amqpURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,29 +89,36 @@ func receive(t *testing.T, amqpURL, queue string) (*amqp.Connection, *amqp.Chann
 }
 
 // Every way a delivery goes back to a quorum queue spends one of the message's
-// deliveries: RabbitMQ counts a requeue after a failure and a channel closed with the
-// message unacked alike, on 3.10 and on 4.0. The consumer builds on both halves: a
-// failure requeued spends exactly one delivery, and an outage, which closes the channel,
-// spends one of each message the consumer held, however long it lasts.
-func TestEveryReturnToTheQueueSpendsOneDeliveryOnEitherVersion(t *testing.T) {
+// deliveries, but for one: RabbitMQ 4.3 no longer counts a basic.nack with requeue
+// (3.10 does). A basic.reject with requeue and a channel closed with the message unacked
+// count on both. The consumer builds on that: a failure goes back by basic.reject and
+// spends exactly one delivery, and an outage, which closes the channel, spends one of
+// each message the consumer held, however long it lasts.
+func TestEveryReturnToTheQueueSpendsOneDeliveryButANackOnRabbitMQ43(t *testing.T) {
 	t.Parallel()
 	version := testenv.RabbitMQ(t)
 	for _, way := range returnWays {
 		t.Run(way.name, func(t *testing.T) {
 			t.Parallel()
+			counted := way.uncountedSince == (testenv.RabbitMQVersion{}) ||
+				!version.AtLeast(way.uncountedSince.Major, way.uncountedSince.Minor)
 			amqpURL := testenv.VHost(t)
 			env, m := message(t, map[string]any{"n": 1})
 			sut.Publish(t, amqpURL, m)
-			for want := range int64(3) {
+			for returns := range int64(3) {
 				conn, ch, d := receive(t, amqpURL, testenv.ExampleQueue)
 				if d.MessageId != env.ID {
 					t.Fatalf("delivery of %s, want %s", d.MessageId, env.ID)
 				}
-				if got := deliveryCount(d); got != want {
-					t.Fatalf("RabbitMQ %s: after %d returns by %s, x-delivery-count = %d, want %d", version, want, way.name, got, want)
+				want := returns
+				if !counted {
+					want = 0
 				}
-				if redelivered := want > 0; d.Redelivered != redelivered {
-					t.Errorf("RabbitMQ %s: after %d returns, redelivered = %v", version, want, d.Redelivered)
+				if got := deliveryCount(d); got != want {
+					t.Fatalf("RabbitMQ %s: after %d returns by %s, x-delivery-count = %d, want %d", version, returns, way.name, got, want)
+				}
+				if redelivered := returns > 0; d.Redelivered != redelivered {
+					t.Errorf("RabbitMQ %s: after %d returns by %s, redelivered = %v", version, returns, way.name, d.Redelivered)
 				}
 				way.back(t, conn, ch, d)
 			}
@@ -212,12 +222,13 @@ func TestAReturnedMessageIsDeliveredAgainBeforeTheMessagesBehindIt(t *testing.T)
 	}
 }
 
-// The copy in a DLQ does not tell how often its message was delivered in its queue, on
-// either version: RabbitMQ 3.10 sets its x-delivery-count afresh in the DLQ (0 at the
-// copy's first basic.get), and 4.0 hands it over with 1 whether the message was rejected
-// at its first delivery or requeued once before. A test that shows poison went to the
-// DLQ at once counts the consumer's redeliveries instead of reading the copy.
-func TestADeadLetteredCopyDoesNotTellItsQueuesDeliveriesOnEitherVersion(t *testing.T) {
+// The copy in a DLQ cannot be trusted to tell how often its message was delivered in its
+// queue: RabbitMQ 3.10 sets its x-delivery-count afresh in the DLQ (0 at the copy's first
+// basic.get), 4.0 hands it over as 1 whether the message was rejected at its first
+// delivery or requeued once before, and 4.3 hands over the queue's count plus the copy's
+// own delivery. A test that shows poison went to the DLQ at once counts the consumer's
+// redeliveries instead of reading the copy.
+func TestADeadLetteredCopyTellsItsQueuesDeliveriesOnlyOnRabbitMQ43(t *testing.T) {
 	t.Parallel()
 	version := testenv.RabbitMQ(t)
 	for _, requeues := range []int64{0, 1} {
@@ -228,7 +239,7 @@ func TestADeadLetteredCopyDoesNotTellItsQueuesDeliveriesOnEitherVersion(t *testi
 			sut.Publish(t, amqpURL, m)
 			for range requeues {
 				_, _, d := receive(t, amqpURL, testenv.ExampleQueue)
-				if err := d.Nack(false, true); err != nil {
+				if err := d.Reject(true); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -246,8 +257,11 @@ func TestADeadLetteredCopyDoesNotTellItsQueuesDeliveriesOnEitherVersion(t *testi
 			if len(dead) != 1 {
 				t.Fatalf("DLQ held %d messages, want 1", len(dead))
 			}
-			want := int64(0)
-			if version.AtLeast(4, 0) {
+			var want int64
+			switch {
+			case version.AtLeast(4, 3):
+				want = requeues + 1
+			case version.AtLeast(4, 0):
 				want = 1
 			}
 			if got := deliveryCount(dead[0]); got != want {
@@ -259,7 +273,7 @@ func TestADeadLetteredCopyDoesNotTellItsQueuesDeliveriesOnEitherVersion(t *testi
 
 // notRedelivered fails the test unless the consumer whose /metrics is at metricsURL was
 // handed no delivery twice: the proof, on either version, that the poison it rejected
-// went to the DLQ at its first delivery (TestADeadLetteredCopyDoesNotTellItsQueuesDeliveriesOnEitherVersion).
+// went to the DLQ at its first delivery (TestADeadLetteredCopyTellsItsQueuesDeliveriesOnlyOnRabbitMQ43).
 func notRedelivered(t *testing.T, metricsURL string) {
 	t.Helper()
 	if got := testenv.Metric(t, metricsURL, "bookstore_consumer_redeliveries_total", `consumer="test"`); got != 0 {
@@ -313,4 +327,43 @@ func TestTheDeliveryLimitCountsEachOfAMessagesOwnFailuresOnce(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, "the message behind it processed", func() bool {
 		return h.count(t, "SELECT count(*) FROM work") == 1
 	})
+}
+
+// A broker that keeps handing back a message the consumer has seen fail more often than
+// its own limit (here the queue allows 50 deliveries, the consumer 3 failures) does not
+// keep it: the consumer dead-letters it itself at the next failure, on either version.
+// This is the guard for a broker that stops counting a way of returning a message, as
+// RabbitMQ 4.3 stopped counting basic.nack.
+func TestAMessageFailingMoreOftenThanTheConsumerAllowsIsDeadLetteredByTheConsumer(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	failing, body := envelope(t, "order-failing", map[string]int{"n": 1})
+	h.runWith(t, func(ctx context.Context, env event.Envelope) (inbox.Outcome, error) {
+		if env.ID != failing.ID {
+			return h.handle(ctx, env)
+		}
+		h.callsMu.Lock()
+		h.calls[env.ID]++
+		h.callsMu.Unlock()
+		return 0, errors.New("the handler fails on this message (simulated)")
+	}, func(cfg *consumer.Config) {
+		cfg.RetryBase, cfg.RetryMax = time.Millisecond, 5*time.Millisecond
+		cfg.MaxFailures = 3
+	})
+	h.publish(t, failing.ID, failing.Type, body)
+
+	testenv.Eventually(t, 30*time.Second, "the failing message dead-lettered", func() bool {
+		return testenv.QueueDepth(t, h.amqpURL, testenv.ExampleQueue+".dlq") == 1
+	})
+	version := testenv.RabbitMQ(t)
+	if calls := h.callsOf(failing.ID); calls != 4 {
+		t.Errorf("RabbitMQ %s: the failing message reached the handler %d times, want 4 (3 failures allowed, the 4th dead-letters)", version, calls)
+	}
+	dead := sut.Drain(t, h.amqpURL, testenv.ExampleQueue+".dlq", 100*time.Millisecond)
+	if len(dead) != 1 || dead[0].MessageId != failing.ID {
+		t.Fatalf("DLQ = %d messages, want %s alone", len(dead), failing.ID)
+	}
+	if reason := dead[0].Headers["x-first-death-reason"]; reason != "rejected" {
+		t.Errorf("dead-lettered for %v, want rejected: by the consumer, not the broker's limit", reason)
+	}
 }
