@@ -38,6 +38,13 @@ type definitions struct {
 	Exchanges        []defExchange           `json:"exchanges"`
 	Queues           []defQueue              `json:"queues"`
 	Bindings         []defBinding            `json:"bindings"`
+	Policies         []defPolicy             `json:"policies"`
+}
+
+// defPolicy is a policy of the file: broker.Policy and its vhost.
+type defPolicy struct {
+	Vhost string `json:"vhost"`
+	broker.Policy
 }
 
 type defUser struct {
@@ -206,6 +213,11 @@ func TestDefinitionsMatchTopology(t *testing.T) {
 	if len(d.Vhosts) != 1 || d.Vhosts[0].Name != "/" {
 		t.Errorf("vhosts %v, want only /", d.Vhosts)
 	}
+	// The dead-letter queues' delivery limit is the policy's, not an argument of theirs.
+	want := defPolicy{Vhost: "/", Policy: broker.DeadLetterPolicy()}
+	if len(d.Policies) != 1 || !reflect.DeepEqual(asJSON(t, d.Policies[0]), asJSON(t, want)) {
+		t.Errorf("policies %+v, want only %+v", d.Policies, want)
+	}
 
 	// One user per service that talks to the broker, plus an administrator; each with
 	// permissions in / only.
@@ -303,8 +315,19 @@ func declareTopology(t testing.TB, amqpURL string) error {
 	return declare(amqpURL, contracts.Topology)
 }
 
-// declare declares topo on a connection of its own to amqpURL.
-func declare(amqpURL string, topo broker.Topology) error { return tryOp(amqpURL, topo.Declare) }
+// declare declares topo on a connection of its own to amqpURL, as a service does.
+func declare(amqpURL string, topo broker.Topology) error {
+	conn, err := amqp.Dial(amqpURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	return topo.Declare(ch, conn.Channel)
+}
 
 // importTopology loads the file's exchanges, queues and bindings into vhost, as the
 // broker of docker compose does at boot.
@@ -443,7 +466,7 @@ func TestDefinitionsPermissions(t *testing.T) {
 						_, err := ch.QueueDeclare(q.DLQ(), true, false, false, false, broker.DLQArgs())
 						return err
 					},
-					"declare " + q.Name + "'s topology": other.Declare,
+					"declare " + q.Name + "'s topology": func(*amqp.Channel) error { return declare(login, other) },
 					"delete " + q.Name: func(ch *amqp.Channel) error {
 						_, err := ch.QueueDelete(q.Name, false, false, false)
 						return err

@@ -172,9 +172,28 @@ func (s System) dial(t testing.TB, amqpURL string) (*amqp.Connection, *amqp.Chan
 		_ = conn.Close()
 		t.Fatalf("open a channel: %v", err)
 	}
-	if err := s.Topology.Declare(ch); err != nil {
+	if err := s.Topology.Declare(ch, conn.Channel); err != nil {
 		_ = conn.Close()
 		t.Fatalf("declare the topology (the test package's testenv.System): %v", err)
 	}
 	return conn, ch
+}
+
+// Declare declares topology on the vhost at amqpURL as a consuming service declares its
+// own (broker.Topology.Declare), on a connection of its own, and fails the test if the
+// broker refuses.
+func Declare(t testing.TB, amqpURL string, topology broker.Topology) {
+	t.Helper()
+	conn, err := DialAMQP(t, amqpURL)
+	if err != nil {
+		t.Fatalf("dial RabbitMQ: %v", err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatalf("open a channel: %v", err)
+	}
+	if err := topology.Declare(ch, conn.Channel); err != nil {
+		t.Fatalf("declare the topology: %v", err)
+	}
 }

@@ -338,7 +338,7 @@ func TestProductionTopology(t *testing.T) {
 func TestProductionBrokerComesFirst(t *testing.T) {
 	prod := build(t, production)
 	first := build(t, productionBroker)
-	topologyKinds := []string{"Exchange", "Queue", "Binding"}
+	topologyKinds := []string{"Policy", "Exchange", "Queue", "Binding"}
 	for _, o := range first.Objects {
 		p, ok := prod.get(o.Kind, o.Name)
 		if !ok {
@@ -381,5 +381,25 @@ func TestProductionBrokerComesFirst(t *testing.T) {
 	apply := step("kubectl apply -k deploy/k8s/" + production)
 	if !(applyBroker < wait && wait < apply) {
 		t.Errorf("docs/kubernetes.md: want the broker applied (at %d), its topology waited for (%d), then the overlay (%d)", applyBroker, wait, apply)
+	}
+}
+
+// The production broker gives its dead-letter queues their delivery limit by the
+// platform's policy (broker.DeadLetterPolicy), in the vhost the queues are in: the
+// queues themselves carry none, so without it RabbitMQ 4's default of 20 would drop a
+// dead letter at its 21st look.
+func TestProductionGivesTheDeadLetterQueuesTheirPolicy(t *testing.T) {
+	want := broker.DeadLetterPolicy()
+	policies := build(t, production).all("Policy")
+	if len(policies) != 1 {
+		t.Fatalf("%s has %d Policy objects, want 1: %s", production, len(policies), want.Name)
+	}
+	spec, _ := dig(policies[0].fields(t), "spec").(map[string]any)
+	got := map[string]any{"name": spec["name"], "vhost": spec["vhost"], "pattern": spec["pattern"],
+		"apply-to": spec["applyTo"], "priority": spec["priority"], "definition": spec["definition"]}
+	wantFields := map[string]any{"name": want.Name, "vhost": "/", "pattern": want.Pattern,
+		"apply-to": want.ApplyTo, "priority": float64(want.Priority), "definition": jsonArgs(t, want.Definition)}
+	if !reflect.DeepEqual(got, wantFields) {
+		t.Errorf("Policy %s:\n got %v\nwant %v", want.Name, got, wantFields)
 	}
 }

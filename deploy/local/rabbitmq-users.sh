@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Gives the local RabbitMQ the service users of deploy/rabbitmq/definitions.json, as
-# docker compose's broker has them: ordering, inventory and notification, each with the
+# Gives the local RabbitMQ the service users and the policies of
+# deploy/rabbitmq/definitions.json, as docker compose's broker has them: ordering, inventory and notification, each with the
 # file's password hash and exactly its permissions and topic permissions on the default
 # vhost "/". The file stays the one source of truth: nothing here names a queue or a
 # permission. `make run` logs each service in as its user (deploy/local/run.sh); the
@@ -9,7 +9,8 @@
 # Safe to run any number of times: each user, permission and topic permission is written
 # (PUT) through the management API, replacing what was there. Nothing else is touched:
 # not guest, which the tests use, not the file's admin user, not the topology, which each
-# service declares itself. Called by deploy/local/services.sh once the API answers.
+# service declares itself. The file's policies are written likewise. Called by
+# deploy/local/services.sh once the API answers.
 #
 #   RABBITMQ_MANAGEMENT_URL  the management API with its credentials
 #                            (default http://guest:guest@localhost:15672)
@@ -73,4 +74,11 @@ for name in SERVICES:
         call("DELETE", path, missing_ok=True)
     for body in want.values():
         put(path, body)
+
+# The file's policies on the vhost (the dead-letter queues' delivery limit), as compose's
+# broker imports them.
+for pol in d.get("policies", []):
+    if pol["vhost"] == VHOST:
+        put(f"/policies/{q(VHOST)}/{q(pol['name'])}",
+            {k: pol[k] for k in ("pattern", "apply-to", "priority", "definition")})
 PY

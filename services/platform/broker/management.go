@@ -56,8 +56,8 @@ func (m Management) Do(ctx context.Context, method, path, body string, out any) 
 	return nil
 }
 
-// CreateVHost creates the virtual host name, if missing, and gives user every permission
-// on it.
+// CreateVHost creates the virtual host name, if missing, as every broker of a system has
+// it: with the DeadLetterPolicy, and with every permission on it for user.
 func (m Management) CreateVHost(ctx context.Context, name, user string) error {
 	vhost := url.PathEscape(name)
 	if err := m.Do(ctx, http.MethodPut, "/api/vhosts/"+vhost, "{}", nil); err != nil {
@@ -66,6 +66,18 @@ func (m Management) CreateVHost(ctx context.Context, name, user string) error {
 	perms := `{"configure":".*","write":".*","read":".*"}`
 	if err := m.Do(ctx, http.MethodPut, "/api/permissions/"+vhost+"/"+url.PathEscape(user), perms, nil); err != nil {
 		return fmt.Errorf("vhost %s permissions for %s: %w", name, user, err)
+	}
+	return m.PutPolicy(ctx, name, DeadLetterPolicy())
+}
+
+// PutPolicy sets p on the virtual host vhost, replacing a policy of the same name.
+func (m Management) PutPolicy(ctx context.Context, vhost string, p Policy) error {
+	body, err := json.Marshal(map[string]any{"pattern": p.Pattern, "apply-to": p.ApplyTo, "priority": p.Priority, "definition": p.Definition})
+	if err != nil {
+		return fmt.Errorf("policy %s: %w", p.Name, err)
+	}
+	if err := m.Do(ctx, http.MethodPut, "/api/policies/"+url.PathEscape(vhost)+"/"+url.PathEscape(p.Name), string(body), nil); err != nil {
+		return fmt.Errorf("vhost %s policy %s: %w", vhost, p.Name, err)
 	}
 	return nil
 }

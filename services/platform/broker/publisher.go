@@ -317,7 +317,7 @@ func (p *Publisher) channel(ctx context.Context) (*amqp.Channel, error) {
 	// first publish would otherwise fail on a missing exchange. A queue missing too is
 	// redeclared by its consumer when it reconnects; until then its events wait
 	// (ErrMissingQueue), and the caller publishes them later.
-	if err := p.topology.Subset().Declare(ch); err != nil {
+	if err := p.topology.Subset().Declare(ch, nil); err != nil {
 		closeAsync(ch)
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -63,19 +64,48 @@ func (t Topology) QueueArgs(q Queue) amqp.Table {
 	}
 }
 
-// DeadLetterDeliveryLimit is each dead-letter queue's x-delivery-limit: so high that no
+// DeadLetterDeliveryLimit is each dead-letter queue's delivery limit: so high that no
 // operator reaches it. A dead letter waits in its DLQ until someone replays it, and every
 // look (`dlq list`, a replay that stops part-way) returns it to the DLQ, which the broker
-// counts as a delivery. RabbitMQ 4 gives a quorum queue without a limit a default of 20,
-// and a DLQ has no dead-letter target of its own: the 21st look would drop the message.
-// RabbitMQ 3.10 has no default, and reads the -1 that means "no limit" to 4 as a limit
-// below every count, dropping a message at its first return; a high limit means the same
-// on both.
+// may count as a delivery. RabbitMQ 4 gives a quorum queue without a limit a default of
+// 20, and a DLQ has no dead-letter target of its own: the 21st look would drop the
+// message. RabbitMQ 3.10 has no default, and reads the -1 that means "no limit" to 4 as a
+// limit below every count, dropping a message at its first return; a high limit means the
+// same on both.
 const DeadLetterDeliveryLimit = 1_000_000
 
-// DLQArgs are the arguments of every dead-letter queue.
+// DLQArgs are the arguments of every dead-letter queue: a quorum queue, and nothing that
+// could change. Its delivery limit comes from the DeadLetterPolicy instead: a queue's
+// arguments are fixed when it is first declared, and declaring it again with others is
+// refused (PRECONDITION_FAILED), so a limit added as an argument would keep every service
+// from starting on a broker whose DLQs were declared before it. A policy applies to
+// queues that exist, and can be changed.
 func DLQArgs() amqp.Table {
-	return amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": DeadLetterDeliveryLimit}
+	return amqp.Table{"x-queue-type": "quorum"}
+}
+
+// Policy is a RabbitMQ policy as its management API, the definitions file and the
+// Messaging Topology Operator's Policy object spell it.
+type Policy struct {
+	Name       string         `json:"name"`
+	Pattern    string         `json:"pattern"`  // the names of the queues it applies to, a regular expression
+	ApplyTo    string         `json:"apply-to"` // "queues"
+	Priority   int            `json:"priority"` // of the policies whose pattern matches a queue, the highest applies, alone
+	Definition map[string]any `json:"definition"`
+}
+
+// DeadLetterPolicy is the policy every broker of a system gives its dead-letter queues:
+// DeadLetterDeliveryLimit. Whoever provisions the broker sets it on each virtual host
+// (the definitions file, the production Policy object, the tests' virtual hosts); the
+// services, which may not manage policies, do not. Its priority is below every policy an
+// operator is likely to put on a work queue, and its pattern matches only DLQs.
+func DeadLetterPolicy() Policy {
+	return Policy{
+		Name:       "dead-letter-queues",
+		Pattern:    `\.dlq$`,
+		ApplyTo:    "queues",
+		Definition: map[string]any{"delivery-limit": DeadLetterDeliveryLimit},
+	}
 }
 
 // Declare declares the exchanges, queues, dead-letter queues and bindings of t.
@@ -86,7 +116,13 @@ func DLQArgs() amqp.Table {
 // (Publisher). RabbitMQ's permission checks: declaring an exchange or queue needs
 // configure on it, and a queue with an x-dead-letter-exchange also read on the queue and
 // write on that exchange; a binding needs write on the queue and read on the exchange.
-func (t Topology) Declare(ch *amqp.Channel) error {
+//
+// The declarations go on ch. A dead-letter queue that exists already is left as it was
+// declared, whatever its arguments: an earlier release declared them with others
+// (DLQArgs). Asking whether a queue exists closes the channel that asks when it does
+// not, so open gives Declare a channel of its own for each such question, which it
+// closes; open may be nil when t has no queues.
+func (t Topology) Declare(ch *amqp.Channel, open func() (*amqp.Channel, error)) error {
 	if t.Exchange == "" || t.DeadLetterExchange == "" {
 		return fmt.Errorf("declare topology: no exchange named (exchange %q, dead-letter exchange %q)", t.Exchange, t.DeadLetterExchange)
 	}
@@ -97,8 +133,8 @@ func (t Topology) Declare(ch *amqp.Channel) error {
 		return fmt.Errorf("declare exchange %s: %w", t.DeadLetterExchange, err)
 	}
 	for _, q := range t.Queues {
-		if _, err := ch.QueueDeclare(q.DLQ(), true, false, false, false, DLQArgs()); err != nil {
-			return fmt.Errorf("declare queue %s: %w", q.DLQ(), err)
+		if err := declareDLQ(ch, open, q.DLQ()); err != nil {
+			return err
 		}
 		if err := ch.QueueBind(q.DLQ(), q.Name, t.DeadLetterExchange, false, nil); err != nil {
 			return fmt.Errorf("bind %s: %w", q.DLQ(), err)
@@ -111,6 +147,28 @@ func (t Topology) Declare(ch *amqp.Channel) error {
 				return fmt.Errorf("bind %s to %s: %w", q.Name, key, err)
 			}
 		}
+	}
+	return nil
+}
+
+// declareDLQ declares the dead-letter queue name on ch unless it exists, which it asks
+// on a channel from open.
+func declareDLQ(ch *amqp.Channel, open func() (*amqp.Channel, error), name string) error {
+	probe, err := open()
+	if err != nil {
+		return fmt.Errorf("declare queue %s: %w", name, err)
+	}
+	_, err = probe.QueueDeclarePassive(name, true, false, false, false, nil)
+	_ = probe.Close()
+	var amqpErr *amqp.Error
+	switch {
+	case err == nil:
+		return nil
+	case !errors.As(err, &amqpErr) || amqpErr.Code != amqp.NotFound:
+		return fmt.Errorf("declare queue %s: %w", name, err)
+	}
+	if _, err := ch.QueueDeclare(name, true, false, false, false, DLQArgs()); err != nil {
+		return fmt.Errorf("declare queue %s: %w", name, err)
 	}
 	return nil
 }

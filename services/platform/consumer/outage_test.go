@@ -93,9 +93,7 @@ func TestConsumerResubscribesAfterItsQueueIsDeletedAndDeclaredAgain(t *testing.T
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 5*time.Second, "consumer reports it is not consuming", func() bool { return c.Ready(context.Background()) != nil })
-	if err := sut.Topology.Declare(h.ch); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Declare(t, h.amqpURL, sut.Topology)
 	testenv.Eventually(t, 15*time.Second, "consumer consuming again", func() bool { return c.Ready(context.Background()) == nil })
 
 	env, body := envelope(t, "order-1", map[string]int{"n": 1})

@@ -77,7 +77,7 @@ func (c *Consumer) consume(ctx context.Context) error {
 		return err
 	}
 	defer ch.Close()
-	if err := c.cfg.Topology.Declare(ch); err != nil {
+	if err := c.cfg.Topology.Declare(ch, func() (*amqp.Channel, error) { return c.conn.Channel(ctx) }); err != nil {
 		return err
 	}
 	if err := ch.Qos(c.cfg.Prefetch, 0, false); err != nil {

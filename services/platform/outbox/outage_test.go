@@ -145,9 +145,7 @@ const afterPublish = "relay/after-publish"
 // can come between.
 func holdAfterPublish(t *testing.T, amqpURL string) {
 	t.Helper()
-	if err := sut.Topology.Declare(sut.Channel(t, amqpURL)); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Declare(t, amqpURL, sut.Topology)
 	names := []string{afterPublish}
 	if err := failpoint.Configure(afterPublish+"=delay(3s)", names); err != nil {
 		t.Fatal(err)

@@ -43,9 +43,7 @@ func runRelay(t *testing.T, relay *outbox.Relay) {
 // both consumers get every event.
 func TestAnEventWaitsUntilEveryQueueBoundToItsTypeExists(t *testing.T) {
 	pool, amqpURL, tel := setup(t)
-	if err := twoQueues.Subset("example.first").Declare(sut.Channel(t, amqpURL)); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Declare(t, amqpURL, twoQueues.Subset("example.first"))
 	const events = 4
 	writeEvents(t, pool, testenv.ExampleType, "bound", events, 1)
 	conn := broker.NewConn(amqpURL, "relay")
@@ -67,9 +65,7 @@ func TestAnEventWaitsUntilEveryQueueBoundToItsTypeExists(t *testing.T) {
 		t.Errorf("Ready = %v, want the missing queue named", err)
 	}
 
-	if err := twoQueues.Subset("example.second").Declare(sut.Channel(t, amqpURL)); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Declare(t, amqpURL, twoQueues.Subset("example.second"))
 	testenv.Eventually(t, 10*time.Second, "every row published once both queues exist", func() bool {
 		return testenv.Count(t, pool, "SELECT count(*) FROM outbox WHERE state = 'published' AND attempts = 0") == events
 	})
@@ -90,17 +86,12 @@ func TestAnEventWaitsUntilEveryQueueBoundToItsTypeExists(t *testing.T) {
 // makes the bindings it relies on before each batch, so both queues get every event.
 func TestAnEventReachesAQueueThatExistsButWasLeftUnbound(t *testing.T) {
 	pool, amqpURL, tel := setup(t)
-	ch := sut.Channel(t, amqpURL)
-	if err := twoQueues.Subset("example.first").Declare(ch); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Declare(t, amqpURL, twoQueues.Subset("example.first"))
 	// example.second as its consumer leaves it when killed after its queue.declare and
 	// before its queue.bind: dead-letter queue and queue there, the event type unbound.
 	second := twoQueues.Subset("example.second")
 	second.Queues[0].Bindings = nil
-	if err := second.Declare(ch); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Declare(t, amqpURL, second)
 	const events = 4
 	writeEvents(t, pool, testenv.ExampleType, "unbound", events, 1)
 	conn := broker.NewConn(amqpURL, "relay")
@@ -131,9 +122,7 @@ const twinAfterPublish = "twin/after-publish"
 // and says so in its readiness, and every event is published once.
 func TestASecondProcessUnderALiveRelaysIDRelaysNothing(t *testing.T) {
 	pool, amqpURL, tel := setup(t)
-	if err := sut.Topology.Declare(sut.Channel(t, amqpURL)); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Declare(t, amqpURL, sut.Topology)
 	names := []string{twinAfterPublish}
 	if err := failpoint.Configure(twinAfterPublish+"=delay(3s)", names); err != nil {
 		t.Fatal(err)

@@ -54,7 +54,7 @@ func BenchmarkConsumerAgainstBareAck(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := contracts.Topology.Declare(ch); err != nil {
+	if err := contracts.Topology.Declare(ch, raw.Channel); err != nil {
 		b.Fatal(err)
 	}
 	const bare = "bench.bare"

@@ -80,9 +80,7 @@ func TestEventsWaitingTogetherAreEmailedAsABatchOnceEach(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	p := w.startProvider(t)
-	if err := contracts.Topology.Declare(sut.Channel(t, w.amqpURL)); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Declare(t, w.amqpURL, contracts.Topology)
 	const orders = 40
 	ids := make([]uuid.UUID, orders)
 	envs := make([]event.Envelope, 0, orders+1)
@@ -116,9 +114,7 @@ func TestABatchWithARefusedSendCompletesEveryOtherEmailWithoutReconciling(t *tes
 	t.Parallel()
 	w := newWorld(t)
 	p := w.startProvider(t)
-	if err := contracts.Topology.Declare(sut.Channel(t, w.amqpURL)); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Declare(t, w.amqpURL, contracts.Topology)
 	const orders, refused = 20, 8
 	ids := make([]uuid.UUID, orders)
 	envs := make([]event.Envelope, orders)

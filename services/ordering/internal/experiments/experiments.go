@@ -113,7 +113,7 @@ func (l *Lab) reset(ctx context.Context) error {
 		return fmt.Errorf("reset: %w", err)
 	}
 	defer ch.Close()
-	if err := contracts.InventoryTopology.Declare(ch); err != nil {
+	if err := contracts.InventoryTopology.Declare(ch, func() (*amqp.Channel, error) { return conn.Channel(ctx) }); err != nil {
 		return fmt.Errorf("reset: %w", err)
 	}
 	if _, err := ch.QueuePurge(contracts.QueueInventoryOrderPlaced, false); err != nil {

@@ -466,7 +466,7 @@ func (m *Messages) declareUnbound(queue string) error {
 	if err != nil {
 		return err
 	}
-	if err := t.Declare(ch); err != nil {
+	if err := t.Declare(ch, m.conn.Channel); err != nil {
 		m.ch = nil // a failed declare closes the channel
 		return err
 	}
