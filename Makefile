@@ -63,7 +63,7 @@ test: services ## run every test against the local Postgres and RabbitMQ
 # covers. docs/testing.md
 CURRENT_PKGS := $(addprefix github.com/bookstore-go/bookstore/,services/... testenv testenv/httpapitest e2e)
 # deploy's tests that meet a server: the rest read files, the same on any release.
-CURRENT_DEPLOY := ^(TestRabbitMQ40BootsWithTheComposeConfig|TestPostgres17RunsTheComposeInitScript|TestDefinitionsOnBroker|TestPostgresInitScript)$$
+CURRENT_DEPLOY := ^(TestRabbitMQ43BootsWithTheComposeConfig|TestPostgres18RunsTheComposeInitScript|TestDefinitionsOnBroker|TestPostgresInitScript)$$
 # Tests known to fail on the current releases, skipped there (none: each difference the
 # tests meet is handled on both versions, docs/idempotent-consumer.md). CURRENT_KNOWN='A|B'
 # skips more while one is being worked on.

@@ -10,13 +10,13 @@ import (
 	"github.com/bookstore-go/bookstore/testenv"
 )
 
-// currentRootEnv names the Debian trixie root that holds the server versions compose and
-// Kubernetes run (RabbitMQ 4.0, Postgres 17), where this machine's own are 3.10 and 15.
+// currentRootEnv names the Debian forky root that holds the server versions compose and
+// Kubernetes run (RabbitMQ 4.3, Postgres 18), where this machine's own are 3.10 and 15.
 // `make test-current` builds the root and sets the variable.
-const currentRootEnv = "BOOKSTORE_TRIXIE_ROOT"
+const currentRootEnv = "BOOKSTORE_CURRENT_ROOT"
 
 // defaultCurrentRoot is where the root is when currentRootEnv is not set.
-const defaultCurrentRoot = "/var/cache/bookstore/trixie"
+const defaultCurrentRoot = "/var/cache/bookstore/forky"
 
 // currentRoot returns the Debian root a test runs the current servers from, chrooted, with
 // want (a path inside the root) present in it. A run that named the root (currentRootEnv
@@ -45,7 +45,7 @@ func currentRoot(t testing.TB, want string) string {
 		t.Skipf("%s unavailable (%v); `make test-current` builds the root and names it in %s", what, err, currentRootEnv)
 	}
 	if _, err := os.Stat(filepath.Join(root, want)); err != nil {
-		missing("the Debian trixie root "+root+" with "+want, err)
+		missing("the Debian forky root "+root+" with "+want, err)
 	}
 	if os.Geteuid() != 0 {
 		missing("chroot into "+root, os.ErrPermission)

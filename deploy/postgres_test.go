@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
@@ -24,14 +25,14 @@ import (
 // composePostgres is the form of compose's Postgres image: postgres:<major>.<minor>-<debian>.
 var composePostgres = regexp.MustCompile(`^postgres:(\d+)\.(\d+)-([a-z]+)$`)
 
-// TestPostgres17RunsTheComposeInitScript initialises an empty Postgres of compose's
-// version (17, from the Debian trixie root) as the postgres image's entrypoint does on an
+// TestPostgres18RunsTheComposeInitScript initialises an empty Postgres of compose's
+// version (18, from the Debian forky root) as the postgres image's entrypoint does on an
 // empty volume: initdb with the superuser's password, passwords (scram-sha-256) over TCP,
 // then every file of deploy/postgres/init through psql with ON_ERROR_STOP on a server
 // reached by its socket. Then each role logs in over TCP with its compose password to its
 // own database and to no other, and each service starts as compose starts it
 // (pgdb.Ensure finds its database there) and creates a table.
-func TestPostgres17RunsTheComposeInitScript(t *testing.T) {
+func TestPostgres18RunsTheComposeInitScript(t *testing.T) {
 	t.Parallel()
 	img := loadCompose(t, nil, composeFile).Services["postgres"].Image
 	v := composePostgres.FindStringSubmatch(img)
@@ -192,6 +193,53 @@ func TestPostgres17RunsTheComposeInitScript(t *testing.T) {
 		if strings.Contains(line, "WARNING") {
 			t.Errorf("Postgres %s.%s warns: %s", have[1], have[2], line)
 		}
+	}
+}
+
+// postgresVolume is where the postgres image of a major version declares its VOLUME, the
+// directory its PGDATA is in or below: /var/lib/postgresql/data up to 17; from 18 on
+// /var/lib/postgresql, with PGDATA /var/lib/postgresql/<major>/docker below it
+// (docker-library/postgres#1259).
+func postgresVolume(major int) string {
+	if major < 18 {
+		return "/var/lib/postgresql/data"
+	}
+	return "/var/lib/postgresql"
+}
+
+// Compose's named volume holds the database of compose's Postgres image: it is mounted
+// where the image of that major version keeps its data, and PGDATA is left at the
+// image's default. A volume at the pre-18 /var/lib/postgresql/data on an 18 image does
+// not hold the database: the 18 entrypoint refuses to start with anything mounted there
+// ("unused mount/volume"), and with PGDATA moved into it instead, a future major's
+// pg_upgrade --link would cross a mount point.
+func TestComposePostgresVolumeHoldsTheDatabase(t *testing.T) {
+	t.Parallel()
+	s := loadCompose(t, nil, composeFile).Services["postgres"]
+	v := composePostgres.FindStringSubmatch(s.Image)
+	if v == nil {
+		t.Fatalf("compose's Postgres image %q is not postgres:<major>.<minor>-<debian>", s.Image)
+	}
+	major, _ := strconv.Atoi(v[1])
+	volume := postgresVolume(major)
+	if pgdata, ok := s.Environment["PGDATA"]; ok {
+		t.Errorf("compose sets PGDATA=%v: leave it at the image's default, inside the volume", pgdata)
+	}
+	var named []string
+	for _, m := range s.Volumes {
+		if m.Type != types.VolumeTypeVolume {
+			continue
+		}
+		named = append(named, m.Source+":"+m.Target)
+		if m.Target != volume {
+			t.Errorf("compose mounts volume %s at %s: Postgres %d keeps its data in %s", m.Source, m.Target, major, volume)
+		}
+		if !strings.Contains(m.Source, "postgres"+v[1]) {
+			t.Errorf("compose's Postgres volume %s is not named for major version %s: an older major's volume would be mounted into %s", m.Source, v[1], s.Image)
+		}
+	}
+	if len(named) != 1 {
+		t.Errorf("compose's Postgres mounts named volumes %v, want one, at %s", named, volume)
 	}
 }
 

@@ -264,6 +264,7 @@ type compose struct {
 		Environment     map[string]string `json:"environment"`
 		MemLimit        string            `json:"mem_limit"`
 		StopGracePeriod string            `json:"stop_grace_period"`
+		Volumes         []string          `json:"volumes"` // short syntax: source:target[:mode]
 		Build           struct {
 			Target string            `json:"target"`
 			Args   map[string]string `json:"args"`

@@ -2,7 +2,10 @@ package k8s
 
 import (
 	"regexp"
+	"strings"
 	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
 )
 
 // composePostgresImage is the form of compose's Postgres image: postgres:<major>.<minor>
@@ -46,6 +49,60 @@ func TestProductionRunsComposesServerVersions(t *testing.T) {
 			t.Errorf("Cluster %s: imageName %q is not ghcr.io/cloudnative-pg/postgresql:<major>.<minor>-<minimal|standard>-<debian>", o.Name, img)
 		case m[1] != pg[1] || m[3] != pg[2]:
 			t.Errorf("Cluster %s runs Postgres %s on %s, compose %s on %s", o.Name, m[1], m[3], pg[1], pg[2])
+		}
+	}
+}
+
+// The local overlay keeps the servers' data as compose does: each StatefulSet's claim is
+// named as compose's volume (for the major version or series that wrote it, so a claim
+// an older version wrote is never mounted into the new one) and mounted where compose
+// mounts it, and neither sets PGDATA. Compose's mount is the image's own data volume
+// (deploy's TestComposePostgresVolumeHoldsTheDatabase): from Postgres 18 on
+// /var/lib/postgresql, whose entrypoint refuses a volume at the old /var/lib/postgresql/data.
+func TestLocalKeepsTheServersDataWhereComposeDoes(t *testing.T) {
+	c := loadCompose(t)
+	b := build(t, local)
+	for _, name := range []string{"postgres", "rabbitmq"} {
+		want := map[string]string{} // volume -> target
+		for _, v := range c.Services[name].Volumes {
+			parts := strings.Split(v, ":")
+			if len(parts) >= 2 && !strings.HasPrefix(parts[0], ".") && !strings.HasPrefix(parts[0], "/") {
+				want[parts[0]] = parts[1]
+			}
+		}
+		if len(want) != 1 {
+			t.Errorf("compose's %s mounts named volumes %v, want one", name, want)
+			continue
+		}
+		o, ok := b.get("StatefulSet", name)
+		if !ok {
+			t.Errorf("the local overlay has no StatefulSet %s", name)
+			continue
+		}
+		ss := o.Typed.(*appsv1.StatefulSet)
+		claims := map[string]bool{}
+		for _, pvc := range ss.Spec.VolumeClaimTemplates {
+			claims[pvc.Name] = true
+		}
+		have := map[string]string{}
+		container := ss.Spec.Template.Spec.Containers[0]
+		for _, m := range container.VolumeMounts {
+			if claims[m.Name] {
+				have[m.Name] = m.MountPath
+			}
+		}
+		for volume, target := range want {
+			if have[volume] != target {
+				t.Errorf("StatefulSet %s mounts claims %v, compose volume %s at %s", name, have, volume, target)
+			}
+		}
+		if len(have) != len(want) {
+			t.Errorf("StatefulSet %s mounts claims %v, compose %v", name, have, want)
+		}
+		for _, e := range container.Env {
+			if e.Name == "PGDATA" {
+				t.Errorf("StatefulSet %s sets PGDATA=%s: leave it at the image's default, inside the claim", name, e.Value)
+			}
 		}
 	}
 }
