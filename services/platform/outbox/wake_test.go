@@ -232,13 +232,13 @@ func TestAnEventUnblockedByOneRelayWhileAnotherSleepsIsPublishedWithoutAWakeUp(t
 
 	write(1)
 	startRelay("relay-m")
+	t.Cleanup(releaseMarks) // before relay-m stops, should the test end early
 	testenv.Eventually(t, 30*time.Second, "relay-m to publish the first event and wait to mark it", func() bool {
 		return count("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "+
 			"AND ((classid::bigint << 32) | objid::bigint) = hashtextextended('test mark', 0)") == 1
 	})
 	write(2)
 	startRelay("relay-s")
-	t.Cleanup(releaseMarks) // before the relays stop, should the test end early
 	// S's wake connection is idle after HoldWakeLock, and a claim that began after it
 	// is over: its last claim before it sleeps.
 	testenv.Eventually(t, 30*time.Second, "relay-s asleep holding the wake lock after its last claim", func() bool {
