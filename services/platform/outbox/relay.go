@@ -206,7 +206,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			continue // more may be waiting: do not sleep on a backlog
 		}
 		failures = 0
-		if err := r.fallAsleep(ctx, lock); err != nil {
+		if err := r.fallAsleep(ctx, lock, n > 0); err != nil {
 			continue // the next RunOnce meets the failure, or takes the rows that arrived
 		}
 		select {
@@ -232,12 +232,16 @@ var errRowsArrived = errors.New("rows arrived while the relay was going to sleep
 // failure): the caller runs another batch. A lock that does not come within the poll
 // interval (a writer's long transaction) ends as a poll would. When another relay of the
 // database sleeps holding the lock, this one sleeps without it: writers notify for that
-// one, and every relay listening wakes.
-func (r *Relay) fallAsleep(ctx context.Context, lock *wakeLock) error {
+// one, and every relay listening wakes. Unless its last batch had rows (marked): then it
+// claims once more all the same, because marking a row makes its aggregate's next row
+// claimable, the sleeper's last claim may have found that row still waiting, and no
+// writer notifies for it.
+func (r *Relay) fallAsleep(ctx context.Context, lock *wakeLock, marked bool) error {
 	if !r.holdsLock.Load() && !r.cfg.ShareID {
 		return nil // relaying nothing, it has no rows to be woken for
 	}
-	if held, err := lock.hold(ctx, r.cfg.PollInterval); err != nil || !held {
+	held, err := lock.hold(ctx, r.cfg.PollInterval)
+	if err != nil || (!held && !marked) {
 		return err // !held: another relay sleeps holding it, and its wake-ups wake this one too
 	}
 	n, err := r.RunOnce(ctx)

@@ -107,6 +107,22 @@ func TestARowCommittedWhileTheRelayFallsAsleepIsPublishedWithoutAWakeUp(t *testi
 	})
 }
 
+// idleAfter counts the connections to db's database that are idle after the generated
+// query called name (sql/platform/queries). The name is an argument, not part of the
+// probe's text, so a connection idle after the probe is never counted.
+func idleAfter(t *testing.T, db interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, name string) int {
+	t.Helper()
+	var n int
+	err := db.QueryRow(t.Context(), "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "+
+		"AND state = 'idle' AND query LIKE '-- name: ' || $1 || ' %'", name).Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // connect opens a connection of its own to pool's database, closed when the test ends.
 func connect(t *testing.T, pool *pgxpool.Pool) *pgx.Conn {
 	t.Helper()
@@ -139,16 +155,103 @@ func TestTwoRelaysSleepSideBySideAndEitherPublishesTheNextRow(t *testing.T) {
 	}
 	// Both relays are asleep: one took the sleeper lock and then the wake lock, the other
 	// found the sleeper lock taken and sleeps without waiting for the wake lock. Each
-	// relay's last statement on its wake connection says which.
-	asleepAfter := func(query string) int {
-		return testenv.Count(t, pool, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "+
-			"AND state = 'idle' AND query LIKE '%name: "+query+" %'")
-	}
+	// relay's last statement on its wake connection says which. A connection idle after
+	// the probe must not count: the pool hands the probe whichever connection is free and
+	// leaves the others idle after what they ran last, a probe too.
+	idleAfter(t, connect(t, pool), "TakeSleeperLock")
 	testenv.Eventually(t, 30*time.Second, "one relay asleep holding the wake lock, the other asleep without it", func() bool {
-		return asleepAfter("HoldWakeLock") == 1 && asleepAfter("TakeSleeperLock") == 1
+		return idleAfter(t, pool, "HoldWakeLock") == 1 && idleAfter(t, pool, "TakeSleeperLock") == 1
 	})
 	writeEvents(t, pool, testenv.ExampleType, "next", 1, 1)
 	testenv.Eventually(t, 30*time.Second, "the row to be published", func() bool {
 		return testenv.Count(t, pool, "SELECT count(*) FROM outbox WHERE state = 'published'") == 1
+	})
+}
+
+// Relay M has an order's first event in flight (published, not yet marked) when the
+// order's second event commits; no relay sleeps, so the writer does not notify. Relay S
+// falls asleep holding the wake lock: its last claim finds the second event behind the
+// first. Then M marks the first and falls asleep without the sleeper lock. No writer
+// notifies any more and both relays poll once an hour: only a claim made after M's mark
+// can publish the second event in time.
+func TestAnEventUnblockedByOneRelayWhileAnotherSleepsIsPublishedWithoutAWakeUp(t *testing.T) {
+	pool, amqpURL, tel := setup(t)
+	ctx := t.Context()
+	// The test's hook between publish and mark: a mark waits for an advisory lock the
+	// test holds, so M stops there until S is asleep.
+	hook := connect(t, pool)
+	for _, sql := range []string{
+		`CREATE FUNCTION hold_mark() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			PERFORM pg_advisory_xact_lock_shared(hashtextextended('test mark', 0));
+			RETURN NEW;
+		END $$`,
+		`CREATE TRIGGER hold_mark BEFORE UPDATE OF state ON outbox FOR EACH ROW
+		WHEN (NEW.state = 'published') EXECUTE FUNCTION hold_mark()`,
+		`SELECT pg_advisory_lock(hashtextextended('test mark', 0))`,
+	} {
+		if _, err := hook.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	releaseMarks := func() {
+		if _, err := hook.Exec(context.Background(), "SELECT pg_advisory_unlock_all()"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startRelay := func(id string) {
+		conn := broker.NewConn(amqpURL, id)
+		t.Cleanup(func() { _ = conn.Close() })
+		relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, sut.Topology, 10*time.Second), tel,
+			outbox.Config{ID: id, PollInterval: time.Hour, CleanupInterval: time.Hour, Lease: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runRelay(t, relay)
+	}
+	write := func(sequence int64) {
+		t.Helper()
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			_, err := outbox.Write(ctx, tx, outbox.Event{Source: "bookstore/test", Type: testenv.ExampleType,
+				AggregateType: "order", AggregateID: "blocked", Sequence: sequence, Data: map[string]int64{"n": sequence}})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	probe := connect(t, pool) // not the relays' pool: a probe there would change what they ran last
+	count := func(sql string) int {
+		t.Helper()
+		var n int
+		if err := probe.QueryRow(ctx, sql).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	write(1)
+	startRelay("relay-m")
+	t.Cleanup(releaseMarks) // before relay-m stops, should the test end early
+	testenv.Eventually(t, 30*time.Second, "relay-m to publish the first event and wait to mark it", func() bool {
+		return count("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "+
+			"AND ((classid::bigint << 32) | objid::bigint) = hashtextextended('test mark', 0)") == 1
+	})
+	write(2)
+	startRelay("relay-s")
+	// S's wake connection is idle after HoldWakeLock, and a claim that began after it
+	// is over: its last claim before it sleeps.
+	testenv.Eventually(t, 30*time.Second, "relay-s asleep holding the wake lock after its last claim", func() bool {
+		return count("SELECT count(*) FROM pg_stat_activity w, pg_stat_activity c "+
+			"WHERE w.datname = current_database() AND c.datname = current_database() "+
+			"AND w.state = 'idle' AND w.query LIKE '-- name: HoldWakeLock %' "+
+			"AND c.state = 'idle' AND c.query LIKE '-- name: ClaimOutbox %' AND c.query_start > w.state_change") == 1
+	})
+	if n := count("SELECT count(*) FROM outbox WHERE state = 'published'"); n != 0 {
+		t.Fatalf("%d events published before relay-m's mark", n)
+	}
+	releaseMarks()
+	testenv.Eventually(t, 30*time.Second, "the second event to be published", func() bool {
+		return testenv.Count(t, pool, "SELECT count(*) FROM outbox WHERE state = 'published'") == 2
 	})
 }

@@ -85,7 +85,9 @@ SELECT pg_try_advisory_lock(hashtextextended('outbox relay ' || sqlc.arg(relay_i
 -- Taken by a relay about to wait for a wake-up, before the wake lock: only one relay of a
 -- database holds the wake lock while it sleeps. Another finds this taken and sleeps
 -- without it: while the holder sleeps every writer notifies, and every relay listening
--- hears it; while the holder works, the rows are the holder's to take.
+-- hears it; while the holder works, the rows are the holder's to take. A relay refused
+-- after a batch with rows claims once more before it sleeps: its marks may have made an
+-- aggregate's next row claimable after the holder's last claim.
 SELECT pg_try_advisory_lock(hashtextextended('outbox sleeper', 0));
 
 -- name: HoldWakeLock :exec
