@@ -218,15 +218,21 @@ func Transient(err error) bool {
 		return pgErr.Code == "40001" || pgErr.Code == "40P01" // serialization_failure, deadlock_detected
 	}
 	var connectErr *pgconn.ConnectError
-	return errors.As(err, &connectErr) || pgconn.SafeToRetry(err) || lostConnection(err)
+	return errors.As(err, &connectErr) || pgconn.SafeToRetry(err) || LostConnection(err)
 }
 
-// lostConnection reports whether err is the connection breaking under a statement: the
-// server hung up (EOF), the network failed (a reset, a refused write), or pgx had closed
-// the connection on such a failure earlier in the same operation (ErrConnClosed). pgx
-// closes such a connection and a pool does not hand it out again.
-func lostConnection(err error) bool {
+// LostConnection reports whether err is the connection breaking under a statement: the
+// server hung up (EOF) or ended the session (57P01-57P03: terminated by an administrator,
+// a server shutting down or crashing), the network failed (a reset, a refused write), or
+// pgx had closed the connection on such a failure earlier in the same operation
+// (ErrConnClosed). pgx closes such a connection and a pool does not hand it out again.
+// When it broke during a COMMIT, whether the transaction committed is unknown.
+func LostConnection(err error) bool {
 	var netErr net.Error
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03"
+	}
 	return errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		(errors.As(err, &netErr) && !netErr.Timeout())
 }

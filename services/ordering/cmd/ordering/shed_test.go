@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/bookstore-go/bookstore/testenv"
 )
 
@@ -165,4 +167,77 @@ func TestUnreachableDatabaseIs503WithRetryAfter(t *testing.T) {
 		resp, _ := postOrder(t, base, "unreachable", orderBody("gone@example.com", 1))
 		return resp.StatusCode == http.StatusCreated
 	})
+}
+
+// A database connection that breaks under a statement (a server killed, a failover, a
+// session terminated) is an outage, not a fault of the request: 503 with Retry-After,
+// never a 500. The order may or may not have been placed when the break came during its
+// COMMIT, so the answer says to retry with the same Idempotency-Key, which returns the
+// order if it was. Each way here breaks the connection while its INSERT waits on the
+// test's lock: the proxy closes it (the client reads EOF), or the server ends the session
+// (pg_terminate_backend, SQLSTATE 57P01).
+func TestAConnectionLostUnderAStatementIs503WithRetryAfter(t *testing.T) {
+	t.Parallel()
+	for name, lose := range map[string]func(t *testing.T, proxy *testenv.Proxy, db *pgxpool.Pool, pid int){
+		"cut under it": func(t *testing.T, proxy *testenv.Proxy, _ *pgxpool.Pool, _ int) {
+			proxy.Cut()
+			t.Cleanup(proxy.Restore)
+		},
+		"session terminated": func(t *testing.T, _ *testenv.Proxy, db *pgxpool.Pool, pid int) {
+			if _, err := db.Exec(context.Background(), "SELECT pg_terminate_backend($1)", pid); err != nil {
+				t.Fatal(err)
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			u, err := url.Parse(e.databaseURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			proxy := testenv.NewProxy(t, u.Host)
+			u.Host = proxy.Addr
+			base := startInProcess(t, e, "DATABASE_URL", u.String(), "ORDERING_RELAY", "0")
+
+			db := testenv.Pool(t, e.databaseURL)
+			ctx := context.Background()
+			lock, err := db.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lock.Rollback(ctx)
+			if _, err := lock.Exec(ctx, "LOCK TABLE orders IN SHARE MODE"); err != nil {
+				t.Fatal(err)
+			}
+			type answer struct {
+				resp *http.Response
+				body []byte
+			}
+			answered := make(chan answer, 1)
+			go func() {
+				resp, body := postOrder(t, base, "lost-1", orderBody("lost@example.com", 1))
+				answered <- answer{resp, body}
+			}()
+			var pid int
+			testenv.Eventually(t, 10*time.Second, "the order's INSERT waiting on the lock", func() bool {
+				err := db.QueryRow(ctx, `SELECT pid FROM pg_stat_activity
+					WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%orders%'`).Scan(&pid)
+				return err == nil
+			})
+			lose(t, proxy, db, pid)
+			a := <-answered
+			if a.resp.StatusCode != http.StatusServiceUnavailable || a.resp.Header.Get("Retry-After") != "1" ||
+				!strings.Contains(string(a.body), "problems.md#unavailable") || !strings.Contains(string(a.body), "database-connection-lost") {
+				t.Fatalf("POST whose connection broke under its INSERT: %d, Retry-After %q, %s; want 503 unavailable naming database-connection-lost, with Retry-After: 1",
+					a.resp.StatusCode, a.resp.Header.Get("Retry-After"), a.body)
+			}
+			proxy.Restore()
+			_ = lock.Rollback(ctx)
+			testenv.Eventually(t, 10*time.Second, "the retry with the same key places the order", func() bool {
+				resp, _ := postOrder(t, base, "lost-1", orderBody("lost@example.com", 1))
+				return resp.StatusCode == http.StatusCreated || resp.StatusCode == http.StatusOK
+			})
+		})
+	}
 }

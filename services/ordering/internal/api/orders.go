@@ -9,6 +9,7 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/ordering/internal/orders"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
+	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 )
 
@@ -145,28 +146,39 @@ func keyedFailed(w http.ResponseWriter, r *http.Request, tel *telemetry.Telemetr
 	}
 }
 
-// failed answers a use case's unexpected error: 503 with Retry-After when the request was
-// refused before it did anything (no database connection within the bound: overloaded;
-// none at all: unavailable), 500 otherwise. A 503 promises that nothing was done, so the
-// client knows its order was not placed and may send it again, with the same key, after
-// Retry-After; a 500 promises only that nothing was committed unless the answer said so.
+// failed answers a use case's unexpected error. A failure of the database, not of the
+// request, is 503 with Retry-After: refused before it did anything (no database
+// connection within the bound: overloaded; none at all: unavailable), which promises
+// that nothing was done; or a connection that broke under a statement, or a database
+// refusing any such work, where the detail says whether the order may exist. Either way
+// the client may send the request again, with the same key, after Retry-After, and gets
+// the order if it was placed. Anything else is 500, which promises only that nothing was
+// committed unless the answer said so.
 func failed(w http.ResponseWriter, r *http.Request, tel *telemetry.Telemetry, what string, err error) {
 	var unavailable *orders.UnavailableError
-	if !errors.As(err, &unavailable) {
+	var p *httpapi.Problem
+	after := fmt.Sprintf("retry after %d s, with the same Idempotency-Key", orders.RetryAfter)
+	switch {
+	case errors.As(err, &unavailable) && unavailable.Reason == orders.ReasonPoolExhausted:
+		p = httpapi.NewProblem(http.StatusServiceUnavailable, "overloaded", "Too busy to take the request",
+			fmt.Sprintf("%s: no turn at the database within %v, as many requests as it has connections in progress (%d of %d in use); nothing was done; %s",
+				unavailable.Reason, unavailable.Waited.Round(time.Millisecond), unavailable.InUse, unavailable.Max, after))
+	case errors.As(err, &unavailable):
+		p = httpapi.NewProblem(http.StatusServiceUnavailable, "unavailable", "Service unavailable",
+			fmt.Sprintf("%s: the database could not be reached; nothing was done; %s", unavailable.Reason, after))
+	case pgdb.LostConnection(err):
+		tel.Logger.WarnContext(r.Context(), what+": the database connection broke under the request", "err", err)
+		p = httpapi.NewProblem(http.StatusServiceUnavailable, "unavailable", "Service unavailable",
+			fmt.Sprintf("%s: the connection to the database broke under the request; if that was during its commit, it may have been done; %s, which answers with what was done",
+				orders.ReasonConnectionLost, after))
+	case pgdb.Refused(err):
+		tel.Logger.WarnContext(r.Context(), what+": the database refuses the work", "err", err)
+		p = httpapi.NewProblem(http.StatusServiceUnavailable, "unavailable", "Service unavailable",
+			fmt.Sprintf("%s: the database refuses this work for now; nothing was done; %s", orders.ReasonDatabaseRefused, after))
+	default:
 		tel.Logger.ErrorContext(r.Context(), what+" failed", "err", err)
 		httpapi.Internal(w)
 		return
-	}
-	var p *httpapi.Problem
-	after := fmt.Sprintf("nothing was done; retry after %d s, with the same Idempotency-Key", orders.RetryAfter)
-	switch unavailable.Reason {
-	case orders.ReasonPoolExhausted:
-		p = httpapi.NewProblem(http.StatusServiceUnavailable, "overloaded", "Too busy to take the request",
-			fmt.Sprintf("%s: no turn at the database within %v, as many requests as it has connections in progress (%d of %d in use); %s",
-				unavailable.Reason, unavailable.Waited.Round(time.Millisecond), unavailable.InUse, unavailable.Max, after))
-	default:
-		p = httpapi.NewProblem(http.StatusServiceUnavailable, "unavailable", "Service unavailable",
-			fmt.Sprintf("%s: the database could not be reached; %s", unavailable.Reason, after))
 	}
 	w.Header().Set("Retry-After", strconv.Itoa(orders.RetryAfter))
 	httpapi.WriteProblem(w, p)

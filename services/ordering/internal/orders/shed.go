@@ -38,6 +38,13 @@ const (
 	// ReasonDatabaseUnreachable: no connection could be made, or the one handed out broke
 	// before the transaction began.
 	ReasonDatabaseUnreachable = "database-unreachable"
+	// ReasonConnectionLost: the request's connection broke under a statement (the
+	// server hung up or ended the session, the network failed). Unlike the two above,
+	// the request had begun: if the break came during its COMMIT, it may have committed.
+	ReasonConnectionLost = "database-connection-lost"
+	// ReasonDatabaseRefused: the database refused work of this kind, whatever the
+	// request (pgdb.Refused: a privilege revoked, a read-only standby after a failover).
+	ReasonDatabaseRefused = "database-refused"
 )
 
 // UnavailableError is a request refused before it did anything: no connection within the
