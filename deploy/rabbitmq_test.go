@@ -317,15 +317,11 @@ func declareTopology(t testing.TB, amqpURL string) error {
 
 // declare declares topo on a connection of its own to amqpURL, as a service does.
 func declare(amqpURL string, topo broker.Topology) error {
-	conn, err := amqp.Dial(amqpURL)
+	conn, ch, err := dialChannel(amqpURL)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
 	return topo.Declare(ch, conn.Channel)
 }
 
@@ -596,30 +592,33 @@ func isAccessRefused(err error) bool {
 
 // tryOp runs op on a channel of a connection of its own to amqpURL.
 func tryOp(amqpURL string, op func(*amqp.Channel) error) error {
-	conn, err := amqp.Dial(amqpURL)
+	conn, ch, err := dialChannel(amqpURL)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
 	return op(ch)
 }
 
 func tryConsume(amqpURL, queue string) error {
+	return tryOp(amqpURL, func(ch *amqp.Channel) error {
+		_, err := ch.Consume(queue, "", false, false, false, false, nil)
+		return err
+	})
+}
+
+// dialChannel opens a connection to amqpURL and a channel on it.
+func dialChannel(amqpURL string) (*amqp.Connection, *amqp.Channel, error) {
 	conn, err := amqp.Dial(amqpURL)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer conn.Close()
 	ch, err := conn.Channel()
 	if err != nil {
-		return err
+		_ = conn.Close()
+		return nil, nil, err
 	}
-	_, err = ch.Consume(queue, "", false, false, false, false, nil)
-	return err
+	return conn, ch, nil
 }
 
 // tryPublish publishes one persistent message with confirms; a refused publish closes

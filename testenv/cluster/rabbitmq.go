@@ -122,7 +122,15 @@ func StartRabbitMQ(ctx context.Context, dir string, nodes int) (*RabbitMQ, error
 	began := time.Now()
 	bctx, cancel := context.WithTimeout(ctx, RabbitMQBootTimeout)
 	defer cancel()
-	if err := parallel(nodes, func(i int) error { return r.boot(bctx, i) }); err != nil {
+	// The seed node boots first, alone; then the others join it together. A 3.10 node
+	// that joined a seed still booting could copy the seed's schema before the seed had
+	// enabled its feature flags, and then refuse to boot for a schema that no longer
+	// matched its flags (schema_integrity_check_failed, table_attributes_mismatch on
+	// rabbit_user and rabbit_vhost: seen once in a loaded make test).
+	if err := r.boot(bctx, 0); err != nil {
+		return nil, err
+	}
+	if err := parallel(nodes-1, func(i int) error { return r.boot(bctx, i+1) }); err != nil {
 		return nil, err
 	}
 	if err := r.waitClustered(bctx); err != nil {
@@ -250,9 +258,9 @@ default_pass = admin
 default_user_tags.administrator = true
 `, n.host, n.amqp, n.host, n.management, n.host, n.prometheus)
 	if i > 0 {
-		// Nodes boot at once: a joiner that finds node 0 not up yet tries again every
-		// half second for two minutes, instead of five seconds, before it would give up
-		// and start a cluster of its own.
+		// A joiner that finds node 0 not up (after a restart of both, say) tries again
+		// every half second for two minutes, instead of five seconds, before it would
+		// give up and start a cluster of its own.
 		c += "cluster_formation.peer_discovery_backend = classic_config\n" +
 			"cluster_formation.classic_config.nodes.1 = " + r.nodes[0].name + "\n" +
 			"cluster_formation.discovery_retry_limit = 240\n" +

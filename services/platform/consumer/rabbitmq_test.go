@@ -288,18 +288,7 @@ func notRedelivered(t *testing.T, metricsURL string) {
 func TestTheDeliveryLimitCountsEachOfAMessagesOwnFailuresOnce(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	failing, body := envelope(t, "order-failing", map[string]int{"n": 1})
-	errAlways := errors.New("the handler fails on this message (simulated)")
-	h.runWith(t, func(ctx context.Context, env event.Envelope) (inbox.Outcome, error) {
-		if env.ID != failing.ID {
-			return h.handle(ctx, env)
-		}
-		h.callsMu.Lock()
-		h.calls[env.ID]++
-		h.callsMu.Unlock()
-		return 0, errAlways
-	}, func(cfg *consumer.Config) { cfg.RetryBase, cfg.RetryMax = time.Millisecond, 5*time.Millisecond })
-	h.publish(t, failing.ID, failing.Type, body)
+	failing := h.runFailingOne(t, func(cfg *consumer.Config) { cfg.RetryBase, cfg.RetryMax = time.Millisecond, 5*time.Millisecond })
 	next, nextBody := envelope(t, "order-next", map[string]int{"n": 2})
 	h.publish(t, next.ID, next.Type, nextBody)
 
@@ -337,20 +326,10 @@ func TestTheDeliveryLimitCountsEachOfAMessagesOwnFailuresOnce(t *testing.T) {
 func TestAMessageFailingMoreOftenThanTheConsumerAllowsIsDeadLetteredByTheConsumer(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	failing, body := envelope(t, "order-failing", map[string]int{"n": 1})
-	h.runWith(t, func(ctx context.Context, env event.Envelope) (inbox.Outcome, error) {
-		if env.ID != failing.ID {
-			return h.handle(ctx, env)
-		}
-		h.callsMu.Lock()
-		h.calls[env.ID]++
-		h.callsMu.Unlock()
-		return 0, errors.New("the handler fails on this message (simulated)")
-	}, func(cfg *consumer.Config) {
+	failing := h.runFailingOne(t, func(cfg *consumer.Config) {
 		cfg.RetryBase, cfg.RetryMax = time.Millisecond, 5*time.Millisecond
 		cfg.MaxFailures = 3
 	})
-	h.publish(t, failing.ID, failing.Type, body)
 
 	testenv.Eventually(t, 30*time.Second, "the failing message dead-lettered", func() bool {
 		return testenv.QueueDepth(t, h.amqpURL, testenv.ExampleQueue+".dlq") == 1
@@ -366,4 +345,22 @@ func TestAMessageFailingMoreOftenThanTheConsumerAllowsIsDeadLetteredByTheConsume
 	if reason := dead[0].Headers["x-first-death-reason"]; reason != "rejected" {
 		t.Errorf("dead-lettered for %v, want rejected: by the consumer, not the broker's limit", reason)
 	}
+}
+
+// runFailingOne runs the consumer with a handler that fails every time on one message,
+// which it publishes and returns, and handles every other message as h.handle does.
+func (h *harness) runFailingOne(t *testing.T, tune func(*consumer.Config)) event.Envelope {
+	t.Helper()
+	failing, body := envelope(t, "order-failing", map[string]int{"n": 1})
+	h.runWith(t, func(ctx context.Context, env event.Envelope) (inbox.Outcome, error) {
+		if env.ID != failing.ID {
+			return h.handle(ctx, env)
+		}
+		h.callsMu.Lock()
+		h.calls[env.ID]++
+		h.callsMu.Unlock()
+		return 0, errors.New("the handler fails on this message (simulated)")
+	}, tune)
+	h.publish(t, failing.ID, failing.Type, body)
+	return failing
 }

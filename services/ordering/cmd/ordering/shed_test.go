@@ -148,13 +148,7 @@ func TestBusyPoolShedsPromptlyWithRetryAfter(t *testing.T) {
 func TestUnreachableDatabaseIs503WithRetryAfter(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	u, err := url.Parse(e.databaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := testenv.NewProxy(t, u.Host)
-	u.Host = proxy.Addr
-	base := startInProcess(t, e, "DATABASE_URL", u.String(), "ORDERING_RELAY", "0")
+	base, proxy := startBehindProxy(t, e)
 	proxy.Cut()
 	resp, body := postOrder(t, base, "unreachable", orderBody("gone@example.com", 1))
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" ||
@@ -192,13 +186,7 @@ func TestAConnectionLostUnderAStatementIs503WithRetryAfter(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			u, err := url.Parse(e.databaseURL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			proxy := testenv.NewProxy(t, u.Host)
-			u.Host = proxy.Addr
-			base := startInProcess(t, e, "DATABASE_URL", u.String(), "ORDERING_RELAY", "0")
+			base, proxy := startBehindProxy(t, e)
 
 			db := testenv.Pool(t, e.databaseURL)
 			ctx := context.Background()
@@ -240,4 +228,17 @@ func TestAConnectionLostUnderAStatementIs503WithRetryAfter(t *testing.T) {
 			})
 		})
 	}
+}
+
+// startBehindProxy runs the service in process, without its relay, reaching its database
+// through a proxy the test can cut.
+func startBehindProxy(t *testing.T, e env) (base string, proxy *testenv.Proxy) {
+	t.Helper()
+	u, err := url.Parse(e.databaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy = testenv.NewProxy(t, u.Host)
+	u.Host = proxy.Addr
+	return startInProcess(t, e, "DATABASE_URL", u.String(), "ORDERING_RELAY", "0"), proxy
 }
