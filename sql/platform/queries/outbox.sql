@@ -77,6 +77,15 @@ UPDATE outbox
 SET claimed_by = NULL, claimed_until = NULL, claim_token = NULL
 WHERE id = ANY(sqlc.arg(ids)::uuid[]) AND state = 'pending' AND claim_token = sqlc.arg(claim_token)::uuid;
 
+-- name: DeferClaims :execrows
+-- A refusal of the event's destination (a queue that nacks or does not exist) belongs to
+-- neither the message nor the relay: the rows go back with attempts untouched, and are
+-- claimable again only after their own backoff, so that other rows go on without them.
+UPDATE outbox
+SET claimed_by = NULL, claimed_until = NULL, claim_token = NULL,
+    available_at = now() + make_interval(secs => sqlc.arg(delay_seconds)::float8)
+WHERE id = ANY(sqlc.arg(ids)::uuid[]) AND state = 'pending' AND claim_token = sqlc.arg(claim_token)::uuid;
+
 -- name: TryRelayLock :one
 -- Held by the one process that runs under a relay id, on its LISTEN connection.
 SELECT pg_try_advisory_lock(hashtextextended('outbox relay ' || sqlc.arg(relay_id)::text, 0));

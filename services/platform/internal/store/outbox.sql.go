@@ -102,6 +102,30 @@ func (q *Queries) ClaimOutbox(ctx context.Context, arg ClaimOutboxParams) ([]Cla
 	return items, nil
 }
 
+const deferClaims = `-- name: DeferClaims :execrows
+UPDATE outbox
+SET claimed_by = NULL, claimed_until = NULL, claim_token = NULL,
+    available_at = now() + make_interval(secs => $1::float8)
+WHERE id = ANY($2::uuid[]) AND state = 'pending' AND claim_token = $3::uuid
+`
+
+type DeferClaimsParams struct {
+	DelaySeconds float64
+	Ids          []uuid.UUID
+	ClaimToken   uuid.UUID
+}
+
+// A refusal of the event's destination (a queue that nacks or does not exist) belongs to
+// neither the message nor the relay: the rows go back with attempts untouched, and are
+// claimable again only after their own backoff, so that other rows go on without them.
+func (q *Queries) DeferClaims(ctx context.Context, arg DeferClaimsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, deferClaims, arg.DelaySeconds, arg.Ids, arg.ClaimToken)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const deletePublished = `-- name: DeletePublished :execrows
 DELETE FROM outbox
 WHERE id IN (
