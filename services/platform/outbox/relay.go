@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -103,6 +104,7 @@ type Relay struct {
 	token     uuid.UUID               // this process's claims; see ClaimOutbox
 	holdsLock atomic.Bool             // this process holds the relay id's lock: no live twin shares cfg.ID
 	twin      atomic.Bool             // another live process holds the relay id's lock
+	lockErr   atomic.Pointer[error]   // why the lock connection failed last; nil once it holds the lock
 	down      atomic.Pointer[error]   // why the last batch could not run; nil once one ran
 	refused   atomic.Pointer[refusal] // the latest destination's refusal, for Ready
 	mu        sync.Mutex
@@ -170,6 +172,9 @@ func (r *Relay) Ready(context.Context) error {
 		return f.err
 	}
 	if !r.holdsLock.Load() && !r.cfg.ShareID {
+		if err := r.lockErr.Load(); err != nil {
+			return fmt.Errorf("%w: %w", errNoLock, *err)
+		}
 		return errNoLock
 	}
 	return nil
@@ -187,7 +192,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	}()
 	defer func() { <-done }()
 
-	lock := &wakeLock{config: r.pool.Config().ConnConfig}
+	lock := &wakeLock{config: r.sessionConfig("wake")}
 	defer lock.close()
 	poll := time.NewTicker(r.cfg.PollInterval)
 	defer poll.Stop()
@@ -288,7 +293,7 @@ func (l *wakeLock) hold(ctx context.Context, wait time.Duration) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	if l.conn == nil {
-		conn, err := pgx.ConnectConfig(ctx, l.config.Copy())
+		conn, err := connectSession(ctx, l.config)
 		if err != nil {
 			return false, err
 		}
@@ -346,6 +351,8 @@ func (r *Relay) listen(ctx context.Context, wake chan<- struct{}) {
 		if errors.Is(err, ErrTwin) {
 			delay = r.cfg.PollInterval // the lock is free the moment the twin's process ends
 		} else {
+			err = fmt.Errorf("lock connection: %w", err)
+			r.lockErr.Store(&err)
 			r.log.DebugContext(ctx, "outbox listener reconnecting", "err", err)
 		}
 		if !backoff.Sleep(ctx, delay) {
@@ -359,7 +366,7 @@ func (r *Relay) listen(ctx context.Context, wake chan<- struct{}) {
 // back at once the claims an earlier process under that id left when it died. Without
 // the lock it returns ErrTwin, and listen asks again after a pause.
 func (r *Relay) listenOnce(ctx context.Context, wake chan<- struct{}) error {
-	conn, err := pgx.ConnectConfig(ctx, r.pool.Config().ConnConfig.Copy())
+	conn, err := connectSession(ctx, r.sessionConfig("lock"))
 	if err != nil {
 		return err
 	}
@@ -368,6 +375,9 @@ func (r *Relay) listenOnce(ctx context.Context, wake chan<- struct{}) error {
 	locked, err := store.New(conn).TryRelayLock(ctx, r.cfg.ID)
 	if err != nil {
 		return err
+	}
+	if locked {
+		r.lockErr.Store(nil)
 	}
 	if !locked && !r.twin.Load() {
 		r.log.ErrorContext(ctx, "another live process relays under this RELAY_ID: this one publishes nothing while that one lives (give every relay process an id of its own)")
@@ -387,6 +397,39 @@ func (r *Relay) listenOnce(ctx context.Context, wake chan<- struct{}) error {
 		}
 		notify(wake)
 	}
+}
+
+// sessionConfig is the configuration of one of the relay's long-lived lock sessions
+// (kind "lock" or "wake"): a name no other process's session has, so that
+// connectSession can end this process's orphans, and TCP keepalives on both ends, so
+// that a link a NAT or load balancer dropped while idle is found dead in seconds rather
+// than the hours of the operating system's defaults, by the relay and by the server.
+func (r *Relay) sessionConfig(kind string) *pgx.ConnConfig {
+	c := r.pool.Config().ConnConfig.Copy()
+	c.RuntimeParams["application_name"] = "outbox relay " + kind + " " + r.token.String()
+	c.RuntimeParams["tcp_keepalives_idle"] = "10"
+	c.RuntimeParams["tcp_keepalives_interval"] = "5"
+	c.RuntimeParams["tcp_keepalives_count"] = "3"
+	dialer := net.Dialer{KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 10 * time.Second, Interval: 5 * time.Second, Count: 3}}
+	c.DialFunc = dialer.DialContext
+	return c
+}
+
+// connectSession opens a lock session and first ends every other session under its name.
+// Those are this process's own, given up when their connection broke on this side
+// while the server kept them (a NAT's idle timeout): the server would keep them, and
+// their locks, until its keepalive gave up, and this process would meanwhile take its
+// own orphan for a live twin.
+func connectSession(ctx context.Context, config *pgx.ConnConfig) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, config.Copy())
+	if err != nil {
+		return nil, err
+	}
+	if _, err := store.New(conn).EndOrphanedSessions(ctx, config.RuntimeParams["application_name"]); err != nil {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("end this process's orphaned %q session: %w", config.RuntimeParams["application_name"], err)
+	}
+	return conn, nil
 }
 
 func notify(wake chan<- struct{}) {

@@ -90,6 +90,16 @@ WHERE id = ANY(sqlc.arg(ids)::uuid[]) AND state = 'pending' AND claim_token = sq
 -- Held by the one process that runs under a relay id, on its LISTEN connection.
 SELECT pg_try_advisory_lock(hashtextextended('outbox relay ' || sqlc.arg(relay_id)::text, 0));
 
+-- name: EndOrphanedSessions :one
+-- Ends the other sessions named application_name, waiting up to 5 s for each to go, and
+-- says how many ended. A relay process names its lock sessions uniquely and opens a new
+-- one only after giving up the last, so another session of that name is one the process
+-- gave up while the server kept it (its client side broke) and the locks with it. A role
+-- may end its own sessions: no privilege beyond the service's own is needed.
+SELECT count(*) FILTER (WHERE pg_terminate_backend(a.pid, 5000))::bigint AS ended
+FROM pg_stat_get_activity(NULL) a
+WHERE a.application_name = sqlc.arg(application_name)::text AND a.pid <> pg_backend_pid();
+
 -- name: TakeSleeperLock :one
 -- Taken by a relay about to wait for a wake-up, before the wake lock: only one relay of a
 -- database holds the wake lock while it sleeps. Another finds this taken and sleeps

@@ -147,6 +147,24 @@ func (q *Queries) DeletePublished(ctx context.Context, arg DeletePublishedParams
 	return result.RowsAffected(), nil
 }
 
+const endOrphanedSessions = `-- name: EndOrphanedSessions :one
+SELECT count(*) FILTER (WHERE pg_terminate_backend(a.pid, 5000))::bigint AS ended
+FROM pg_stat_get_activity(NULL) a
+WHERE a.application_name = $1::text AND a.pid <> pg_backend_pid()
+`
+
+// Ends the other sessions named application_name, waiting up to 5 s for each to go, and
+// says how many ended. A relay process names its lock sessions uniquely and opens a new
+// one only after giving up the last, so another session of that name is one the process
+// gave up while the server kept it (its client side broke) and the locks with it. A role
+// may end its own sessions: no privilege beyond the service's own is needed.
+func (q *Queries) EndOrphanedSessions(ctx context.Context, applicationName string) (int64, error) {
+	row := q.db.QueryRow(ctx, endOrphanedSessions, applicationName)
+	var ended int64
+	err := row.Scan(&ended)
+	return ended, err
+}
+
 const holdWakeLock = `-- name: HoldWakeLock :exec
 SELECT pg_advisory_lock(hashtextextended('outbox wake', 0))
 `
