@@ -107,8 +107,8 @@ type Relay struct {
 	lockErr   atomic.Pointer[error]   // why the lock connection failed last; nil once it holds the lock
 	down      atomic.Pointer[error]   // why the last batch could not run; nil once one ran
 	refused   atomic.Pointer[refusal] // the latest destination's refusal, for Ready
-	mu        sync.Mutex
-	refusals  map[string]int // event type: batches in a row whose events of that type were refused
+	mu        sync.Mutex              // guards refusals
+	refusals  map[string]int          // event type: batches in a row whose events of that type were refused
 	log       *slog.Logger
 	tracer    trace.Tracer
 	m         relayMetrics
@@ -158,9 +158,10 @@ var ErrTwin = errors.New("another live process relays under this relay id; this 
 var errNoLock = errors.New("the relay does not hold its relay id's lock (yet)")
 
 // Ready reports whether the relay is publishing, for /readyz: it is not while it waits
-// for its id's lock, refuses as a twin, or could not run its last batch (the broker or
-// the database unreachable or refusing, the broker nacking, a queue an event needs
-// missing).
+// for its id's lock (and then names what broke the lock connection), refuses as a twin,
+// could not run its last batch (the broker or the database unreachable or refusing, the
+// exchange missing), or holds events a destination refused (the broker nacking, a queue
+// an event needs missing) until their retry has run.
 func (r *Relay) Ready(context.Context) error {
 	if r.twin.Load() && !r.cfg.ShareID {
 		return fmt.Errorf("relay %s: %w", r.cfg.ID, ErrTwin)
@@ -606,9 +607,9 @@ func (r *Relay) deferRefused(ctx context.Context, rows []store.ClaimOutboxRow, e
 			}
 		}
 	}
-	for _, row := range rows {
+	for i, row := range rows {
 		ids, ok := deferred[row.EventType]
-		if !ok {
+		if !ok || !refusedByDestination(errs[i]) {
 			continue
 		}
 		delete(deferred, row.EventType)
@@ -617,7 +618,6 @@ func (r *Relay) deferRefused(ctx context.Context, rows []store.ClaimOutboxRow, e
 		if _, err := r.q.DeferClaims(ctx, store.DeferClaimsParams{Ids: ids, ClaimToken: r.token, DelaySeconds: delay.Seconds()}); err != nil {
 			return fmt.Errorf("defer refused rows: %w", err)
 		}
-		i := slices.IndexFunc(rows, func(x store.ClaimOutboxRow) bool { return x.ID == ids[0] })
 		// Ready reports the refusal until the rows have been claimed and published again.
 		r.refused.Store(&refusal{err: errs[i], typ: row.EventType,
 			until: time.Now().Add(delay + r.cfg.PollInterval + r.pub.MaxDuration())})
