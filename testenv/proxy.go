@@ -74,10 +74,33 @@ func (p *Proxy) StallMatching(text string) {
 	}
 }
 
+// OrphanMatching closes the client side of the open connections whose client has sent
+// text among its first 4 KiB, and keeps their server side open until the test ends,
+// reading and dropping what the server sends: the client sees its connection end, and the
+// server keeps the session, as when a NAT or load balancer between them forgot the
+// connection while it was idle. New connections go through. It returns how many it
+// orphaned.
+func (p *Proxy) OrphanMatching(text string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for l := range p.links {
+		if !l.orphaned && bytes.Contains(l.hello, []byte(text)) {
+			l.orphaned = true
+			_ = l.client.Close()
+			n++
+		}
+	}
+	return n
+}
+
 // link is one proxied connection: what its client sent first, to match it by.
 type link struct {
 	hello  []byte // guarded by Proxy.mu
 	client net.Conn
+	// orphaned: the client side is closed and the server side kept open (OrphanMatching);
+	// guarded by Proxy.mu.
+	orphaned bool
 	// toClient is held while a whole frame is written to the client, so that a frame
 	// the proxy makes up itself lands between two of the server's (NewAMQPProxy).
 	toClient sync.Mutex
@@ -119,7 +142,11 @@ func (p *Proxy) copy(dst, src net.Conn, l *link, fromClient bool) {
 			for p.stalls(l) {
 				p.resumed.Wait()
 			}
+			orphaned := l.orphaned
 			p.mu.Unlock()
+			if orphaned {
+				continue // the server's bytes to a client that is gone
+			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
@@ -173,6 +200,13 @@ func (p *Proxy) forward(client net.Conn) {
 			p.copyFrames(dst, src, l)
 		} else {
 			p.copy(dst, src, l, src == client)
+		}
+		p.mu.Lock()
+		keep := l.orphaned && src == client // the server side stays until it ends, or Cut
+		p.mu.Unlock()
+		if keep {
+			done <- struct{}{}
+			return
 		}
 		_ = dst.Close()
 		_ = src.Close()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +33,13 @@ var ErrNacked = fmt.Errorf("%w: broker nacked the message (an internal error of 
 // topology is incomplete, which is no fault of the message, and the message is published
 // once the queue is there.
 var ErrMissingQueue = fmt.Errorf("%w: a queue bound to the event's type does not exist", ErrUnavailable)
+
+// ErrMissingExchange is reported for a batch held back because the exchange it is
+// published to does not exist: deleted under a running publisher, or lost with a broker
+// that restarted without its definitions. It wraps ErrUnavailable. The publisher declares
+// its exchanges on every channel it opens, so it drops its channels on this error, and
+// the next batch declares the exchange again and is published.
+var ErrMissingExchange = fmt.Errorf("%w: the exchange does not exist", ErrUnavailable)
 
 // Message is one message to publish to the topology's exchange.
 type Message struct {
@@ -113,7 +121,8 @@ func (p *Publisher) Ready(ctx context.Context) error {
 // failed: no message's); ErrNacked, an ErrUnavailable too: the broker refused it for a
 // reason of its own; or ErrMissingQueue, an ErrUnavailable too: a queue bound to its
 // type does not exist, found by binding it before the batch is sent and by a passive
-// declare after the acks.
+// declare after the acks; or ErrMissingExchange, an ErrUnavailable too: the exchange is
+// gone, and the next batch declares it again.
 // Whatever the error, the message may or may not be in the broker: the caller publishes
 // it again later.
 func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message) []error {
@@ -268,7 +277,9 @@ func (p *Publisher) queueExists(ctx context.Context, queue, _ string) (bool, err
 
 // onCheckChannel runs op on the check channel, bounded by ctx (a stalled link must not
 // hold the publisher past its confirm timeout), and reports false if the broker answered
-// NOT_FOUND: the queue op names does not exist.
+// NOT_FOUND for the queue op names. A NOT_FOUND for the exchange is an ErrMissingExchange,
+// and drops the publishing channel too, so the next one declares the exchange again: a
+// bind names a queue and an exchange, and only the reply's text tells which is missing.
 func (p *Publisher) onCheckChannel(ctx context.Context, what string, op func(*amqp.Channel) error) (bool, error) {
 	if p.check == nil || p.check.IsClosed() {
 		ch, err := p.conn.Channel(ctx)
@@ -286,6 +297,9 @@ func (p *Publisher) onCheckChannel(ctx context.Context, what string, op func(*am
 		switch {
 		case err == nil:
 			return true, nil
+		case errors.As(err, &amqpErr) && amqpErr.Code == amqp.NotFound && strings.Contains(amqpErr.Reason, "no exchange"):
+			p.reset()
+			return false, fmt.Errorf("%w: exchange %s (%s)", ErrMissingExchange, p.topology.Exchange, amqpErr.Reason)
 		case errors.As(err, &amqpErr) && amqpErr.Code == amqp.NotFound:
 			p.check = nil // the broker closed the channel with its answer
 			return false, nil

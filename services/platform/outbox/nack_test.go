@@ -55,8 +55,9 @@ func queueFull(t *testing.T, amqpURL, queue string) (remove func()) {
 // An operator caps a queue at length 0 with overflow reject-publish: the broker nacks
 // every event bound to it. A nack is the broker's refusal (a queue's overflow, an
 // internal error, a quorum queue's leader moving), never a fault of the event: the relay
-// tries the rows cycle after cycle without spending an attempt or parking one as dead,
-// says it is not ready while the nacks last, and publishes every row once the cap is gone.
+// tries the rows cycle after cycle, each after the rows' own short backoff, without
+// spending an attempt or parking one as dead, says it is not ready while the nacks last,
+// and publishes every row once the cap is gone.
 func TestANackedPublishSpendsNoAttempt(t *testing.T) {
 	pool, amqpURL, tel := setup(t)
 	const rows = 5
@@ -72,16 +73,19 @@ func TestANackedPublishSpendsNoAttempt(t *testing.T) {
 	conn := broker.NewConn(amqpURL, "relay")
 	defer conn.Close()
 	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, sut.Topology, 10*time.Second), tel,
-		outbox.Config{ID: "relay", MaxAttempts: 2, BackoffBase: time.Millisecond, BackoffMax: 2 * time.Millisecond})
+		outbox.Config{ID: "relay", MaxAttempts: 2, BackoffBase: time.Millisecond, BackoffMax: 2 * time.Millisecond, OutageMax: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	const cycles = 6 // three times the attempts a row has
 	for cycle := 1; cycle <= cycles; cycle++ {
+		testenv.Eventually(t, 10*time.Second, "the nacked rows' backoff over", func() bool {
+			return testenv.Count(t, pool, "SELECT count(*) FROM outbox WHERE state = 'pending' AND available_at > now()") == 0
+		})
 		pending := testenv.Count(t, pool, "SELECT count(*) FROM outbox WHERE state = 'pending'")
 		n, err := relay.RunOnce(ctx)
 		if n != pending {
-			t.Errorf("cycle %d claimed %d of %d pending rows: a nacked row must be free to try again at once", cycle, n, pending)
+			t.Errorf("cycle %d claimed %d of %d pending rows: a nacked row must be free to try again after its backoff", cycle, n, pending)
 		}
 		if !broker.Unavailable(err) || !errors.Is(err, broker.ErrNacked) {
 			t.Errorf("cycle %d: RunOnce = %v, want the nack reported as the broker unavailable", cycle, err)

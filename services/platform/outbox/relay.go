@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -90,17 +92,23 @@ func (c Config) withDefaults() Config {
 // holder's rows in flight a second time. A return (no queue bound for the event's type)
 // spends one of a row's MaxAttempts (out of them, it is parked as dead, its aggregate's
 // later events behind it); a failure of the broker, link or database spends none: the
-// relay backs off. A nack is the broker's failure too (see broker.ErrNacked): a full
-// queue or a quorum queue's leader moving is no fault of the event.
+// relay backs off. A nack is no fault of the event either (see broker.ErrNacked): a full
+// queue or a quorum queue's leader moving. A nack or a missing queue is its destination's
+// refusal, though, not the relay's failure: those rows wait for a retry of their own
+// (their available_at) and the others of the batch, and later batches, go on at once.
 type Relay struct {
 	pool      *pgxpool.Pool
 	q         *store.Queries
 	pub       *broker.Publisher
 	cfg       Config
-	token     uuid.UUID             // this process's claims; see ClaimOutbox
-	holdsLock atomic.Bool           // this process holds the relay id's lock: no live twin shares cfg.ID
-	twin      atomic.Bool           // another live process holds the relay id's lock
-	down      atomic.Pointer[error] // why the last batch could not run; nil once one ran
+	token     uuid.UUID               // this process's claims; see ClaimOutbox
+	holdsLock atomic.Bool             // this process holds the relay id's lock: no live twin shares cfg.ID
+	twin      atomic.Bool             // another live process holds the relay id's lock
+	lockErr   atomic.Pointer[error]   // why the lock connection failed last; nil once it holds the lock
+	down      atomic.Pointer[error]   // why the last batch could not run; nil once one ran
+	refused   atomic.Pointer[refusal] // the latest destination's refusal, for Ready
+	mu        sync.Mutex              // guards refusals
+	refusals  map[string]int          // event type: batches in a row whose events of that type were refused
 	log       *slog.Logger
 	tracer    trace.Tracer
 	m         relayMetrics
@@ -124,13 +132,14 @@ func NewRelay(pool *pgxpool.Pool, pub *broker.Publisher, tel *telemetry.Telemetr
 			cfg.Lease, pub.MaxDuration(), leaseMargin, need)
 	}
 	r := &Relay{
-		pool:   pool,
-		q:      store.New(pool),
-		pub:    pub,
-		cfg:    cfg,
-		token:  uuid.New(),
-		log:    tel.Logger.With("component", "outbox.relay", "relay_id", cfg.ID),
-		tracer: tel.Tracer("outbox"),
+		pool:     pool,
+		q:        store.New(pool),
+		pub:      pub,
+		cfg:      cfg,
+		token:    uuid.New(),
+		refusals: map[string]int{},
+		log:      tel.Logger.With("component", "outbox.relay", "relay_id", cfg.ID),
+		tracer:   tel.Tracer("outbox"),
 	}
 	m, err := newRelayMetrics(tel.Meter("outbox"), r.q)
 	if err != nil {
@@ -149,9 +158,10 @@ var ErrTwin = errors.New("another live process relays under this relay id; this 
 var errNoLock = errors.New("the relay does not hold its relay id's lock (yet)")
 
 // Ready reports whether the relay is publishing, for /readyz: it is not while it waits
-// for its id's lock, refuses as a twin, or could not run its last batch (the broker or
-// the database unreachable or refusing, the broker nacking, a queue an event needs
-// missing).
+// for its id's lock (and then names what broke the lock connection), refuses as a twin,
+// could not run its last batch (the broker or the database unreachable or refusing, the
+// exchange missing), or holds events a destination refused (the broker nacking, a queue
+// an event needs missing) until their retry has run.
 func (r *Relay) Ready(context.Context) error {
 	if r.twin.Load() && !r.cfg.ShareID {
 		return fmt.Errorf("relay %s: %w", r.cfg.ID, ErrTwin)
@@ -159,7 +169,13 @@ func (r *Relay) Ready(context.Context) error {
 	if err := r.down.Load(); err != nil {
 		return *err
 	}
+	if f := r.refused.Load(); f != nil && time.Now().Before(f.until) {
+		return f.err
+	}
 	if !r.holdsLock.Load() && !r.cfg.ShareID {
+		if err := r.lockErr.Load(); err != nil {
+			return fmt.Errorf("%w: %w", errNoLock, *err)
+		}
 		return errNoLock
 	}
 	return nil
@@ -177,7 +193,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	}()
 	defer func() { <-done }()
 
-	lock := &wakeLock{config: r.pool.Config().ConnConfig}
+	lock := &wakeLock{config: r.sessionConfig("wake")}
 	defer lock.close()
 	poll := time.NewTicker(r.cfg.PollInterval)
 	defer poll.Stop()
@@ -192,7 +208,12 @@ func (r *Relay) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		var refused refusedError
 		switch {
+		case errors.As(err, &refused):
+			// The refused rows wait for their own retry; nothing else does.
+			r.m.outages.Add(ctx, 1)
+			r.log.WarnContext(ctx, "a destination refused events; they are retried after their own backoff, no attempt spent", "err", refused.err)
 		case err != nil:
 			failures++
 			r.m.outages.Add(ctx, 1)
@@ -201,6 +222,8 @@ func (r *Relay) Run(ctx context.Context) error {
 				return nil
 			}
 			continue
+		}
+		switch {
 		case n == r.cfg.BatchSize:
 			failures = 0
 			continue // more may be waiting: do not sleep on a backlog
@@ -271,7 +294,7 @@ func (l *wakeLock) hold(ctx context.Context, wait time.Duration) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	if l.conn == nil {
-		conn, err := pgx.ConnectConfig(ctx, l.config.Copy())
+		conn, err := connectSession(ctx, l.config)
 		if err != nil {
 			return false, err
 		}
@@ -329,6 +352,8 @@ func (r *Relay) listen(ctx context.Context, wake chan<- struct{}) {
 		if errors.Is(err, ErrTwin) {
 			delay = r.cfg.PollInterval // the lock is free the moment the twin's process ends
 		} else {
+			err = fmt.Errorf("lock connection: %w", err)
+			r.lockErr.Store(&err)
 			r.log.DebugContext(ctx, "outbox listener reconnecting", "err", err)
 		}
 		if !backoff.Sleep(ctx, delay) {
@@ -342,7 +367,7 @@ func (r *Relay) listen(ctx context.Context, wake chan<- struct{}) {
 // back at once the claims an earlier process under that id left when it died. Without
 // the lock it returns ErrTwin, and listen asks again after a pause.
 func (r *Relay) listenOnce(ctx context.Context, wake chan<- struct{}) error {
-	conn, err := pgx.ConnectConfig(ctx, r.pool.Config().ConnConfig.Copy())
+	conn, err := connectSession(ctx, r.sessionConfig("lock"))
 	if err != nil {
 		return err
 	}
@@ -351,6 +376,9 @@ func (r *Relay) listenOnce(ctx context.Context, wake chan<- struct{}) error {
 	locked, err := store.New(conn).TryRelayLock(ctx, r.cfg.ID)
 	if err != nil {
 		return err
+	}
+	if locked {
+		r.lockErr.Store(nil)
 	}
 	if !locked && !r.twin.Load() {
 		r.log.ErrorContext(ctx, "another live process relays under this RELAY_ID: this one publishes nothing while that one lives (give every relay process an id of its own)")
@@ -372,6 +400,39 @@ func (r *Relay) listenOnce(ctx context.Context, wake chan<- struct{}) error {
 	}
 }
 
+// sessionConfig is the configuration of one of the relay's long-lived lock sessions
+// (kind "lock" or "wake"): a name no other process's session has, so that
+// connectSession can end this process's orphans, and TCP keepalives on both ends, so
+// that a link a NAT or load balancer dropped while idle is found dead in seconds rather
+// than the hours of the operating system's defaults, by the relay and by the server.
+func (r *Relay) sessionConfig(kind string) *pgx.ConnConfig {
+	c := r.pool.Config().ConnConfig.Copy()
+	c.RuntimeParams["application_name"] = "outbox relay " + kind + " " + r.token.String()
+	c.RuntimeParams["tcp_keepalives_idle"] = "10"
+	c.RuntimeParams["tcp_keepalives_interval"] = "5"
+	c.RuntimeParams["tcp_keepalives_count"] = "3"
+	dialer := net.Dialer{KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 10 * time.Second, Interval: 5 * time.Second, Count: 3}}
+	c.DialFunc = dialer.DialContext
+	return c
+}
+
+// connectSession opens a lock session and first ends every other session under its name.
+// Those are this process's own, given up when their connection broke on this side
+// while the server kept them (a NAT's idle timeout): the server would keep them, and
+// their locks, until its keepalive gave up, and this process would meanwhile take its
+// own orphan for a live twin.
+func connectSession(ctx context.Context, config *pgx.ConnConfig) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, config.Copy())
+	if err != nil {
+		return nil, err
+	}
+	if _, err := store.New(conn).EndOrphanedSessions(ctx, config.RuntimeParams["application_name"]); err != nil {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("end this process's orphaned %q session: %w", config.RuntimeParams["application_name"], err)
+	}
+	return conn, nil
+}
+
 func notify(wake chan<- struct{}) {
 	select {
 	case wake <- struct{}{}:
@@ -380,11 +441,14 @@ func notify(wake chan<- struct{}) {
 }
 
 // RunOnce claims one batch, publishes it and records the outcome of every row. It returns
-// how many rows it claimed, and an error when the broker or the database failed, in which
-// case no row's attempts were spent. Ready reports that error until a batch runs.
+// how many rows it claimed, and an error when the broker or the database failed, or when
+// a destination refused some of the rows (a broker.ErrNacked or broker.ErrMissingQueue);
+// either way no row's attempts were spent. Ready reports a failure until a batch runs, and
+// a refusal until the refused rows' retry has had time to run.
 func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	n, err := r.runOnce(ctx)
-	if err != nil && !errors.Is(err, failpoint.ErrInjected) {
+	var refused refusedError
+	if err != nil && !errors.Is(err, failpoint.ErrInjected) && !errors.As(err, &refused) {
 		r.down.Store(&err)
 	} else {
 		r.down.Store(nil)
@@ -438,18 +502,45 @@ func (r *Relay) runOnce(ctx context.Context) (int, error) {
 	return len(rows), r.record(rctx, rows, errs, spans)
 }
 
+// refusal is a destination's refusal of events, as Ready reports it while it may last.
+type refusal struct {
+	err   error
+	typ   string    // the event type refused
+	until time.Time // by when the refused rows have been tried again
+}
+
+// refusedError is RunOnce's error when a destination refused some of the batch and
+// nothing else failed: the relay itself can go on.
+type refusedError struct{ err error }
+
+func (e refusedError) Error() string { return e.err.Error() }
+func (e refusedError) Unwrap() error { return e.err }
+
+// refusedByDestination reports whether err is the refusal of one destination (a queue
+// that nacks or does not exist) rather than a failure of the broker or the link.
+func refusedByDestination(err error) bool {
+	return errors.Is(err, broker.ErrNacked) || errors.Is(err, broker.ErrMissingQueue)
+}
+
 // record writes the outcome of a published batch. Confirmed rows are marked first: if the
 // database fails half-way, what the broker has is already known, and only rows that must
 // be tried again are left to their claim.
 func (r *Relay) record(ctx context.Context, rows []store.ClaimOutboxRow, errs []error, spans []trace.Span) error {
 	var published, released []uuid.UUID
-	var outage error
+	deferred := map[string][]uuid.UUID{}
+	var outage, refused error
 	for i, row := range rows {
 		switch {
 		case errs[i] == nil:
 			published = append(published, row.ID)
 			r.m.published.Add(ctx, 1)
 			r.m.latency.Record(ctx, time.Since(row.CreatedAt).Seconds())
+			spans[i].End()
+		case refusedByDestination(errs[i]):
+			deferred[row.EventType] = append(deferred[row.EventType], row.ID)
+			refused = cmp.Or(refused, errs[i])
+			spans[i].RecordError(errs[i])
+			spans[i].SetStatus(codes.Error, "destination refused")
 			spans[i].End()
 		case broker.Unavailable(errs[i]):
 			released = append(released, row.ID)
@@ -468,6 +559,9 @@ func (r *Relay) record(ctx context.Context, rows []store.ClaimOutboxRow, errs []
 		if _, err := r.q.ReleaseClaims(ctx, store.ReleaseClaimsParams{Ids: released, ClaimToken: r.token}); err != nil {
 			return fmt.Errorf("release claims: %w", err)
 		}
+	}
+	if err := r.deferRefused(ctx, rows, errs, deferred); err != nil {
+		return err
 	}
 	for i, row := range rows {
 		if errs[i] == nil || broker.Unavailable(errs[i]) {
@@ -493,7 +587,42 @@ func (r *Relay) record(ctx context.Context, rows []store.ClaimOutboxRow, errs []
 			r.log.WarnContext(ctx, "publish refused, will retry", "event_id", row.ID, "type", row.EventType, "attempts", row.Attempts+1, "err", errs[i])
 		}
 	}
+	if outage == nil && refused != nil {
+		return refusedError{refused}
+	}
 	return outage
+}
+
+// deferRefused puts the rows a destination refused back with a delay that grows with
+// each batch in a row that had their event type refused, and forgets the refusals of the
+// types that were published.
+func (r *Relay) deferRefused(ctx context.Context, rows []store.ClaimOutboxRow, errs []error, deferred map[string][]uuid.UUID) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, row := range rows {
+		if errs[i] == nil {
+			delete(r.refusals, row.EventType)
+			if f := r.refused.Load(); f != nil && f.typ == row.EventType {
+				r.refused.Store(nil)
+			}
+		}
+	}
+	for i, row := range rows {
+		ids, ok := deferred[row.EventType]
+		if !ok || !refusedByDestination(errs[i]) {
+			continue
+		}
+		delete(deferred, row.EventType)
+		r.refusals[row.EventType]++
+		delay := backoff.Delay(r.cfg.BackoffBase, r.cfg.OutageMax, r.refusals[row.EventType])
+		if _, err := r.q.DeferClaims(ctx, store.DeferClaimsParams{Ids: ids, ClaimToken: r.token, DelaySeconds: delay.Seconds()}); err != nil {
+			return fmt.Errorf("defer refused rows: %w", err)
+		}
+		// Ready reports the refusal until the rows have been claimed and published again.
+		r.refused.Store(&refusal{err: errs[i], typ: row.EventType,
+			until: time.Now().Add(delay + r.cfg.PollInterval + r.pub.MaxDuration())})
+	}
+	return nil
 }
 
 // message builds the AMQP message for a row and starts its publish span, a child of the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -166,5 +167,58 @@ func TestASecondProcessUnderALiveRelaysIDRelaysNothing(t *testing.T) {
 	}
 	if err := twin.Ready(context.Background()); !errors.Is(err, outbox.ErrTwin) {
 		t.Errorf("the twin's Ready = %v, want ErrTwin", err)
+	}
+}
+
+// Someone deletes the exchange under a running relay. The relay binds its queues before
+// each batch, and the bind fails with NOT_FOUND: for the missing exchange, not for the
+// queue, which exists. The relay must tell the two apart, declare the exchange again and
+// publish, and say meanwhile that the exchange is missing, not a queue.
+func TestARelayDeclaresADeletedExchangeAgainAndNamesIt(t *testing.T) {
+	pool, amqpURL, tel := setup(t)
+	conn := broker.NewConn(amqpURL, "relay")
+	t.Cleanup(func() { conn.Close() })
+	// A backoff long enough for every failed batch's error to be seen in Ready.
+	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, sut.Topology, 10*time.Second), tel,
+		outbox.Config{ID: "relay", BackoffBase: 500 * time.Millisecond, OutageMax: time.Second, PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runRelay(t, relay)
+	writeEvents(t, pool, testenv.ExampleType, "before", 1, 1)
+	testenv.Eventually(t, 10*time.Second, "the event before the deletion published", func() bool {
+		return testenv.Count(t, pool, "SELECT count(*) FROM outbox WHERE state = 'published'") == 1
+	})
+
+	ch := sut.Channel(t, amqpURL) // declares the topology, then deletes its exchange
+	if err := ch.ExchangeDelete(sut.Topology.Exchange, false, false); err != nil {
+		t.Fatal(err)
+	}
+	const events = 3
+	writeEvents(t, pool, testenv.ExampleType, "after", events, 1)
+	var seen []string
+	deadline := time.Now().Add(10 * time.Second)
+	for testenv.Count(t, pool, "SELECT count(*) FROM outbox WHERE state = 'published'") < 1+events {
+		if err := relay.Ready(context.Background()); err != nil && !slices.Contains(seen, err.Error()) {
+			seen = append(seen, err.Error())
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the events written after the exchange was deleted are still pending after 10 s; Ready said %q", seen)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(seen) == 0 {
+		t.Fatal("Ready never reported the missing exchange")
+	}
+	for _, s := range seen {
+		if !strings.Contains(s, "exchange "+sut.Topology.Exchange) || strings.Contains(s, "queue "+testenv.ExampleQueue) {
+			t.Errorf("Ready = %q while the exchange was missing, want the exchange named and no queue blamed", s)
+		}
+	}
+	if n := testenv.Count(t, pool, "SELECT count(*) FROM outbox WHERE attempts > 0"); n > 0 {
+		t.Errorf("%d rows spent an attempt on the missing exchange", n)
+	}
+	if got := sut.Drain(t, amqpURL, testenv.ExampleQueue, 300*time.Millisecond); len(got) != 1+events {
+		t.Errorf("the queue received %d events, want %d", len(got), 1+events)
 	}
 }

@@ -77,9 +77,28 @@ UPDATE outbox
 SET claimed_by = NULL, claimed_until = NULL, claim_token = NULL
 WHERE id = ANY(sqlc.arg(ids)::uuid[]) AND state = 'pending' AND claim_token = sqlc.arg(claim_token)::uuid;
 
+-- name: DeferClaims :execrows
+-- A refusal of the event's destination (a queue that nacks or does not exist) belongs to
+-- neither the message nor the relay: the rows go back with attempts untouched, and are
+-- claimable again only after their own backoff, so that other rows go on without them.
+UPDATE outbox
+SET claimed_by = NULL, claimed_until = NULL, claim_token = NULL,
+    available_at = now() + make_interval(secs => sqlc.arg(delay_seconds)::float8)
+WHERE id = ANY(sqlc.arg(ids)::uuid[]) AND state = 'pending' AND claim_token = sqlc.arg(claim_token)::uuid;
+
 -- name: TryRelayLock :one
 -- Held by the one process that runs under a relay id, on its LISTEN connection.
 SELECT pg_try_advisory_lock(hashtextextended('outbox relay ' || sqlc.arg(relay_id)::text, 0));
+
+-- name: EndOrphanedSessions :one
+-- Ends the other sessions named application_name, waiting up to 5 s for each to go, and
+-- says how many ended. A relay process names its lock sessions uniquely and opens a new
+-- one only after giving up the last, so another session of that name is one the process
+-- gave up while the server kept it (its client side broke) and the locks with it. A role
+-- may end its own sessions: no privilege beyond the service's own is needed.
+SELECT count(*) FILTER (WHERE pg_terminate_backend(a.pid, 5000))::bigint AS ended
+FROM pg_stat_get_activity(NULL) a
+WHERE a.application_name = sqlc.arg(application_name)::text AND a.pid <> pg_backend_pid();
 
 -- name: TakeSleeperLock :one
 -- Taken by a relay about to wait for a wake-up, before the wake lock: only one relay of a

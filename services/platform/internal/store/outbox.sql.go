@@ -102,6 +102,30 @@ func (q *Queries) ClaimOutbox(ctx context.Context, arg ClaimOutboxParams) ([]Cla
 	return items, nil
 }
 
+const deferClaims = `-- name: DeferClaims :execrows
+UPDATE outbox
+SET claimed_by = NULL, claimed_until = NULL, claim_token = NULL,
+    available_at = now() + make_interval(secs => $1::float8)
+WHERE id = ANY($2::uuid[]) AND state = 'pending' AND claim_token = $3::uuid
+`
+
+type DeferClaimsParams struct {
+	DelaySeconds float64
+	Ids          []uuid.UUID
+	ClaimToken   uuid.UUID
+}
+
+// A refusal of the event's destination (a queue that nacks or does not exist) belongs to
+// neither the message nor the relay: the rows go back with attempts untouched, and are
+// claimable again only after their own backoff, so that other rows go on without them.
+func (q *Queries) DeferClaims(ctx context.Context, arg DeferClaimsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, deferClaims, arg.DelaySeconds, arg.Ids, arg.ClaimToken)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const deletePublished = `-- name: DeletePublished :execrows
 DELETE FROM outbox
 WHERE id IN (
@@ -121,6 +145,24 @@ func (q *Queries) DeletePublished(ctx context.Context, arg DeletePublishedParams
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const endOrphanedSessions = `-- name: EndOrphanedSessions :one
+SELECT count(*) FILTER (WHERE pg_terminate_backend(a.pid, 5000))::bigint AS ended
+FROM pg_stat_get_activity(NULL) a
+WHERE a.application_name = $1::text AND a.pid <> pg_backend_pid()
+`
+
+// Ends the other sessions named application_name, waiting up to 5 s for each to go, and
+// says how many ended. A relay process names its lock sessions uniquely and opens a new
+// one only after giving up the last, so another session of that name is one the process
+// gave up while the server kept it (its client side broke) and the locks with it. A role
+// may end its own sessions: no privilege beyond the service's own is needed.
+func (q *Queries) EndOrphanedSessions(ctx context.Context, applicationName string) (int64, error) {
+	row := q.db.QueryRow(ctx, endOrphanedSessions, applicationName)
+	var ended int64
+	err := row.Scan(&ended)
+	return ended, err
 }
 
 const holdWakeLock = `-- name: HoldWakeLock :exec
