@@ -29,9 +29,11 @@ var withRefusingQueue = broker.Topology{
 // One queue refuses every event for good (an operator's max-length 0 with overflow
 // reject-publish), and the one row bound to it is the oldest pending, so every batch
 // claims it. Its refusal is that queue's, not the relay's: 2,000 events bound to a
-// healthy queue drain at no less than 80% of the rate they drain at without it, measured
+// healthy queue drain at no less than half the rate they drain at without it, measured
 // in the same test by the same relay, the refused row set aside between rounds and put
-// back on its own retry schedule. The refused row spends no attempt.
+// back on its own retry schedule. (Measured here: 0.89 to 1.10; a relay that backs off
+// as a whole for the refusal, 0.08. A round lasts a third of a second, so the bound
+// leaves room for a busy machine's hiccups.) The refused row spends no attempt.
 func TestOneRefusedRowDoesNotSlowTheOthers(t *testing.T) {
 	pool, amqpURL, tel := setup(t)
 	refusing := testenv.System{Topology: withRefusingQueue}
@@ -94,8 +96,8 @@ func TestOneRefusedRowDoesNotSlowTheOthers(t *testing.T) {
 	}
 	ratio := aloneTotal.Seconds() / besideTotal.Seconds()
 	t.Logf("%d rounds of 2,000 events: alone %v, beside a refused row %v; rate ratio %.2f", rounds, alone, beside, ratio)
-	if ratio < 0.8 {
-		t.Errorf("beside one refused row the others drained at %.2f of their rate alone (%v against %v), want at least 0.80",
+	if ratio < 0.5 {
+		t.Errorf("beside one refused row the others drained at %.2f of their rate alone (%v against %v), want at least 0.5",
 			ratio, besideTotal.Round(time.Millisecond), aloneTotal.Round(time.Millisecond))
 	}
 	_, _ = pool.Exec(ctx, "UPDATE outbox SET state = 'pending' WHERE event_type = $1", refusedType)
