@@ -134,7 +134,10 @@ func (c *Consumer) consume(ctx context.Context) error {
 	case err := <-outage:
 		end = err
 	case <-cancelled:
-		end = errors.New("the server cancelled the consumer (queue deleted?)")
+		// RabbitMQ cancels a consumer whose queue was deleted and, from 4.3 on, one that
+		// held a delivery past the queue's consumer timeout (3.x closes the channel
+		// instead, with PRECONDITION_FAILED).
+		end = errors.New("the server cancelled the consumer (its queue deleted, or a delivery held past the consumer timeout)")
 	case err := <-closed:
 		end = cmp.Or[error](err, errors.New("channel closed"))
 	}
