@@ -142,6 +142,11 @@ func (c *Consumer) consume(ctx context.Context) error {
 		end = cmp.Or[error](err, errors.New("channel closed"))
 	}
 	c.setState(cmp.Or(errString(end), "shutting down"))
+	if end != nil {
+		// Logged now, not when the handlers are done: a handler held past the broker's
+		// consumer timeout keeps the session waiting for as long as it runs.
+		c.log.WarnContext(ctx, "consumer session ending; the handlers at work finish first", "err", end)
+	}
 	close(stop)
 	wg.Wait() // the handlers at work finish, and ack, before the channel closes
 	return end
