@@ -21,6 +21,7 @@ func init() {
 	kindColors[check.FaultPrivilegeRevoked] = "#843c39"
 	kindColors[check.FaultQueueUnbound] = "#bd9e39"
 	kindColors[check.FaultQueueFull] = "#e7cb94"
+	kindColors[check.FaultConsumerTimeout] = "#7b4173"
 	faultCategory[check.FaultBrokerAlarm] = "network"
 	faultCategory[check.FaultQueueDeleted] = "process"
 	faultCategory[check.FaultLateConsumer] = "process"
@@ -28,6 +29,7 @@ func init() {
 	faultCategory[check.FaultPrivilegeRevoked] = "network"
 	faultCategory[check.FaultQueueUnbound] = "process"
 	faultCategory[check.FaultQueueFull] = "process"
+	faultCategory[check.FaultConsumerTimeout] = "process"
 	// The cluster's (make chaos-cluster): a node or a primary gone is an outage of a part.
 	kindColors[check.FaultBrokerNodeKilled] = "#3182bd"
 	kindColors[check.FaultBrokerNodeStopped] = "#6baed6"
