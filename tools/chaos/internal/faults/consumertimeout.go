@@ -87,13 +87,21 @@ func (in *Injector) consumerTimeout(ctx context.Context, f *check.Fault) {
 		in.record(f, false, "policy: "+err.Error())
 		return
 	}
-	defer func() {
-		// The policy must come off whatever happens: retried until it does.
+	// The policy times out every consumer of the queue, and on RabbitMQ 4.3 a delivery
+	// waiting in a consumer's prefetch buffer counts too: it comes off as soon as the
+	// held consumer consumes again, and whatever happens.
+	removed := false
+	unset := func() {
 		for range 30 {
-			if err := m.Do(ctx, http.MethodDelete, path, "", nil); err == nil {
+			if removed = m.Do(ctx, http.MethodDelete, path, "", nil) == nil; removed {
 				return
 			}
 			time.Sleep(time.Second)
+		}
+	}
+	defer func() {
+		if !removed {
+			unset()
 		}
 	}()
 
@@ -138,6 +146,7 @@ func (in *Injector) consumerTimeout(ctx context.Context, f *check.Fault) {
 		return
 	}
 	p.Disarm() // fired: it does nothing more, and a later restart must not arm it again
+	unset()
 	if resumed.IsZero() {
 		in.record(f, true, fmt.Sprintf("the broker took a delivery back %.1fs after arming (%s); the consumer did not consume again within %v", taken.Sub(armed).Seconds(), reason, consumerTimeoutResumeLimit))
 		in.setCheck(f, check.FaultCheck{Checked: true, Violation: check.TimeoutStalled,

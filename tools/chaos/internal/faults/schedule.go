@@ -191,7 +191,7 @@ func scheduleHeavy(cfg config.Config, processes []string, outages []check.Fault)
 				}
 				// Held past the timeout by a few seconds: the broker takes the delivery
 				// back while the handler still has its transaction open.
-				f.Target, f.Duration = held[i%len(held)], between(ConsumerTimeout+2*time.Second, ConsumerTimeout+5*time.Second)
+				f.Target, f.Duration = held[i%len(held)], between(ConsumerTimeout+2*time.Second, ConsumerTimeout+5*time.Second).Round(100*time.Millisecond)
 				f.Detail = consumerTimeoutFailpoint(f.Duration)
 				busy = f.Duration + 15*time.Second
 			case check.FaultRelayTwin:
