@@ -40,7 +40,8 @@ func init() {
 }
 
 // printHeavyFaults writes one row per heavy fault: when, what, what happened and its own
-// check, and each broker alarm's time to drain.
+// check, each broker alarm's time to drain, and each consumer timeout's time until
+// the events published before its held consumer came back were processed.
 func printHeavyFaults(w io.Writer, r *Result) {
 	var heavy []check.Fault
 	for _, f := range r.Faults {
@@ -73,6 +74,8 @@ func printHeavyFaults(w io.Writer, r *Result) {
 		case f.Kind == check.FaultBrokerAlarm:
 			state = fmt.Sprintf("drained in %.1fs", c.Drain.Seconds())
 			drains = append(drains, c.Drain)
+		case f.Kind == check.FaultConsumerTimeout:
+			state = fmt.Sprintf("processed in %.1fs", c.Drain.Seconds())
 		default:
 			state = "ok"
 		}
