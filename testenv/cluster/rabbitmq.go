@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -41,6 +42,8 @@ type RabbitMQ struct {
 	deploy string // deploy/rabbitmq of the checkout
 	nodes  []*rabbitNode
 
+	appEnv []string // "-rabbit key value" for each setting of StartRabbitMQ's settings
+
 	mu sync.Mutex // guards each node's proc
 
 	// BootTime is how long StartRabbitMQ took from the first boot until every quorum
@@ -66,7 +69,11 @@ type rabbitNode struct {
 // booting in parallel (peer discovery with classic_config, as a StatefulSet's pods find
 // each other). On an error everything started is stopped and removed again, and the
 // error carries the tail of each node's log.
-func StartRabbitMQ(ctx context.Context, dir string, nodes int) (*RabbitMQ, error) {
+//
+// Each setting is a key and an Erlang term of the rabbit application's environment that
+// every node boots with, e.g. Setting{"consumer_timeout", "2000"}: what rabbitmq.conf
+// cannot set, or a test needs on a node of its own rather than on the machine's broker.
+func StartRabbitMQ(ctx context.Context, dir string, nodes int, settings ...Setting) (*RabbitMQ, error) {
 	if nodes < 1 {
 		return nil, fmt.Errorf("start rabbitmq: %d nodes", nodes)
 	}
@@ -82,6 +89,12 @@ func StartRabbitMQ(ctx context.Context, dir string, nodes int) (*RabbitMQ, error
 		return nil, fmt.Errorf("start rabbitmq: %w", err)
 	}
 	r := &RabbitMQ{dir: cdir, deploy: deploy}
+	for _, s := range settings {
+		if !settingKey.MatchString(s.Key) || strings.ContainsAny(s.Value, " \t\n'\"") || s.Value == "" {
+			return nil, fmt.Errorf("start rabbitmq: setting %s=%q: want an atom and a term without blanks or quotes", s.Key, s.Value)
+		}
+		r.appEnv = append(r.appEnv, "-rabbit", s.Key, s.Value)
+	}
 	ok := false
 	defer func() {
 		if !ok {
@@ -150,6 +163,13 @@ func StartRabbitMQ(ctx context.Context, dir string, nodes int) (*RabbitMQ, error
 	ok = true
 	return r, nil
 }
+
+// Setting is one key of the rabbit application's environment and its value as an Erlang
+// term, for StartRabbitMQ: Setting{"channel_tick_interval", "500"}.
+type Setting struct{ Key, Value string }
+
+// settingKey is what a Setting's key may be: a plain Erlang atom.
+var settingKey = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 
 // rabbitmqServer finds the rabbitmq-server script of this machine's RabbitMQ.
 func rabbitmqServer() (string, error) {
@@ -293,7 +313,7 @@ func (r *RabbitMQ) boot(ctx context.Context, i int) error {
 		"RABBITMQ_PLUGINS_EXPAND_DIR="+filepath.Join(n.dir, "plugins"),
 		// Idle schedulers sleep instead of spinning: three VMs share two cores with the
 		// services under test.
-		"RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=+sbwt none +sbwtdcpu none +sbwtdio none -kernel inet_dist_use_interface {127,0,0,1}",
+		"RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="+strings.Join(append([]string{"+sbwt none +sbwtdcpu none +sbwtdio none -kernel inet_dist_use_interface {127,0,0,1}"}, r.appEnv...), " "),
 	)
 	p, err := startProc(script, nil, env, n.dir, filepath.Join(n.dir, "server.log"), nil)
 	if err != nil {

@@ -84,7 +84,7 @@ func (c *Consumer) consume(ctx context.Context) error {
 		return fmt.Errorf("qos: %w", err)
 	}
 	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
-	cancelled := ch.NotifyCancel(make(chan string, 1))
+	cancelled := firstCancel(ch)
 	tag := c.cfg.Name + "-" + randomTag()
 	deliveries, err := ch.Consume(c.cfg.Queue, tag, false, false, false, false, nil)
 	if err != nil {
@@ -134,14 +134,42 @@ func (c *Consumer) consume(ctx context.Context) error {
 	case err := <-outage:
 		end = err
 	case <-cancelled:
-		end = errors.New("the server cancelled the consumer (queue deleted?)")
+		// RabbitMQ cancels a consumer whose queue was deleted and, from 4.3 on, one that
+		// held a delivery past the queue's consumer timeout (3.x closes the channel
+		// instead, with PRECONDITION_FAILED).
+		end = errors.New("the server cancelled the consumer (its queue deleted, or a delivery held past the consumer timeout)")
 	case err := <-closed:
 		end = cmp.Or[error](err, errors.New("channel closed"))
 	}
 	c.setState(cmp.Or(errString(end), "shutting down"))
+	if end != nil {
+		// Logged now, not when the handlers are done: a handler held past the broker's
+		// consumer timeout keeps the session waiting for as long as it runs.
+		c.log.WarnContext(ctx, "consumer session ending; the handlers at work finish first", "err", end)
+	}
 	close(stop)
 	wg.Wait() // the handlers at work finish, and ack, before the channel closes
 	return end
+}
+
+// firstCancel returns a channel that receives the first basic.cancel the server sends
+// on ch, and reads the others until ch is closed. RabbitMQ 4.3 sends several when it
+// times a consumer's deliveries out (again as more of them time out, or are settled
+// late), and a cancel notification nobody reads stalls the connection's reader for 5 s
+// each (amqp091's notify timeout), the channel's close with it: the consumer came back
+// 20-40 s after its held handler had ended.
+func firstCancel(ch *amqp.Channel) <-chan string {
+	first := make(chan string, 1)
+	all := ch.NotifyCancel(make(chan string, 1))
+	go func() {
+		for tag := range all { // closed when ch closes
+			select {
+			case first <- tag:
+			default:
+			}
+		}
+	}()
+	return first
 }
 
 func errString(err error) string {

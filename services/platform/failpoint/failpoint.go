@@ -6,8 +6,10 @@
 //
 //	BOOKSTORE_FAILPOINTS="ordering/before-commit=crash;relay/after-publish=p(0.05)*crash"
 //
-// Actions: crash (SIGKILL), error, delay(50ms), each optionally prefixed by p(0.05)*.
-// Unset, Inject is one atomic load and a nil check.
+// Actions: crash (SIGKILL), error, delay(50ms), each optionally prefixed by p(0.05)*,
+// and that by once* to fire only the first time the failpoint would fire:
+// "inventory/before-commit=once*delay(8s)" holds one handler, not every one. Unset,
+// Inject is one atomic load and a nil check.
 package failpoint
 
 import (
@@ -44,12 +46,19 @@ type Action struct {
 	Kind        Kind
 	Delay       time.Duration
 	Probability float64 // 1 unless p(...) was given
+	Once        bool    // once*: it fires the first time only, until the next Configure
 }
 
 // Set maps failpoint names to their actions.
 type Set map[string]Action
 
-var active atomic.Pointer[Set]
+var active atomic.Pointer[armed]
+
+// armed is the active set, with a flag per once* failpoint that has fired.
+type armed struct {
+	set   Set
+	fired map[string]*atomic.Bool
+}
 
 // crash is replaced in tests of this package; everywhere else it is a real SIGKILL, so no
 // deferred function, no rollback and no ack runs: exactly what a power cut leaves behind.
@@ -69,7 +78,11 @@ func Configure(spec string, names []string) error {
 		active.Store(nil)
 		return nil
 	}
-	active.Store(&set)
+	a := &armed{set: set, fired: map[string]*atomic.Bool{}}
+	for name := range set {
+		a.fired[name] = new(atomic.Bool)
+	}
+	active.Store(a)
 	return nil
 }
 
@@ -77,15 +90,18 @@ func Configure(spec string, names []string) error {
 // the action "error", ctx's error if ctx ends during a delay, and nil otherwise. A crash
 // does not return.
 func Inject(ctx context.Context, name string) error {
-	set := active.Load()
-	if set == nil {
+	on := active.Load()
+	if on == nil {
 		return nil
 	}
-	a, ok := (*set)[name]
+	a, ok := on.set[name]
 	if !ok {
 		return nil
 	}
 	if a.Probability < 1 && rand.Float64() >= a.Probability {
+		return nil
+	}
+	if a.Once && !on.fired[name].CompareAndSwap(false, true) {
 		return nil
 	}
 	switch a.Kind {
@@ -148,7 +164,8 @@ func (s Set) String() string {
 }
 
 // String writes the action as BOOKSTORE_FAILPOINTS spells it: crash, error or
-// delay(50ms), prefixed by p(0.05)* unless it always fires.
+// delay(50ms), prefixed by p(0.05)* unless it always fires, and by once* before that
+// when it fires once.
 func (a Action) String() string {
 	var s string
 	switch a.Kind {
@@ -164,11 +181,15 @@ func (a Action) String() string {
 	if a.Probability != 1 {
 		s = "p(" + strconv.FormatFloat(a.Probability, 'g', -1, 64) + ")*" + s
 	}
+	if a.Once {
+		s = "once*" + s
+	}
 	return s
 }
 
 func parseAction(s string) (Action, error) {
 	a := Action{Probability: 1}
+	s, a.Once = strings.CutPrefix(s, "once*")
 	if rest, ok := strings.CutPrefix(s, "p("); ok {
 		num, after, ok := strings.Cut(rest, ")*")
 		if !ok {

@@ -3,6 +3,8 @@ package failpoint
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -132,3 +134,49 @@ func BenchmarkInjectUnset(b *testing.B) {
 
 //go:noinline
 func noop(context.Context, string) error { return nil }
+
+// A once* failpoint fires the first time only, across goroutines, until it is configured
+// again; with p(…) the first time is the first draw that fires.
+func TestOnceFiresTheFirstTimeOnlyUntilConfiguredAgain(t *testing.T) {
+	t.Cleanup(func() { _ = Configure("", names) })
+	spec := "mail/after-send=once*p(0.5)*error;relay/after-publish=once*error" // String's order
+	set, err := Parse(spec, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Action{Kind: Error, Probability: 0.5, Once: true}); set[mailAfterSend] != want {
+		t.Fatalf("%s = %+v, want %+v", mailAfterSend, set[mailAfterSend], want)
+	}
+	if got := set.String(); got != spec {
+		t.Errorf("String() = %q, want %q", got, spec)
+	}
+	for _, bad := range []string{"relay/after-publish=p(0.5)*once*error", "relay/after-publish=once*once*error", "relay/after-publish=once*"} {
+		if _, err := Parse(bad, names); err == nil {
+			t.Errorf("Parse(%q) took it", bad)
+		}
+	}
+	for round := range 2 {
+		if err := Configure(spec, names); err != nil {
+			t.Fatal(err)
+		}
+		var fired [2]atomic.Int32
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 100 {
+					for i, name := range []string{relayAfterPublish, mailAfterSend} {
+						if errors.Is(Inject(context.Background(), name), ErrInjected) {
+							fired[i].Add(1)
+						}
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if fired[0].Load() != 1 || fired[1].Load() != 1 {
+			t.Errorf("configuration %d: once*error fired %d times, once*p(0.5)*error %d times, want once each", round+1, fired[0].Load(), fired[1].Load())
+		}
+	}
+}

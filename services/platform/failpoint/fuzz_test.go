@@ -19,6 +19,7 @@ func FuzzSpecNamesOnlyKnownFailpointsAndRoundTrips(f *testing.F) {
 		"shop/before-commit=crash",
 		"shop/before-commit=crash; relay/after-publish=p(0.25)*error;stock/after-commit=delay(50ms)",
 		"mail/after-send=p(1)*delay(1h2m3.5s)",
+		"mail/after-send=once*p(0.1)*delay(8s);shop/before-commit=once*crash",
 		"shop/before-commit=crash;shop/before-commit=error", // a name twice: the last wins
 		"shop/before-commit=p(NaN)*crash",
 		"shop/before-commit=p(Inf)*crash",

@@ -13,7 +13,7 @@ type FaultCheck struct {
 	Checked   bool          `json:"checked"`             // false: the fault did not get far enough to be checked, or something else explains its outcome (Note says what)
 	Violation string        `json:"violation,omitempty"` // the kind of violation, when it failed
 	Detail    string        `json:"detail,omitempty"`
-	Drain     time.Duration `json:"drain_ns,omitempty"` // broker_alarm: from the alarm's end until every row written before it was published
+	Drain     time.Duration `json:"drain_ns,omitempty"` // broker_alarm, queue_full: from the fault's end until every row written before it was published; consumer_timeout: from the held consumer's resumption until every event published before it was processed
 }
 
 // Recovery is what one node loss or failover cost the clients and the pipeline, measured
@@ -48,6 +48,7 @@ const (
 	QueueLeftUnbound = "queue left unbound while events of its types were published"
 	QueueFullLost    = "outbox rows parked dead or not drained after a queue was full"
 	NodeLossStalled  = "no order decided while one broker node of three was down"
+	TimeoutStalled   = "events not processed after a handler was held past the consumer timeout"
 )
 
 // Fault kinds. Each opens a failure window some part of the design claims to close.
@@ -74,6 +75,7 @@ const (
 	FaultPrivilegeRevoked = "privilege_revoked" // a table privilege revoked from a service's role, then granted again
 	FaultQueueUnbound     = "queue_unbound"     // late_consumer, but the harness declares the queue again without its bindings, as a consumer killed between its declare and its binds leaves it
 	FaultQueueFull        = "queue_full"        // an operator's policy caps a work queue at length 0 with overflow reject-publish, its consumers down: the broker nacks every event bound to it
+	FaultConsumerTimeout  = "consumer_timeout"  // a handler held (a once* delay failpoint) past a short consumer timeout (a policy on its queue): the broker takes the delivery back from under it
 )
 
 // The cluster faults (faults/cluster.go), only in the cluster profile (make chaos-cluster):
@@ -97,13 +99,13 @@ var FaultKinds = []string{
 	FaultBrokerOutage, FaultPostgresOutage,
 	FaultProviderFail, FaultProviderAmbiguous, FaultDuplicate, FaultPoison,
 	FaultBrokerAlarm, FaultQueueDeleted, FaultLateConsumer, FaultRelayTwin, FaultPrivilegeRevoked, FaultQueueUnbound,
-	FaultQueueFull,
+	FaultQueueFull, FaultConsumerTimeout,
 }
 
 // HeavyKinds are the kinds config.Config.HeavyFaultsEach counts; each stops processes, changes the
 // broker's topology or the database's privileges for seconds.
 // The last one drawn last: a kind added at the end moves none of a seed's other heavy faults.
-var HeavyKinds = []string{FaultBrokerAlarm, FaultQueueDeleted, FaultLateConsumer, FaultRelayTwin, FaultPrivilegeRevoked, FaultQueueUnbound, FaultQueueFull}
+var HeavyKinds = []string{FaultBrokerAlarm, FaultQueueDeleted, FaultLateConsumer, FaultRelayTwin, FaultPrivilegeRevoked, FaultQueueUnbound, FaultQueueFull, FaultConsumerTimeout}
 
 // IsHeavy reports whether kind is one of HeavyKinds.
 func IsHeavy(kind string) bool { return slices.Contains(HeavyKinds, kind) }

@@ -153,7 +153,7 @@ func TestTheDefaultDesignKeepsEveryInvariantUnderEveryKindOfFault(t *testing.T) 
 		hit[c.Kind] = c.Fired
 	}
 	for _, kind := range check.FaultKinds {
-		if hit[kind] == 0 {
+		if hit[kind] == 0 && !(kind == check.FaultConsumerTimeout && skippedForItsBroker(res.Faults, kind)) {
 			t.Errorf("no %s fault hit the system (counts %+v)", kind, res.FaultCounts)
 		}
 	}
@@ -374,4 +374,21 @@ func noRaces(t *testing.T, reportDir string) {
 			t.Errorf("the race detector found a data race in %s", name)
 		}
 	}
+}
+
+// skippedForItsBroker reports whether every fault of kind was skipped because the broker
+// cannot take it: consumer_timeout needs a per-queue consumer timeout (RabbitMQ 3.12 and
+// later), and the run leaves an older broker's node-wide setting alone.
+func skippedForItsBroker(faults []check.Fault, kind string) bool {
+	n := 0
+	for _, f := range faults {
+		if f.Kind != kind {
+			continue
+		}
+		n++
+		if !strings.HasPrefix(f.Note, "skipped: RabbitMQ 3.") {
+			return false
+		}
+	}
+	return n > 0
 }

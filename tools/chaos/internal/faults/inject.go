@@ -133,6 +133,8 @@ func (in *Injector) apply(ctx context.Context, f *check.Fault) {
 		in.relayTwin(ctx, f)
 	case check.FaultQueueFull:
 		in.queueFull(ctx, f)
+	case check.FaultConsumerTimeout:
+		in.consumerTimeout(ctx, f)
 	case check.FaultPrivilegeRevoked:
 		in.privilegeRevoked(ctx, f)
 	case check.FaultResetPeer:

@@ -179,6 +179,21 @@ func scheduleHeavy(cfg config.Config, processes []string, outages []check.Fault)
 				f.Target, f.Duration = queues[i%len(queues)], between(4*time.Second, 8*time.Second)
 				f.Detail = queueFullPolicy
 				busy = f.Duration + 10*time.Second
+			case check.FaultConsumerTimeout:
+				var held []string
+				for _, p := range failpointProcesses(cfg)[contracts.InventoryBeforeCommit] {
+					if slices.Contains(processes, p) {
+						held = append(held, p)
+					}
+				}
+				if len(held) == 0 {
+					continue
+				}
+				// Held past the timeout by a few seconds: the broker takes the delivery
+				// back while the handler still has its transaction open.
+				f.Target, f.Duration = held[i%len(held)], between(ConsumerTimeout+2*time.Second, ConsumerTimeout+5*time.Second).Round(100*time.Millisecond)
+				f.Detail = consumerTimeoutFailpoint(f.Duration)
+				busy = f.Duration + 15*time.Second
 			case check.FaultRelayTwin:
 				if len(relays) == 0 {
 					continue

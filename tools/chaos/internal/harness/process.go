@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -280,6 +281,39 @@ func (p *Process) ArmedFailpoints() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.failpoints
+}
+
+// Disarm clears the failpoints of the process's next start, leaving the running process
+// as it is: a once* failpoint that has fired does nothing more, and a restart (a kill
+// fault's) must not arm it again.
+func (p *Process) Disarm() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.failpoints = ""
+}
+
+// LogSize is how much the process has logged so far, for LogSince.
+func (p *Process) LogSize() int64 {
+	fi, err := os.Stat(p.log.Name())
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// LogSince returns the lines the process has logged after the first off bytes of its log
+// (LogSize), and the size they end at.
+func (p *Process) LogSince(off int64) ([]string, int64) {
+	b, err := os.ReadFile(p.log.Name())
+	if err != nil || int64(len(b)) <= off {
+		return nil, off
+	}
+	rest := b[off:]
+	end := bytes.LastIndexByte(rest, '\n') + 1 // a line still being written waits for the next call
+	if end == 0 {
+		return nil, off
+	}
+	return strings.Split(strings.TrimRight(string(rest[:end]), "\n"), "\n"), off + int64(end)
 }
 
 // stop ends supervision and the process: SIGTERM, then SIGKILL after grace.

@@ -21,6 +21,7 @@ func init() {
 	kindColors[check.FaultPrivilegeRevoked] = "#843c39"
 	kindColors[check.FaultQueueUnbound] = "#bd9e39"
 	kindColors[check.FaultQueueFull] = "#e7cb94"
+	kindColors[check.FaultConsumerTimeout] = "#7b4173"
 	faultCategory[check.FaultBrokerAlarm] = "network"
 	faultCategory[check.FaultQueueDeleted] = "process"
 	faultCategory[check.FaultLateConsumer] = "process"
@@ -28,6 +29,7 @@ func init() {
 	faultCategory[check.FaultPrivilegeRevoked] = "network"
 	faultCategory[check.FaultQueueUnbound] = "process"
 	faultCategory[check.FaultQueueFull] = "process"
+	faultCategory[check.FaultConsumerTimeout] = "process"
 	// The cluster's (make chaos-cluster): a node or a primary gone is an outage of a part.
 	kindColors[check.FaultBrokerNodeKilled] = "#3182bd"
 	kindColors[check.FaultBrokerNodeStopped] = "#6baed6"
@@ -38,7 +40,8 @@ func init() {
 }
 
 // printHeavyFaults writes one row per heavy fault: when, what, what happened and its own
-// check, and each broker alarm's time to drain.
+// check, each broker alarm's time to drain, and each consumer timeout's time until
+// the events published before its held consumer came back were processed.
 func printHeavyFaults(w io.Writer, r *Result) {
 	var heavy []check.Fault
 	for _, f := range r.Faults {
@@ -71,6 +74,8 @@ func printHeavyFaults(w io.Writer, r *Result) {
 		case f.Kind == check.FaultBrokerAlarm:
 			state = fmt.Sprintf("drained in %.1fs", c.Drain.Seconds())
 			drains = append(drains, c.Drain)
+		case f.Kind == check.FaultConsumerTimeout:
+			state = fmt.Sprintf("processed in %.1fs", c.Drain.Seconds())
 		default:
 			state = "ok"
 		}
