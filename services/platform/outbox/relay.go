@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -401,18 +400,13 @@ func (r *Relay) listenOnce(ctx context.Context, wake chan<- struct{}) error {
 }
 
 // sessionConfig is the configuration of one of the relay's long-lived lock sessions
-// (kind "lock" or "wake"): a name no other process's session has, so that
-// connectSession can end this process's orphans, and TCP keepalives on both ends, so
-// that a link a NAT or load balancer dropped while idle is found dead in seconds rather
-// than the hours of the operating system's defaults, by the relay and by the server.
+// (kind "lock" or "wake"): the pool's, with its TCP keepalives on both ends (pgdb's
+// bounds), so that a link a NAT or load balancer dropped while idle is found dead in
+// seconds by the relay and by the server, and a name no other process's session has, so
+// that connectSession can end this process's orphans.
 func (r *Relay) sessionConfig(kind string) *pgx.ConnConfig {
 	c := r.pool.Config().ConnConfig.Copy()
 	c.RuntimeParams["application_name"] = "outbox relay " + kind + " " + r.token.String()
-	c.RuntimeParams["tcp_keepalives_idle"] = "10"
-	c.RuntimeParams["tcp_keepalives_interval"] = "5"
-	c.RuntimeParams["tcp_keepalives_count"] = "3"
-	dialer := net.Dialer{KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 10 * time.Second, Interval: 5 * time.Second, Count: 3}}
-	c.DialFunc = dialer.DialContext
 	return c
 }
 

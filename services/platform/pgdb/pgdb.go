@@ -196,14 +196,6 @@ func Open(ctx context.Context, adminURL, databaseURL string, sets ...Migrations)
 // gets it here.
 const ConnectTimeout = 5 * time.Second
 
-// boundConnect sets ConnectTimeout on cfg, parsed from rawURL, unless rawURL sets
-// connect_timeout itself.
-func boundConnect(rawURL string, cfg *pgconn.Config) {
-	if cfg.ConnectTimeout == 0 && !strings.Contains(rawURL, "connect_timeout") {
-		cfg.ConnectTimeout = ConnectTimeout
-	}
-}
-
 // Transient reports whether err is a failure that the same statement may not meet again:
 // a serialization failure or a deadlock, which Postgres resolves by aborting one of the
 // transactions involved, or a connection that broke, before anything was sent or in the

@@ -1,0 +1,135 @@
+package pgdb_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"golang.org/x/sys/unix"
+
+	"github.com/bookstore-go/bookstore/services/platform/pgdb"
+	"github.com/bookstore-go/bookstore/testenv"
+)
+
+// Every connection of a service carries the session bounds on the server's side (here in
+// pg_settings' units: milliseconds and seconds), unless the URL sets one itself.
+func TestAServicesSessionsCarryTheirBoundsOnTheServer(t *testing.T) {
+	t.Parallel()
+	admin, dbURL := testenv.Database(t, "pgdb")
+	pool, err := pgdb.Open(context.Background(), admin, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	for name, want := range map[string]string{
+		"idle_in_transaction_session_timeout": "30000",
+		"tcp_keepalives_idle":                 "10",
+		"tcp_keepalives_interval":             "5",
+		"tcp_keepalives_count":                "3",
+		"tcp_user_timeout":                    "30000",
+	} {
+		var got string
+		if err := pool.QueryRow(context.Background(), "SELECT setting FROM pg_settings WHERE name = $1", name).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("%s = %s on a service's session, want %s", name, got, want)
+		}
+	}
+
+	withOwn := dbURL + sep(dbURL) + "idle_in_transaction_session_timeout=5000"
+	own, err := pgdb.Open(context.Background(), admin, withOwn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(own.Close)
+	var got string
+	if err := own.QueryRow(context.Background(), "SELECT setting FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout'").Scan(&got); err != nil || got != "5000" {
+		t.Errorf("idle_in_transaction_session_timeout = %s (%v) with the URL's own 5000, want 5000", got, err)
+	}
+}
+
+// A transaction of ours that sits idle (a client hung, or its link broken on the
+// client's side only) is ended by the server after the bound, and the lock it held is
+// free again: without the bound, the lock would wait for the server's TCP keepalive,
+// two hours and more.
+func TestTheServerEndsATransactionLeftIdleAndFreesItsLocks(t *testing.T) {
+	t.Parallel()
+	admin, dbURL := testenv.Database(t, "pgdb")
+	short := dbURL + sep(dbURL) + "idle_in_transaction_session_timeout=300"
+	pool, err := pgdb.Open(context.Background(), admin, short)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(42)"); err != nil {
+		t.Fatal(err)
+	}
+	other := testenv.Pool(t, dbURL)
+	testenv.Eventually(t, 10*time.Second, "the lock free again", func() bool {
+		var got bool
+		if err := other.QueryRow(ctx, "SELECT pg_try_advisory_lock(42)").Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got {
+			_, _ = other.Exec(ctx, "SELECT pg_advisory_unlock_all()")
+		}
+		return got
+	})
+	_, err = tx.Exec(ctx, "SELECT 1")
+	var pgErr *pgconn.PgError
+	if err == nil || (!errors.As(err, &pgErr) && !pgdb.LostConnection(err)) {
+		t.Errorf("the idle transaction's next statement: %v, want the session ended", err)
+	}
+}
+
+// A service's TCP connection to Postgres gives up data left unacknowledged after
+// UserTimeout, where keepalive, which probes only an idle link, would never look.
+func TestAServicesConnectionGivesUpUnacknowledgedDataAfterTheUserTimeout(t *testing.T) {
+	t.Parallel()
+	admin, dbURL := testenv.Database(t, "pgdb")
+	pool, err := pgdb.Open(context.Background(), admin, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	conn, err := pool.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	tcp, ok := conn.Conn().PgConn().Conn().(*net.TCPConn)
+	if !ok {
+		t.Fatalf("the pool's connection is a %T, want TCP (TEST_DATABASE_ADMIN_URL names a host)", conn.Conn().PgConn().Conn())
+	}
+	raw, err := tcp.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got int
+	var serr error
+	if err := raw.Control(func(fd uintptr) { got, serr = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT) }); err != nil || serr != nil {
+		t.Fatal(err, serr)
+	}
+	if want := int(pgdb.UserTimeout.Milliseconds()); got != want {
+		t.Errorf("TCP_USER_TIMEOUT = %d ms, want %d", got, want)
+	}
+}
+
+// sep is what joins one more parameter to rawURL.
+func sep(rawURL string) string {
+	if strings.Contains(rawURL, "?") {
+		return "&"
+	}
+	return "?"
+}
