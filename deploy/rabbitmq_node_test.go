@@ -228,7 +228,10 @@ prometheus.tcp.port = ` + ports["prometheus"] + "\n"
 		return string(a) + string(b)
 	}
 
-	// Ready when the exporter lists every queue of the contracts and every DLQ.
+	// Ready when the exporter lists every queue of the contracts and every DLQ, and the
+	// AMQP listener accepts connections: RabbitMQ opens its listeners last, after the
+	// definitions and the plugins, and 4.3's exporter answered with every queue before
+	// its listener did (the logins below were refused once).
 	metricsURL := "http://127.0.0.1:" + ports["prometheus"] + "/metrics"
 	wantQueues := map[string]bool{}
 	for _, q := range contracts.Topology.Queues {
@@ -249,11 +252,11 @@ prometheus.tcp.port = ` + ports["prometheus"] + "\n"
 				complete = complete && seen[metric][q]
 			}
 		}
-		if complete {
+		if complete && accepts("127.0.0.1:"+ports["amqp"]) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 90s the exporter of RabbitMQ %s on %s lacks %v for queues %v (saw %v):\n%s", s.version, metricsURL, slices.Sorted(keys(externalMetrics)), slices.Sorted(keys(wantQueues)), seen, logs())
+			t.Fatalf("after 90s RabbitMQ %s is not ready: its exporter on %s lacks %v for queues %v (saw %v), or its AMQP listener on :%s does not accept (%v):\n%s", s.version, metricsURL, slices.Sorted(keys(externalMetrics)), slices.Sorted(keys(wantQueues)), seen, ports["amqp"], accepts("127.0.0.1:"+ports["amqp"]), logs())
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
@@ -461,4 +464,13 @@ func queueMetrics(url string) map[string]map[string]bool {
 		}
 	}
 	return out
+}
+
+// accepts says whether something accepts TCP connections at addr.
+func accepts(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err == nil {
+		_ = c.Close()
+	}
+	return err == nil
 }
