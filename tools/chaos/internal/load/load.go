@@ -164,8 +164,9 @@ type orderBody struct {
 
 // place runs one operation to its end. An answer that proves the order was not placed
 // (400, 422, a refused connection, and a 503 with Retry-After: ordering shed the request
-// before it did anything) is a definite failure; a timeout, a reset, another 5xx or a 409
-// (the same key still in flight) may hide a placed order, so once one of those is seen,
+// before it did anything) is a definite failure; a timeout, a reset, another 5xx, a 409
+// (the same key still in flight) or a 503 naming a connection lost under the request
+// (mayHaveDone) may hide a placed order, so once one of those is seen,
 // running out of attempts makes the outcome unknown, never failed. A 503 with Retry-After
 // is retried after the time it asks for, --shed-retries times; then the operation ends
 // rejected (failed, with Shed > 0): the customer was told to come back later.
@@ -208,6 +209,7 @@ func (l *OrderLoad) place(ctx context.Context, op *check.ClientOp) {
 		case r.shed():
 			op.Shed++
 			op.Error = fmt.Sprintf("%d Retry-After %s: %.200s", r.Status, r.afterHdr, r.body)
+			ambiguous = ambiguous || r.mayHaveDone()
 			if op.Shed > l.shedRetries {
 				op.Outcome = check.OutcomeFailed
 				if ambiguous {
@@ -266,6 +268,7 @@ func (l *OrderLoad) cancel(ctx context.Context, op *check.ClientOp) {
 		case r.shed():
 			shed++
 			op.CancelError = fmt.Sprintf("%d Retry-After %s: %.200s", r.Status, r.afterHdr, r.body)
+			ambiguous = ambiguous || r.mayHaveDone()
 			if shed > l.shedRetries {
 				if !ambiguous {
 					op.CancelOutcome = check.OutcomeFailed
@@ -307,9 +310,17 @@ type answer struct {
 // refused, and it had not been written to another one before.
 func (a answer) refused() bool { return a.err != nil && refused(a.err) && !a.wrote.Load() }
 
-// shed reports a 503 with Retry-After: ordering refused the request before it did
-// anything (docs/problems.md#overloaded).
+// shed reports a 503 with Retry-After: ordering refused the request, to be sent again
+// later (docs/problems.md#overloaded, #unavailable). Most are answered before anything
+// was done; mayHaveDone tells the one that is not.
 func (a answer) shed() bool { return a.Status == http.StatusServiceUnavailable && a.afterHdr != "" }
+
+// mayHaveDone reports a 503 whose detail says ordering's database connection broke under
+// the request (database-connection-lost): if that was during its commit, the order was
+// placed (or cancelled), and a retry with the same key answers with it.
+func (a answer) mayHaveDone() bool {
+	return a.shed() && bytes.Contains(a.body, []byte("database-connection-lost"))
+}
 
 // after is how long Retry-After asks to wait, with up to half of it again as jitter, so
 // the customers shed together do not all come back in the same instant.

@@ -4,11 +4,13 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 
 	"github.com/google/uuid"
 
+	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/config"
 )
 
@@ -48,5 +50,40 @@ func TestARefusedRetryOfTheTransportIsNotANeverSent(t *testing.T) {
 	}
 	if a.refused() {
 		t.Errorf("an attempt the server received counts as refused (never sent): %v", a.err)
+	}
+}
+
+// A 503 whose detail says ordering's database connection broke under the request
+// (database-connection-lost) may hide a placed order: its commit may have gone through.
+// The operation whose every later try is shed (database-unreachable: nothing done) is
+// then unknown, not failed; the checker would otherwise count the order that exists as
+// placed for an operation the client was told failed.
+func TestAnOperationWhoseConnectionBrokeUnderItAndWasThenShedIsUnknown(t *testing.T) {
+	var tries atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "0")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		if tries.Add(1) == 1 {
+			_, _ = w.Write([]byte(`{"status":503,"detail":"database-connection-lost: the connection to the database broke under the request"}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"status":503,"detail":"database-unreachable: the database could not be reached; nothing was done"}`))
+	}))
+	defer srv.Close()
+	cfg := config.Default
+	cfg.Orders = 1
+	l := Plan(cfg, []uuid.UUID{uuid.New()}, []string{srv.URL})
+	op := &l.Ops[0]
+	l.place(context.Background(), op)
+	if op.Outcome != check.OutcomeUnknown {
+		t.Errorf("outcome %s after %d tries (%s), want unknown: the first try's commit may have gone through", op.Outcome, op.Attempts, op.Error)
+	}
+
+	// Every try shed before it did anything: failed, as before.
+	tries.Store(1)
+	op2 := &check.ClientOp{Key: "k2", Email: op.Email, Lines: op.Lines}
+	l.place(context.Background(), op2)
+	if op2.Outcome != check.OutcomeFailed {
+		t.Errorf("outcome %s when every try was shed before doing anything, want failed", op2.Outcome)
 	}
 }
