@@ -31,7 +31,6 @@ type LivenessSample struct {
 	Backlog       int          `json:"backlog_rows,omitempty"`   // pending rows
 	Deferred      int          `json:"deferred_rows,omitempty"`  // pending rows not available yet (a queue refused them: they wait for their own retry)
 	Claimed       int          `json:"claimed_rows,omitempty"`   // pending rows under a live claim (being published, or a dead relay's lease)
-	Blocked       int          `json:"blocked_rows,omitempty"`   // pending rows behind an unpublished predecessor of their aggregate
 	Claimable     int          `json:"claimable_rows,omitempty"` // the rest: any relay could claim them now
 }
 
