@@ -254,8 +254,12 @@ func checkLiveness(s Snapshot) Verdict {
 			}
 		}
 	}
-	b.note("%d samples of a ready relay between faults (bound %v, grace %v after a fault's end or its backlog's drain); the longest wait in them: %v %s",
-		b.v.Checked, l.Bound, l.Grace, longest.Round(time.Millisecond), longestAt)
+	seen := fmt.Sprintf("no claimable row had waited %v (half the bound) in them", l.Bound/2)
+	if longestAt != "" {
+		seen = fmt.Sprintf("the longest wait in them: %v, %s", longest.Round(time.Millisecond), longestAt)
+	}
+	b.note("%d samples of a ready relay between faults (bound %v, grace %v after a fault's end or its backlog's drain); %s",
+		b.v.Checked, l.Bound, l.Grace, seen)
 	b.v.Checked += len(recs) // and each fault's recovery
 	return b.done()
 }

@@ -67,6 +67,9 @@ func TestInvariant12ARowClaimableForLongerThanTheBoundBetweenFaultsIsCaught(t *t
 	if got := v.Examples[0]; !strings.Contains(got.Subject, "018f-stuck (ordering.order-placed.v1)") || !strings.Contains(got.Detail, "2 of 2 relays ready") {
 		t.Errorf("the violation does not name the row, its type and the relays: %+v", got)
 	}
+	if notes := strings.Join(v.Notes, "\n"); !strings.Contains(notes, "the longest wait in them: 3s, ordering 018f-stuck") {
+		t.Errorf("the note does not give the longest wait: %s", notes)
+	}
 }
 
 func TestInvariant12TheBoundDoesNotApplyDuringAFaultOrItsGraceOrWhileNoRelayIsReady(t *testing.T) {
