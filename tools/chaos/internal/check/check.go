@@ -81,6 +81,8 @@ func Check(s Snapshot) []Verdict {
 		checkNothingStuck(s),
 		checkDeadLetters(s),
 		checkFaults(s),
+		checkInjection(s),
+		checkLiveness(s),
 	}
 }
 

@@ -62,13 +62,14 @@ func cleanSnapshot() Snapshot {
 		// A twin that overlapped a Postgres outage is not checked: no violation, a note.
 		{ID: 10, Kind: FaultRelayTwin, Target: "inventory-1", Fired: true, Check: &FaultCheck{Detail: "not checked"}},
 	}
+	s.Faults, s.Liveness = cleanLiveness(t0)
 	return s
 }
 
 func TestACleanSnapshotPassesEveryInvariant(t *testing.T) {
 	vs := Check(cleanSnapshot())
-	if len(vs) != 7 {
-		t.Fatalf("got %d verdicts, want one per invariant (6) and the faults' own checks", len(vs))
+	if len(vs) != 9 {
+		t.Fatalf("got %d verdicts, want one per invariant (6), the faults' own checks, the injection's and liveness", len(vs))
 	}
 	for _, v := range vs {
 		if !v.Passed || v.Checked == 0 {

@@ -124,8 +124,12 @@ type Fault struct {
 
 	Start time.Time `json:"start,omitzero"`
 	End   time.Time `json:"end,omitzero"`
-	Fired bool      `json:"fired"` // the fault really happened (a failpoint crashed, a kill hit a live process)
-	Note  string    `json:"note,omitempty"`
+	Fired bool      `json:"fired"`          // the fault really happened (a failpoint crashed, a kill hit a live process)
+	Note  string    `json:"note,omitempty"` // what happened; for a fault missed for a state of the system (Fired false, no Error), why
+	// Error is the harness's own error that kept the fault from being injected, or from
+	// being undone: a Toxiproxy call, a management API call, a SQL statement of the
+	// harness's that failed. A fault with one fails the run (checkInjection).
+	Error string `json:"error,omitempty"`
 	// Check is the fault's own check, for the kinds that have one (faults/heavy.go).
 	Check *FaultCheck `json:"check,omitempty"`
 	// Recovery is what a cluster fault cost (faults/cluster.go), nil for the other kinds.

@@ -35,6 +35,11 @@ type Snapshot struct {
 	InjectedPoison []PoisonMessage      `json:"injected_poison"`
 	// FaultChecks are the faults that have their own check (faults/heavy.go), with its result.
 	FaultChecks []Fault `json:"fault_checks,omitempty"`
+	// Faults is the whole schedule with what became of each fault: checkInjection looks
+	// for the harness's own errors, checkLiveness for the windows the bound leaves out.
+	Faults []Fault `json:"faults,omitempty"`
+	// Liveness is what the harness sampled of the relays during the run (checkLiveness).
+	Liveness *Liveness `json:"liveness,omitempty"`
 }
 
 // outcome is what a client learned about one operation, Jepsen-style: ok (the API said

@@ -53,6 +53,8 @@ type Config struct {
 	AMQPURL           string        // RabbitMQ, any vhost: the run uses its own
 	ManagementURL     string        // RabbitMQ management API, with credentials
 	QuietTimeout      time.Duration // how long to wait for the system to go quiet
+	LivenessBound     time.Duration // the longest a claimable outbox row may wait between faults while its relay is ready (invariant 12)
+	LivenessGrace     time.Duration // how long after a fault's end (or its backlog's drain) the bound still does not apply
 	Progress          bool          // print a live progress line
 	Design            string        // the design's name in reports (set by compare)
 	Designs           string        // compare: which designs to run, comma-separated parts of their names; empty: all
@@ -86,6 +88,8 @@ var Default = Config{
 	AMQPURL:           "amqp://guest:guest@localhost:5672/",
 	ManagementURL:     "http://guest:guest@localhost:15672",
 	QuietTimeout:      3 * time.Minute,
+	LivenessBound:     2 * time.Second,
+	LivenessGrace:     2 * time.Second,
 	Progress:          true,
 }
 
@@ -192,6 +196,8 @@ func Parse(args []string, stderr io.Writer, compare bool) (Config, error) {
 	fs.StringVar(&cfg.AMQPURL, "amqp", cfg.AMQPURL, "RabbitMQ URL (the run uses its own vhost)")
 	fs.StringVar(&cfg.ManagementURL, "rabbitmq-management", cfg.ManagementURL, "RabbitMQ management API URL with credentials")
 	fs.DurationVar(&cfg.QuietTimeout, "quiet-timeout", cfg.QuietTimeout, "how long to wait for outboxes, queues and records to settle")
+	fs.DurationVar(&cfg.LivenessBound, "liveness-bound", cfg.LivenessBound, "the longest a claimable outbox row may wait between faults while its relay reports ready")
+	fs.DurationVar(&cfg.LivenessGrace, "liveness-grace", cfg.LivenessGrace, "after a fault's end, or its backlog's drain if later, how long the liveness bound still does not apply")
 	fs.BoolVar(&cfg.Progress, "progress", cfg.Progress, "print a live progress line")
 	if compare {
 		fs.StringVar(&cfg.Designs, "designs", cfg.Designs, "the designs to compare, comma-separated parts of their names (e.g. default,mandatory); empty: all")

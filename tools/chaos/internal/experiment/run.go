@@ -112,6 +112,8 @@ func Run(ctx context.Context, cfg config.Config, progress io.Writer) (*report.Re
 
 	loadCtx, endLoad := context.WithCancel(ctx)
 	res.LoadStart = time.Now()
+	liveness := startLiveness(ctx, sys, cfg)
+	defer liveness.stop() // finish stops it first on the way to a verdict
 	faultsDone := make(chan struct{})
 	go func() { defer close(faultsDone); in.Run(loadCtx, res.LoadStart) }()
 	progressDone := make(chan struct{})
@@ -132,6 +134,7 @@ func Run(ctx context.Context, cfg config.Config, progress io.Writer) (*report.Re
 	say("waiting for quiet (at most %v)", cfg.QuietTimeout)
 	res.Quiet = waitQuiet(ctx, sys, cfg.QuietTimeout)
 	say("%s after %v", res.Quiet.Reason, res.Quiet.Waited.Round(time.Second))
+	sampled := liveness.finish()
 
 	snap, err := collect(ctx, sys, msgs, history)
 	if err != nil {
@@ -142,11 +145,13 @@ func Run(ctx context.Context, cfg config.Config, progress io.Writer) (*report.Re
 			snap.FaultChecks = append(snap.FaultChecks, f)
 		}
 	}
+	snap.Faults, snap.Liveness = in.FaultResults(), sampled
 	res.Verdicts = check.Check(snap)
 	res.Violations = check.ViolationCount(res.Verdicts)
 	res.Passed = check.Passed(res.Verdicts)
 	res.Faults = in.FaultResults()
 	res.FaultCounts = report.CountFaults(res.Faults)
+	res.OutboxRecovery = check.Recoveries(sampled, res.Faults)
 	if cfg.Outages > 0 {
 		res.Budgets = cfg.Budgets()
 		res.Outages = report.OutageReports(cfg, res.Faults, res.LoadStart)

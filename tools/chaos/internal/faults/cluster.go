@@ -32,7 +32,7 @@ const DrainLimit = 2 * time.Minute
 func (in *Injector) clusterFault(ctx context.Context, f *check.Fault) {
 	cl := in.sys.Cluster
 	if cl == nil {
-		in.record(f, false, "no cluster: only the cluster profile has these faults")
+		in.fail(f, false, "no cluster: only the cluster profile has these faults")
 		return
 	}
 	// One at a time: a fault that comes while the last one's node is still booting waits
@@ -75,7 +75,7 @@ func (in *Injector) clusterFault(ctx context.Context, f *check.Fault) {
 	}
 	if err != nil {
 		in.setRecovery(f, rec)
-		in.record(f, !rec.Killed.IsZero(), err.Error())
+		in.fail(f, !rec.Killed.IsZero(), err.Error())
 		return
 	}
 	rec.Drained = in.waitDrained(bg, rec.Killed, rec.Restored)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -60,13 +59,13 @@ func (in *Injector) consumerTimeout(ctx context.Context, f *check.Fault) {
 	ctx = context.WithoutCancel(ctx) // once begun, it runs to its end: the policy always comes off
 	p := in.sys.Process(f.Target)
 	if p == nil {
-		in.record(f, false, "no process "+f.Target)
+		in.fail(f, false, "no process "+f.Target)
 		return
 	}
-	m := broker.Management{URL: in.sys.Cfg.ManagementURL}
+	m := in.sys.Management()
 	version, err := brokerVersion(ctx, m)
 	if err != nil {
-		in.record(f, false, "skipped: the broker's version: "+err.Error())
+		in.fail(f, false, "the broker's version: "+err.Error())
 		return
 	}
 	if !version.atLeast(3, 12) {
@@ -78,13 +77,13 @@ func (in *Injector) consumerTimeout(ctx context.Context, f *check.Fault) {
 	in.guard.enter(p.Name)
 	defer in.guard.leave(p.Name)
 
-	path := "/api/policies/" + url.PathEscape(in.sys.Vhost) + "/chaos-consumer-timeout"
+	const policy = "chaos-consumer-timeout"
 	body, err := consumerTimeoutBody(in.sys.Cfg.DeliveryLimit)
 	if err == nil {
-		err = m.Do(ctx, http.MethodPut, path, body, nil)
+		err = in.putPolicy(ctx, policy, body)
 	}
 	if err != nil {
-		in.record(f, false, "policy: "+err.Error())
+		in.fail(f, false, "policy: "+err.Error())
 		return
 	}
 	// The policy times out every consumer of the queue, and on RabbitMQ 4.3 a delivery
@@ -93,7 +92,7 @@ func (in *Injector) consumerTimeout(ctx context.Context, f *check.Fault) {
 	removed := false
 	unset := func() {
 		for range 30 {
-			if removed = m.Do(ctx, http.MethodDelete, path, "", nil) == nil; removed {
+			if removed = in.putPolicy(ctx, policy, "") == nil; removed {
 				return
 			}
 			time.Sleep(time.Second)

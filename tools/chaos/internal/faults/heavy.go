@@ -17,7 +17,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
-	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/harness"
 )
@@ -406,13 +405,13 @@ func (in *Injector) queueFault(ctx context.Context, f *check.Fault) {
 	}
 	frozenFor := time.Since(frozenAt)
 	if err := in.sys.DeleteQueue(ctx, f.Target); err != nil {
-		in.record(f, false, "delete: "+err.Error())
+		in.fail(f, false, "delete: "+err.Error())
 		return
 	}
 	deleted := time.Now()
 	if unbound {
 		if err := in.inject.declareUnbound(f.Target); err != nil {
-			in.record(f, false, "deleted, not declared again unbound: "+err.Error())
+			in.fail(f, true, "deleted, not declared again unbound: "+err.Error())
 			return
 		}
 	}
@@ -534,7 +533,7 @@ func (in *Injector) relayTwin(ctx context.Context, f *check.Fault) {
 	p := in.sys.Process(f.Target)
 	relayID := harness.EnvValue(p.Env, "RELAY_ID")
 	if relayID == "" {
-		in.record(f, false, f.Target+" runs without a RELAY_ID")
+		in.fail(f, false, f.Target+" runs without a RELAY_ID")
 		return
 	}
 	targets := []string{p.Name, p.Name + "-postgres"}
@@ -576,7 +575,7 @@ func (in *Injector) relayTwin(ctx context.Context, f *check.Fault) {
 		time.Sleep(time.Second)
 	}
 	if twin == nil {
-		in.record(f, false, errText(err))
+		in.fail(f, false, "twin not started: "+errText(err))
 		return
 	}
 	defer twin.Stop()
@@ -585,7 +584,7 @@ func (in *Injector) relayTwin(ctx context.Context, f *check.Fault) {
 	ready := twin.ReadyStatus(context.WithoutCancel(ctx))
 	lived := time.Since(twin.Started)
 	if merr != nil {
-		in.record(f, false, fmt.Sprintf("twin %s of RELAY_ID %s: metrics: %v", twin.Name, relayID, merr))
+		in.fail(f, false, fmt.Sprintf("twin %s of RELAY_ID %s: metrics: %v", twin.Name, relayID, merr))
 		return
 	}
 	note := fmt.Sprintf("twin under RELAY_ID %s lived %.1fs, /readyz %s, published %d", relayID, lived.Seconds(), ready, published)
@@ -665,7 +664,7 @@ func (in *Injector) privilegeRevoked(ctx context.Context, f *check.Fault) {
 		}
 	}
 	if priv.Service == "" {
-		in.record(f, false, "unknown privilege "+f.Detail)
+		in.fail(f, false, "unknown privilege "+f.Detail)
 		return
 	}
 	// Not while a queue fault freezes or stops processes: the refusal must meet consumers
@@ -685,7 +684,7 @@ func (in *Injector) privilegeRevoked(ctx context.Context, f *check.Fault) {
 		return err
 	}
 	if err := exec(ctx, fmt.Sprintf("REVOKE %s ON %s FROM %s", priv.Privilege, table, role)); err != nil {
-		in.record(f, false, "revoke: "+err.Error())
+		in.fail(f, false, "revoke: "+err.Error())
 		return
 	}
 	in.begin(f)
@@ -698,14 +697,11 @@ func (in *Injector) privilegeRevoked(ctx context.Context, f *check.Fault) {
 		}
 		time.Sleep(time.Second)
 	}
-	in.record(f, true, cmpOr(errText(err), fmt.Sprintf("%s revoked from %s for %.1fs (%s)", f.Detail, role, f.Duration.Seconds(), priv.What)))
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
+	if err != nil {
+		in.fail(f, true, "grant again: "+err.Error())
+		return
 	}
-	return b
+	in.record(f, true, fmt.Sprintf("%s revoked from %s for %.1fs (%s)", f.Detail, role, f.Duration.Seconds(), priv.What))
 }
 
 // queueFullPolicy is the policy queue_full puts on its queue: what an operator sets to
@@ -732,14 +728,13 @@ func (in *Injector) queueFull(ctx context.Context, f *check.Fault) {
 		in.guard.enter(p.Name)
 		defer in.guard.leave(p.Name)
 	}
-	m := broker.Management{URL: in.sys.Cfg.ManagementURL}
-	path := "/api/policies/" + url.PathEscape(in.sys.Vhost) + "/chaos-queue-full"
+	const policy = "chaos-queue-full"
 	body, err := queueFullBody(in.sys.Cfg.DeliveryLimit, f.Target)
 	if err == nil {
-		err = m.Do(ctx, http.MethodPut, path, body, nil)
+		err = in.putPolicy(ctx, policy, body)
 	}
 	if err != nil {
-		in.record(f, false, "policy: "+err.Error())
+		in.fail(f, false, "policy: "+err.Error())
 		return
 	}
 	in.begin(f)
@@ -751,7 +746,7 @@ func (in *Injector) queueFull(ctx context.Context, f *check.Fault) {
 	ready, rerr := in.inject.readyCount(f.Target)
 	// The cap must come off whatever happens: retried until it does.
 	for range 30 {
-		if err = m.Do(ctx, http.MethodDelete, path, "", nil); err == nil {
+		if err = in.putPolicy(ctx, policy, ""); err == nil {
 			break
 		}
 		time.Sleep(time.Second)
@@ -767,9 +762,10 @@ func (in *Injector) queueFull(ctx context.Context, f *check.Fault) {
 	note := fmt.Sprintf("%s capped (%s) for %.1fs, consumers %s down; %d ready when the cap came off (%v)",
 		f.Target, queueFullPolicy, f.Duration.Seconds(), strings.Join(names, ", "), ready, rerr)
 	if err != nil {
-		note += "; policy not removed: " + err.Error()
+		in.fail(f, true, note+"; policy not removed: "+err.Error())
+	} else {
+		in.record(f, true, note)
 	}
-	in.record(f, err == nil, note)
 	in.mu.Lock()
 	f.End = end
 	in.mu.Unlock()
@@ -792,6 +788,17 @@ func (in *Injector) queueFull(ctx context.Context, f *check.Fault) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// putPolicy puts the policy called name, with body, on the run's vhost; an empty body
+// deletes it. It asks the run's broker (System.Management): in the cluster profile a
+// running node of the cluster, where the run's vhost is, not the machine's broker.
+func (in *Injector) putPolicy(ctx context.Context, name, body string) error {
+	path := "/api/policies/" + url.PathEscape(in.sys.Vhost) + "/" + url.PathEscape(name)
+	if body == "" {
+		return in.sys.Management().Do(ctx, http.MethodDelete, path, "", nil)
+	}
+	return in.sys.Management().Do(ctx, http.MethodPut, path, body, nil)
 }
 
 // queueFullBody is the policy queue_full puts on queue. A queue takes one policy, the

@@ -68,6 +68,11 @@ func (in *Injector) FailpointFired(p *harness.Process, spec string) {
 func (in *Injector) Run(ctx context.Context, start time.Time) {
 	for i := range in.Faults {
 		if !harness.Sleep(ctx, time.Until(start.Add(in.Faults[i].At))) {
+			in.mu.Lock()
+			for j := i; j < len(in.Faults); j++ {
+				in.Faults[j].Note = "not started: the load ended before its moment"
+			}
+			in.mu.Unlock()
 			return
 		}
 		in.started.Add(1)
@@ -101,6 +106,17 @@ func (in *Injector) record(f *check.Fault, fired bool, note string) {
 		f.Start = time.Now()
 	}
 	f.End = time.Now()
+}
+
+// fail records that the harness could not inject f (or, fired, could not undo it) because
+// of its own error, which fails the run. A fault missed for a state of the system (a
+// process that was down, a queue that did not empty) is recorded with record and its
+// reason instead.
+func (in *Injector) fail(f *check.Fault, fired bool, msg string) {
+	in.record(f, fired, msg)
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	f.Error = msg
 }
 
 func (in *Injector) begin(f *check.Fault) {
@@ -147,12 +163,15 @@ func (in *Injector) apply(ctx context.Context, f *check.Fault) {
 		in.toxic(f, "latency", toxiclient.Attributes{"latency": ms, "jitter": jitter})
 	case check.FaultLinkDown:
 		if err := in.sys.Net.Down(f.Target); err != nil {
-			in.record(f, false, err.Error())
+			in.fail(f, false, err.Error())
 			return
 		}
 		time.Sleep(f.Duration)
-		err := in.sys.Net.Up(f.Target)
-		in.record(f, true, errText(err))
+		if err := in.sys.Net.Up(f.Target); err != nil {
+			in.fail(f, true, err.Error())
+			return
+		}
+		in.record(f, true, "")
 	case check.FaultBrokerOutage, check.FaultPostgresOutage:
 		in.outage(f)
 	case check.FaultProviderFail, check.FaultProviderAmbiguous:
@@ -186,7 +205,11 @@ func (in *Injector) apply(ctx context.Context, f *check.Fault) {
 		err := rabbitmqctl(ctx, "stop_app")
 		time.Sleep(f.Duration)
 		err2 := rabbitmqctl(context.WithoutCancel(ctx), "start_app") // never leave the broker stopped
-		in.record(f, err == nil, cmp.Or(errText(err), errText(err2)))
+		if err != nil || err2 != nil {
+			in.fail(f, err == nil, cmp.Or(errText(err), errText(err2)))
+			return
+		}
+		in.record(f, true, "")
 	}
 }
 
@@ -281,18 +304,24 @@ func (in *Injector) outage(f *check.Fault) {
 	defer in.mu.Unlock()
 	f.Fired = len(down) == len(links) && len(links) > 0
 	f.Note = note
+	if len(errs) > 0 {
+		f.Error = note
+	}
 }
 
 func (in *Injector) toxic(f *check.Fault, typ string, attrs toxiclient.Attributes) {
 	name := fmt.Sprintf("%s-%d", typ, f.ID)
 	stream := "downstream"
 	if err := in.sys.Net.AddToxic(f.Target, name, typ, stream, attrs); err != nil {
-		in.record(f, false, err.Error())
+		in.fail(f, false, err.Error())
 		return
 	}
 	time.Sleep(f.Duration)
-	err := in.sys.Net.RemoveToxic(f.Target, name)
-	in.record(f, true, errText(err))
+	if err := in.sys.Net.RemoveToxic(f.Target, name); err != nil {
+		in.fail(f, true, err.Error())
+		return
+	}
+	in.record(f, true, "")
 }
 
 func (in *Injector) providerFault(ctx context.Context, f *check.Fault) {

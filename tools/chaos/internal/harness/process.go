@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -396,4 +397,11 @@ func terminate(cmd *exec.Cmd, done <-chan struct{}, grace time.Duration) {
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		<-done
 	}
+}
+
+// Ready reports whether the process answers /readyz with 200 within timeout.
+func (p *Process) Ready(ctx context.Context, timeout time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return status(ctx, "http://"+p.HTTPAddr+"/readyz") == http.StatusOK
 }

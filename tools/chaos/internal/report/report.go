@@ -279,6 +279,7 @@ func PrintSummary(w io.Writer, r *Result) {
 	printPosts(w, r)
 	printHeavyFaults(w, r)
 	PrintRecoveryTable(w, r.Faults)
+	PrintLivenessTable(w, r)
 
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)

@@ -51,4 +51,7 @@ type Result struct {
 	Passed       bool                   `json:"passed"`
 	DelayedSends int64                  `json:"delayed_sends"` // sends that waited for the in-flight cap
 	Posts        PostStats              `json:"posts"`         // every POST /orders attempt: accepted, shed, timed out (loadreport.go)
+	// OutboxRecovery is each fault's recovery of the outboxes (invariant 12's samples):
+	// from its end to a publication again and to the drain of what was written before.
+	OutboxRecovery []check.FaultRecovery `json:"outbox_recovery,omitempty"`
 }
