@@ -54,11 +54,12 @@ const (
 // Fault-check violation kinds of the heavy kinds in faults/exchange.go, sessions.go and
 // hopeless.go, and of queue_full's rate check (invariant 10).
 const (
-	ExchangeSlow      = "exchange not declared again, bound and drained within its bound after it was deleted"
-	SessionsSlow      = "service not recovered within its bound after its Postgres sessions were ended"
-	HalfOpenSlow      = "relay not publishing again within its bound after its Postgres connections were half-closed"
-	HopelessNotParked = "hopeless message not parked in its dead-letter queue within its bound"
-	QueueFullStarved  = "other event types slowed below 80% of their rate while one queue refused"
+	ExchangeSlow        = "exchange not declared again, bound and drained within its bound after it was deleted"
+	SessionsSlow        = "service not recovered within its bound after its Postgres sessions were ended"
+	SessionsAnswered500 = "a request answered 500, not 503, after a service's Postgres sessions were ended"
+	HalfOpenSlow        = "relay not publishing again within its bound after its Postgres connections were half-closed"
+	HopelessNotParked   = "hopeless message not parked in its dead-letter queue within its bound"
+	QueueFullStarved    = "other event types slowed below 80% of their rate while one queue refused"
 )
 
 // Fault kinds. Each opens a failure window some part of the design claims to close.

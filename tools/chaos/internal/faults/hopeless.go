@@ -99,7 +99,7 @@ func (in *Injector) hopeless(ctx context.Context, f *check.Fault) {
 	}
 	in.record(f, true, fmt.Sprintf("%s for order %s to %s (refused by the provider), message %s; its email record %s", p.typ, p.orderID, recipient, p.MessageID, cmpOr(status, "not found")))
 	in.mu.Lock()
-	f.End = published
+	f.End = f.Start // the fault is the publish
 	in.mu.Unlock()
 	switch {
 	case parked < 0:

@@ -146,3 +146,20 @@ func TestQueueFullRateCheckFailsBelowEightyPercent(t *testing.T) {
 		t.Errorf("violation %q, want %q kept", c.Violation, check.QueueFullLost)
 	}
 }
+
+// session_killed reads the processes' request lines: a 500 counts, a 503 does not.
+func TestSessionKilledTakesA500FromTheRequestLog(t *testing.T) {
+	line := `{"time":"2026-12-04T22:24:26Z","level":"ERROR","msg":"http request","service":"ordering","method":"POST","path":"/orders","status":500,"duration_ms":4}`
+	if path, ok := answered500(line); !ok || path != "/orders" {
+		t.Errorf("answered500 = %q, %v; want /orders, true", path, ok)
+	}
+	for _, other := range []string{
+		strings.Replace(line, `"status":500`, `"status":503`, 1),
+		strings.Replace(line, `"http request"`, `"not ready"`, 1),
+		"=== chaos 2026-12-04T22:24:28Z: exited: <nil>",
+	} {
+		if _, ok := answered500(other); ok {
+			t.Errorf("taken for a 500: %s", other)
+		}
+	}
+}

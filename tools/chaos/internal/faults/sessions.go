@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -50,6 +51,10 @@ var serviceQueue = map[string]string{
 // the consumer processes every event published to its queue before, and every process
 // of the service answers /readyz.
 func (in *Injector) sessionKilled(ctx context.Context, f *check.Fault) {
+	// Not while a queue or exchange fault stops, freezes or cuts off processes: the
+	// recovery measured must be this fault's.
+	in.topo.RLock()
+	defer in.topo.RUnlock()
 	ctx = context.WithoutCancel(ctx)
 	procs := in.sys.ProcessesOf(f.Target)
 	// Nothing else may kill or cut off the service's processes meanwhile: the recovery
@@ -64,6 +69,10 @@ func (in *Injector) sessionKilled(ctx context.Context, f *check.Fault) {
 	}
 	defer in.guard.unprotect(targets...)
 	role := in.sys.Cfg.DatabaseName(f.Target)
+	logAt := map[*harness.Process]int64{}
+	for _, p := range procs {
+		logAt[p] = p.LogSize()
+	}
 	var ended int
 	err := in.sys.DBs[f.Target].QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity WHERE usename = $1 AND pid <> pg_backend_pid()`, role).Scan(&ended)
 	killed := time.Now()
@@ -73,15 +82,28 @@ func (in *Injector) sessionKilled(ctx context.Context, f *check.Fault) {
 		return
 	}
 	recovered, what := in.watchRecovery(ctx, f.Target, procs, killed)
-	note := fmt.Sprintf("%d sessions of %s ended; %s", ended, role, what)
-	in.record(f, ended > 0, note)
+	in.record(f, ended > 0, fmt.Sprintf("%d sessions of %s ended", ended, role))
 	in.mu.Lock()
-	f.End = killed // the fault is the moment the sessions were ended
+	f.End = f.Start // the fault is the moment the sessions were ended
 	in.mu.Unlock()
+	// The requests in flight meanwhile: each process logs every answer.
+	var internal []string
+	for _, p := range procs {
+		lines, _ := p.LogSince(logAt[p])
+		for _, l := range lines {
+			if path, ok := answered500(l); ok {
+				internal = append(internal, p.Name+" "+path)
+			}
+		}
+	}
 	c := check.FaultCheck{Checked: true, Drain: recovered, Detail: what}
-	if recovered < 0 || recovered > SessionRecoveryLimit {
+	switch {
+	case recovered < 0 || recovered > SessionRecoveryLimit:
 		c.Violation = check.SessionsSlow
 		c.Detail = fmt.Sprintf("%s, bound %v", what, SessionRecoveryLimit)
+	case len(internal) > 0:
+		c.Violation = check.SessionsAnswered500
+		c.Detail = fmt.Sprintf("%s; %d answers 500: %s", what, len(internal), strings.Join(internal[:min(len(internal), 5)], ", "))
 	}
 	in.setCheck(f, c)
 }
@@ -92,6 +114,7 @@ func (in *Injector) sessionKilled(ctx context.Context, f *check.Fault) {
 // (negative: not within sessionWatchLimit) and what it saw.
 func (in *Injector) watchRecovery(ctx context.Context, service string, procs []*harness.Process, since time.Time) (time.Duration, string) {
 	var published, processed, ready time.Duration
+	var lastAsked time.Time
 	for time.Since(since) < sessionWatchLimit {
 		if published == 0 {
 			if n, err := pendingOf(ctx, in.sys, service, since); err == nil && n == 0 {
@@ -103,7 +126,9 @@ func (in *Injector) watchRecovery(ctx context.Context, service string, procs []*
 				processed = time.Since(since)
 			}
 		}
-		if ready == 0 {
+		// /readyz every half second: each failing answer is a line in the process's log.
+		if ready == 0 && time.Since(lastAsked) >= 500*time.Millisecond {
+			lastAsked = time.Now()
 			all := true
 			for _, p := range procs {
 				if status, _ := harness.Readyz(ctx, p); status != http.StatusOK {
@@ -183,6 +208,8 @@ func unprocessedOf(ctx context.Context, sys *harness.System, queue string, t tim
 // the relay publishes again (its bookstore_outbox_published_total moves) within
 // HalfOpenRecoveryLimit.
 func (in *Injector) halfOpen(ctx context.Context, f *check.Fault) {
+	in.topo.RLock() // as sessionKilled
+	defer in.topo.RUnlock()
 	ctx = context.WithoutCancel(ctx)
 	p := in.sys.Process(f.Target)
 	if p == nil {
@@ -223,7 +250,7 @@ func (in *Injector) halfOpen(ctx context.Context, f *check.Fault) {
 	}
 	in.record(f, n > 0, fmt.Sprintf("%d Postgres connections of %s half-closed, their server side kept %v", n, p.Name, halfOpenKeep))
 	in.mu.Lock()
-	f.End = orphaned
+	f.End = f.Start // the fault is the moment of the half-close
 	in.mu.Unlock()
 	switch {
 	case n == 0:
@@ -237,4 +264,18 @@ func (in *Injector) halfOpen(ctx context.Context, f *check.Fault) {
 	default:
 		in.setCheck(f, check.FaultCheck{Checked: true, Drain: again, Detail: fmt.Sprintf("published again after %.1fs", again.Seconds())})
 	}
+}
+
+// answered500 reports whether a process's log line is an HTTP answer of 500, and its
+// path.
+func answered500(line string) (string, bool) {
+	var l struct {
+		Msg    string `json:"msg"`
+		Path   string `json:"path"`
+		Status int    `json:"status"`
+	}
+	if json.Unmarshal([]byte(line), &l) != nil || l.Msg != "http request" || l.Status != http.StatusInternalServerError {
+		return "", false
+	}
+	return l.Path, true
 }
