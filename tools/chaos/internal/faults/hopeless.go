@@ -78,7 +78,22 @@ func (in *Injector) hopeless(ctx context.Context, f *check.Fault) {
 		in.record(f, false, "dead-letter queue: "+err.Error())
 		return
 	}
-	p, err := in.inject.hopeless(ctx, hopelessQueue, recipient)
+	// An unconfirmed publish (the harness's connection lost meanwhile; the second
+	// short run lost one so) may or may not have reached the queue: the consumer's
+	// record of its order tells. One that did is injected; one that did not is tried
+	// again with a message of its own.
+	var p hopelessMessage
+	for try := 0; try < 3; try++ {
+		p, err = in.inject.hopeless(ctx, hopelessQueue, recipient)
+		if err == nil {
+			break
+		}
+		if p.MessageID != "" && in.arrived(ctx, p.orderID) {
+			in.inject.recordInjected(p.PoisonMessage)
+			err = nil
+			break
+		}
+	}
 	if err != nil {
 		in.record(f, false, "publish: "+err.Error())
 		return
@@ -159,13 +174,30 @@ func (m *Messages) hopeless(ctx context.Context, queue, recipient string) (hopel
 		return hopelessMessage{}, err
 	}
 	p := check.PoisonMessage{Queue: queue, Kind: HopelessKind, MessageID: id, Body: body, At: time.Now()}
+	msg := hopelessMessage{PoisonMessage: p, typ: typ, orderID: order}
 	if err := m.publish(ctx, "", queue, amqp.Publishing{MessageId: id, Type: typ, ContentType: event.ContentType, AppId: "chaos", Body: body}); err != nil {
-		return hopelessMessage{}, err
+		return msg, err // published or not: the caller finds out
 	}
+	m.recordInjected(p)
+	return msg, nil
+}
+
+// recordInjected adds p to the messages the checker expects in the dead-letter queues.
+func (m *Messages) recordInjected(p check.PoisonMessage) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.injected = append(m.injected, p)
-	m.mu.Unlock()
-	return hopelessMessage{PoisonMessage: p, typ: typ, orderID: order}, nil
+}
+
+// arrived reports whether notification has a record of order within 15 s: a hopeless
+// message whose publish was not confirmed reached the queue after all.
+func (in *Injector) arrived(ctx context.Context, order string) bool {
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		if _, err := notificationStatus(ctx, in.sys, order); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // hopelessBody makes the envelope raw an event of its own: id, subject and order_id
