@@ -205,9 +205,8 @@ func unprocessedOf(ctx context.Context, sys *harness.System, queue string, t tim
 // halfOpen half-closes every Postgres connection of the relay process f.Target: the
 // process sees them end, the server keeps their sessions for halfOpenKeep, the relay
 // id's lock among them, as a NAT that forgot idle connections leaves them. The check:
-// within HalfOpenRecoveryLimit the relay publishes again (its
-// bookstore_outbox_published_total moves), or, with nothing left for it to publish, it is
-// ready again and nothing written before the half-close is pending.
+// the relay publishes again (its bookstore_outbox_published_total moves) within
+// HalfOpenRecoveryLimit.
 func (in *Injector) halfOpen(ctx context.Context, f *check.Fault) {
 	in.topo.RLock() // as sessionKilled
 	defer in.topo.RUnlock()
@@ -239,18 +238,11 @@ func (in *Injector) halfOpen(ctx context.Context, f *check.Fault) {
 		in.record(f, false, "skipped: "+p.Name+"'s Postgres link has no orphan proxy (the cluster profile)")
 		return
 	}
-	// Recovered when the process publishes again or, with nothing left for it (the load
-	// over, or the service's other relay took the rows meanwhile), when it is ready again,
-	// its relay holding its lock, and no row written before the half-close is pending.
 	var again time.Duration = -1
 	for time.Since(orphaned) < sessionWatchLimit {
 		// A counter lower than before: the process was restarted meanwhile, and has
 		// published since.
 		if cur, err := harness.Published(ctx, p); err == nil && cur != base && cur > 0 {
-			again = time.Since(orphaned)
-			break
-		}
-		if p.Ready(ctx, time.Second) && in.pendingBefore(ctx, p.Service, orphaned) == 0 {
 			again = time.Since(orphaned)
 			break
 		}
@@ -272,20 +264,6 @@ func (in *Injector) halfOpen(ctx context.Context, f *check.Fault) {
 	default:
 		in.setCheck(f, check.FaultCheck{Checked: true, Drain: again, Detail: fmt.Sprintf("published again after %.1fs", again.Seconds())})
 	}
-}
-
-// pendingBefore counts the rows of service's outbox written before t and still pending;
-// -1 when it cannot tell.
-func (in *Injector) pendingBefore(ctx context.Context, service string, t time.Time) int {
-	db := in.sys.DBs[service]
-	if db == nil {
-		return -1
-	}
-	var n int
-	if err := db.QueryRow(ctx, "SELECT count(*) FROM outbox WHERE state = 'pending' AND created_at <= $1", t).Scan(&n); err != nil {
-		return -1
-	}
-	return n
 }
 
 // answered500 reports whether a process's log line is an HTTP answer of 500, and its
