@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sys/unix"
 
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
@@ -20,11 +21,7 @@ import (
 func TestAServicesSessionsCarryTheirBoundsOnTheServer(t *testing.T) {
 	t.Parallel()
 	admin, dbURL := testenv.Database(t, "pgdb")
-	pool, err := pgdb.Open(context.Background(), admin, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := open(t, admin, dbURL)
 	for name, want := range map[string]string{
 		"idle_in_transaction_session_timeout": "30000",
 		"tcp_keepalives_idle":                 "10",
@@ -41,12 +38,7 @@ func TestAServicesSessionsCarryTheirBoundsOnTheServer(t *testing.T) {
 		}
 	}
 
-	withOwn := dbURL + sep(dbURL) + "idle_in_transaction_session_timeout=5000"
-	own, err := pgdb.Open(context.Background(), admin, withOwn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(own.Close)
+	own := open(t, admin, dbURL+sep(dbURL)+"idle_in_transaction_session_timeout=5000")
 	var got string
 	if err := own.QueryRow(context.Background(), "SELECT setting FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout'").Scan(&got); err != nil || got != "5000" {
 		t.Errorf("idle_in_transaction_session_timeout = %s (%v) with the URL's own 5000, want 5000", got, err)
@@ -60,12 +52,7 @@ func TestAServicesSessionsCarryTheirBoundsOnTheServer(t *testing.T) {
 func TestTheServerEndsATransactionLeftIdleAndFreesItsLocks(t *testing.T) {
 	t.Parallel()
 	admin, dbURL := testenv.Database(t, "pgdb")
-	short := dbURL + sep(dbURL) + "idle_in_transaction_session_timeout=300"
-	pool, err := pgdb.Open(context.Background(), admin, short)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := open(t, admin, dbURL+sep(dbURL)+"idle_in_transaction_session_timeout=300")
 	ctx := context.Background()
 	tx, err := pool.Begin(ctx)
 	if err != nil {
@@ -98,12 +85,7 @@ func TestTheServerEndsATransactionLeftIdleAndFreesItsLocks(t *testing.T) {
 func TestAServicesConnectionGivesUpUnacknowledgedDataAfterTheUserTimeout(t *testing.T) {
 	t.Parallel()
 	admin, dbURL := testenv.Database(t, "pgdb")
-	pool, err := pgdb.Open(context.Background(), admin, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	conn, err := pool.Acquire(context.Background())
+	conn, err := open(t, admin, dbURL).Acquire(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,4 +114,15 @@ func sep(rawURL string) string {
 		return "&"
 	}
 	return "?"
+}
+
+// open opens a service's pool on the database at databaseURL, closed when the test ends.
+func open(t *testing.T, adminURL, databaseURL string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgdb.Open(context.Background(), adminURL, databaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
 }

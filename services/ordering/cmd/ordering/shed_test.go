@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bookstore-go/bookstore/testenv"
@@ -51,17 +52,8 @@ func TestBusyPoolShedsPromptlyWithRetryAfter(t *testing.T) {
 	}
 	decodeJSON(t, []byte(body), &first)
 
-	// A SHARE lock on orders lets reads through and makes every INSERT wait.
-	db := testenv.Pool(t, e.databaseURL)
+	db, lock := lockOrders(t, e.databaseURL)
 	ctx := context.Background()
-	lock, err := db.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Rollback(ctx)
-	if _, err := lock.Exec(ctx, "LOCK TABLE orders IN SHARE MODE"); err != nil {
-		t.Fatal(err)
-	}
 	waiting := func() int {
 		return testenv.Count(t, db, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%orders%'`)
@@ -188,16 +180,8 @@ func TestAConnectionLostUnderAStatementIs503WithRetryAfter(t *testing.T) {
 			e := newEnv(t)
 			base, proxy := startBehindProxy(t, e)
 
-			db := testenv.Pool(t, e.databaseURL)
+			db, lock := lockOrders(t, e.databaseURL)
 			ctx := context.Background()
-			lock, err := db.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer lock.Rollback(ctx)
-			if _, err := lock.Exec(ctx, "LOCK TABLE orders IN SHARE MODE"); err != nil {
-				t.Fatal(err)
-			}
 			type answer struct {
 				resp *http.Response
 				body []byte
@@ -241,4 +225,22 @@ func startBehindProxy(t *testing.T, e env) (base string, proxy *testenv.Proxy) {
 	proxy = testenv.NewProxy(t, u.Host)
 	u.Host = proxy.Addr
 	return startInProcess(t, e, "DATABASE_URL", u.String(), "ORDERING_RELAY", "0"), proxy
+}
+
+// lockOrders takes a SHARE lock on the orders table of the database at databaseURL, in a
+// transaction of the test's own that it rolls back when the test ends: reads go through,
+// every INSERT waits. It returns the test's pool and the transaction.
+func lockOrders(t *testing.T, databaseURL string) (*pgxpool.Pool, pgx.Tx) {
+	t.Helper()
+	db := testenv.Pool(t, databaseURL)
+	ctx := context.Background()
+	lock, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lock.Rollback(ctx) })
+	if _, err := lock.Exec(ctx, "LOCK TABLE orders IN SHARE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	return db, lock
 }
