@@ -362,8 +362,15 @@ func killWALReceiver(postmaster int) error {
 	return errors.New("kill the paused standby's WAL receiver: none found")
 }
 
-// Promote promotes the standby (pg_ctl promote), waits until it accepts writes, and
-// clears its synchronous_standby_names: until Rejoin gives it a standby it commits alone.
+// Promote promotes the standby, waits until it accepts writes, and clears its
+// synchronous_standby_names: until Rejoin gives it a standby it commits alone.
+//
+// It asks again (pg_promote) until the standby has left recovery, rather than once: a
+// request can be lost. The postmaster passes it on to the startup process only while
+// one runs, and a standby whose WAL receiver was killed (KillPrimary, with the standby
+// paused) restarts all its processes first; a request that came meanwhile left its
+// signal file behind and nobody to read it, and pg_ctl promote -w waited its 60 s out
+// (in two of six fresh .ci/runs).
 func (p *Postgres) Promote(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, PostgresTimeout)
 	defer cancel()
@@ -372,10 +379,7 @@ func (p *Postgres) Promote(ctx context.Context) error {
 	if n.proc == nil {
 		return errors.New("promote: the standby is not running")
 	}
-	if err := p.run(ctx, "pg_ctl", "promote", "-D", n.data(), "-w", "-t", "60"); err != nil {
-		return p.withLogs(err)
-	}
-	err := poll(ctx, fmt.Sprintf("postgres %s node %d accepts writes", p.name, s), n.proc.done, func(ctx context.Context) error {
+	err := poll(ctx, fmt.Sprintf("postgres %s node %d promoted and accepting writes", p.name, s), n.proc.done, func(ctx context.Context) error {
 		conn, err := pgx.Connect(ctx, p.nodeURL(s))
 		if err != nil {
 			return err
@@ -386,6 +390,9 @@ func (p *Postgres) Promote(ctx context.Context) error {
 			return err
 		}
 		if recovering {
+			if _, err := conn.Exec(ctx, "SELECT pg_promote(wait => false)"); err != nil {
+				return fmt.Errorf("promote: %w", err)
+			}
 			return errors.New("still in recovery")
 		}
 		return setSynchronous(ctx, conn, "")
