@@ -35,6 +35,17 @@ type repo struct {
 	sortedTests []string        // the same, sorted (testNames)
 	pkgs        map[string]*goPackage
 	std         map[string]bool // last elements of the standard library's import paths
+	literals    []string        // every string literal of the non-test Go files under services/
+}
+
+// printed reports whether s is part of a string literal of the services' code.
+func (r *repo) printed(s string) bool {
+	for _, l := range r.literals {
+		if strings.Contains(l, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // A goPackage is the declarations of every package of the repository with one name:
@@ -52,7 +63,7 @@ type goPackage struct {
 type rule func(r *repo, d *doc) []finding
 
 // rules are every check doccheck makes, one file each.
-var rules = []rule{checkTestNames, checkCitations, checkLinks, checkMermaid, checkGenerated, checkFailpoints}
+var rules = []rule{checkTestNames, checkCitations, checkLinks, checkMermaid, checkGenerated, checkFailpoints, checkCourse, checkGlossaryLinks}
 
 // check reads the repository at root and returns every finding, sorted by file and line.
 func check(root string) ([]finding, error) {
@@ -60,7 +71,7 @@ func check(root string) ([]finding, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []finding
+	out := checkTotals(r)
 	for _, d := range r.docs {
 		for _, check := range rules {
 			out = append(out, check(r, d)...)
@@ -118,11 +129,26 @@ func readRepo(root string) (*repo, error) {
 			f, _ := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
 			if f != nil {
 				r.addGoFile(f, strings.HasSuffix(rel, "_test.go"))
+				if strings.HasPrefix(rel, "services/") && !strings.HasSuffix(rel, "_test.go") {
+					r.addLiterals(f)
+				}
 			}
 		}
 		return nil
 	})
 	return r, err
+}
+
+// addLiterals records every string literal of a file.
+func (r *repo) addLiterals(f *ast.File) {
+	ast.Inspect(f, func(n ast.Node) bool {
+		if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+			if v, err := strconv.Unquote(lit.Value); err == nil {
+				r.literals = append(r.literals, v)
+			}
+		}
+		return true
+	})
 }
 
 // addGoFile records a file's test functions and its package's top-level declarations.
