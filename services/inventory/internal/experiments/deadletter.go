@@ -16,16 +16,20 @@ import (
 
 // DeadLetterResult is the measurement of InboxSameIDDifferentContent.
 type DeadLetterResult struct {
-	// DeadLettered: the second message was found in inventory.order-placed.dlq.
+	Ordered int // copies of Dune in Ada's order, the original: what a correct design reserves
+	// DeadLettered: the second message was found in inventory.order-placed.dlq, which is
+	// where a correct design puts a message it can never apply.
 	DeadLettered bool
 	DuneReserved int
 }
 
 func (r DeadLetterResult) String() string {
-	if r.DeadLettered {
-		return "[inbox] same id, different content -> dead-lettered"
+	harm := "a producer's bug dropped in silence"
+	if r.DuneReserved != r.Ordered {
+		harm = reservedHarm(r.DuneReserved, r.Ordered)
 	}
-	return "[inbox] same id, different content -> NOT dead-lettered"
+	return fmt.Sprintf("[inbox] same id, different content -> dead-lettered: %s; Dune reserved: %s %s",
+		wanted(r.DeadLettered, true), wanted(r.DuneReserved, r.Ordered), verdict(r.DeadLettered && r.DuneReserved == r.Ordered, harm))
 }
 
 // InboxSameIDDifferentContent: a producer reuses a message id for different content (here
@@ -34,11 +38,11 @@ func (r DeadLetterResult) String() string {
 // stored, calls it poison, and the real consumer rejects it without requeue onto the
 // real dead-letter queue, in this lab's own virtual host.
 func (l *Lab) InboxSameIDDifferentContent(ctx context.Context) (DeadLetterResult, error) {
-	var r DeadLetterResult
+	r := DeadLetterResult{Ordered: adaCopies}
 	if err := l.reset(ctx); err != nil {
 		return r, err
 	}
-	original, err := adasOrder(2)
+	original, err := adasOrder(adaCopies)
 	if err != nil {
 		return r, err
 	}
@@ -47,7 +51,7 @@ func (l *Lab) InboxSameIDDifferentContent(ctx context.Context) (DeadLetterResult
 	if err := json.Unmarshal(original.Data, &data); err != nil {
 		return r, err
 	}
-	data.Lines[0].Quantity = 3
+	data.Lines[0].Quantity = adaCopies + 1
 	if altered.Data, err = json.Marshal(data); err != nil {
 		return r, err
 	}
@@ -58,27 +62,11 @@ func (l *Lab) InboxSameIDDifferentContent(ctx context.Context) (DeadLetterResult
 	}
 	conn := broker.NewConn(l.AMQPURL, "inventory-experiments")
 	defer conn.Close()
-	c, err := consumer.New(conn, l.Tel, consumer.Config{
-		Name:        stock.ConsumerName,
-		Queue:       contracts.QueueInventoryOrderPlaced,
-		Topology:    contracts.Topology,
-		Types:       stock.OrderEventTypes,
-		Concurrency: 1,
-	}, svc.HandleOrderEvent)
+	stop, err := l.startConsumer(ctx, conn, consumer.Config{}, svc.HandleOrderEvent)
 	if err != nil {
 		return r, err
 	}
-	cctx, stop := context.WithCancel(ctx)
-	stopped := make(chan struct{})
-	go func() { defer close(stopped); _ = c.Run(cctx) }()
-	defer func() { stop(); <-stopped }()
-	// The consumer declares the topology; the publisher only publishes into one that
-	// exists (docs/outbox.md).
-	for deadline := time.Now().Add(10 * time.Second); c.Ready(ctx) != nil; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return r, fmt.Errorf("the consumer did not start consuming: %w", c.Ready(ctx))
-		}
-	}
+	defer stop()
 
 	pub := broker.NewPublisher(conn, contracts.Topology, 10*time.Second)
 	defer pub.Close()
@@ -97,6 +85,38 @@ func (l *Lab) InboxSameIDDifferentContent(ctx context.Context) (DeadLetterResult
 	}
 	r.DuneReserved, err = l.duneReserved(ctx)
 	return r, err
+}
+
+// startConsumer runs the real consumer of inventory.order-placed on conn, as inventory
+// configures it, one delivery at a time, with cfg's retry settings, handing every
+// delivery to handle. It returns once the consumer is consuming; stop ends it and waits
+// until every delivery it started is settled.
+func (l *Lab) startConsumer(ctx context.Context, conn *broker.Conn, cfg consumer.Config, handle consumer.Handler) (stop func(), err error) {
+	c, err := consumer.New(conn, l.Tel, consumer.Config{
+		Name:        stock.ConsumerName,
+		Queue:       contracts.QueueInventoryOrderPlaced,
+		Topology:    contracts.Topology,
+		Types:       stock.OrderEventTypes,
+		Concurrency: 1,
+		RetryBase:   cfg.RetryBase,
+		RetryMax:    cfg.RetryMax,
+	}, handle)
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); _ = c.Run(cctx) }()
+	stop = func() { cancel(); <-stopped }
+	// The consumer declares the topology; the publisher only publishes into one that
+	// exists (docs/outbox.md).
+	for deadline := time.Now().Add(10 * time.Second); c.Ready(ctx) != nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			stop()
+			return nil, fmt.Errorf("the consumer did not start consuming: %w", c.Ready(ctx))
+		}
+	}
+	return stop, nil
 }
 
 // publish sends env as ordering's relay would: to the events exchange, routing key = type.

@@ -1,13 +1,15 @@
 // Package experiments runs the idempotent-consumer experiments of `make demo` against the
-// real Postgres (and RabbitMQ, for dead-lettering), and returns what each one measured.
-// The demo prints the results; the tests assert them. Nothing here is a constant: a line
-// that says "Dune reserved: 4" read 4 from the books table a moment before.
+// real Postgres (and RabbitMQ, where the broker's part is the lesson), and returns what
+// each one measured. The demo prints the results, each beside the value a correct design
+// gives; the tests assert them. Nothing here is a constant: a line that says "Dune
+// reserved: 4" read 4 from the books table a moment before.
 //
-// Each experiment is the seed article's: Ada orders two copies of Dune, and the broker
+// Each experiment is the source article's: Ada orders two copies of Dune, and the broker
 // delivers her OrderPlaced twice, or twice at once, or the consumer dies half-way; or she
-// cancels, and a consumer keyed on her order's id takes the cancellation for a copy. The
-// handlers are inventory's own (package stock) and the wrong ones (package wrongways),
-// called in-process. A wrong one "crashes" at a hook that returns an error where the real
+// cancels, and a consumer keyed on her order's id takes the cancellation for a copy; or
+// the producer sends her order again under a new id. The handlers are inventory's own
+// (package stock) and the wrong ones (package wrongways), called in-process or through
+// the real consumer. A wrong one "crashes" at a hook that returns an error where the real
 // process would be killed; stock's handler, which has no hooks, is held in its window by
 // a lock on the outbox and its session ended there. Either leaves the database as a
 // crash would. The tests in cmd/inventory kill the real process for the same windows.
@@ -49,9 +51,12 @@ type Lab struct {
 // Result is one experiment's measurement, printed as one line.
 type Result interface{ String() string }
 
-// RunAll runs every experiment in the seed article's order, then the two pitfalls (a
-// correlation id as the key, a write through the pool), and prints one line each.
+// RunAll prints the pattern's header, then runs every experiment in the source article's
+// order, then the two pitfalls (a correlation id as the key, a write through the pool),
+// then the wrong designs the article warns of (the record first, the ack first, a fresh
+// id per send, a duplicate failed, a cache as the guard), and prints one line each.
 func (l *Lab) RunAll(ctx context.Context, w io.Writer) error {
+	fmt.Fprintln(w, header)
 	steps := []func(context.Context) (Result, error){
 		func(ctx context.Context) (Result, error) { return l.NaiveDeliveredTwice(ctx) },
 		func(ctx context.Context) (Result, error) { return l.CheckThenProcessCrashAfterCommit(ctx) },
@@ -61,6 +66,11 @@ func (l *Lab) RunAll(ctx context.Context, w io.Writer) error {
 		func(ctx context.Context) (Result, error) { return l.InboxSameIDDifferentContent(ctx) },
 		func(ctx context.Context) (Result, error) { return l.CorrelationIDAsDedupKey(ctx) },
 		func(ctx context.Context) (Result, error) { return l.HandlerWritingThroughThePool(ctx) },
+		func(ctx context.Context) (Result, error) { return l.RecordFirstCrashBeforeTheWorkCommits(ctx) },
+		func(ctx context.Context) (Result, error) { return l.AckBeforeTheWorkCommits(ctx) },
+		func(ctx context.Context) (Result, error) { return l.FreshIDPerSend(ctx) },
+		func(ctx context.Context) (Result, error) { return l.DuplicateFailedInsteadOfAcked(ctx) },
+		func(ctx context.Context) (Result, error) { return l.CacheAsTheOnlyGuard(ctx) },
 	}
 	for _, step := range steps {
 		r, err := step(ctx)
@@ -73,10 +83,13 @@ func (l *Lab) RunAll(ctx context.Context, w io.Writer) error {
 }
 
 // NaiveResult is the measurement of NaiveDeliveredTwice.
-type NaiveResult struct{ DuneReserved int }
+type NaiveResult struct {
+	Ordered      int // copies of Dune in Ada's order: what a correct design reserves
+	DuneReserved int
+}
 
 func (r NaiveResult) String() string {
-	return fmt.Sprintf("[naive] delivered twice -> Dune reserved: %d", r.DuneReserved)
+	return fmt.Sprintf("[naive] delivered twice -> Dune reserved: %s %s", wanted(r.DuneReserved, r.Ordered), reservedVerdict(r.DuneReserved, r.Ordered))
 }
 
 // NaiveDeliveredTwice: the ack was lost and the broker delivered Ada's order again. The
@@ -85,7 +98,7 @@ func (l *Lab) NaiveDeliveredTwice(ctx context.Context) (NaiveResult, error) {
 	if err := l.reset(ctx); err != nil {
 		return NaiveResult{}, err
 	}
-	msg, err := adasOrder(2)
+	msg, err := adasOrder(adaCopies)
 	if err != nil {
 		return NaiveResult{}, err
 	}
@@ -99,14 +112,18 @@ func (l *Lab) NaiveDeliveredTwice(ctx context.Context) (NaiveResult, error) {
 		}
 	}
 	n, err := l.duneReserved(ctx)
-	return NaiveResult{DuneReserved: n}, err
+	return NaiveResult{Ordered: adaCopies, DuneReserved: n}, err
 }
 
 // CheckThenProcessResult is the measurement of CheckThenProcessCrashAfterCommit.
-type CheckThenProcessResult struct{ DuneReserved int }
+type CheckThenProcessResult struct {
+	Ordered      int // copies of Dune in Ada's order: what a correct design reserves
+	DuneReserved int
+}
 
 func (r CheckThenProcessResult) String() string {
-	return fmt.Sprintf("[check-then-process] crash after stock commit, redelivered -> Dune reserved: %d", r.DuneReserved)
+	return fmt.Sprintf("[check-then-process] crash after stock commit, redelivered -> Dune reserved: %s %s",
+		wanted(r.DuneReserved, r.Ordered), reservedVerdict(r.DuneReserved, r.Ordered))
 }
 
 // CheckThenProcessCrashAfterCommit: the handler checked the inbox, committed the
@@ -115,7 +132,7 @@ func (l *Lab) CheckThenProcessCrashAfterCommit(ctx context.Context) (CheckThenPr
 	if err := l.reset(ctx); err != nil {
 		return CheckThenProcessResult{}, err
 	}
-	msg, err := adasOrder(2)
+	msg, err := adasOrder(adaCopies)
 	if err != nil {
 		return CheckThenProcessResult{}, err
 	}
@@ -134,26 +151,28 @@ func (l *Lab) CheckThenProcessCrashAfterCommit(ctx context.Context) (CheckThenPr
 		return CheckThenProcessResult{}, fmt.Errorf("redelivery: %w", err)
 	}
 	n, err := l.duneReserved(ctx)
-	return CheckThenProcessResult{DuneReserved: n}, err
+	return CheckThenProcessResult{Ordered: adaCopies, DuneReserved: n}, err
 }
 
 // InboxTwiceResult is the measurement of InboxDeliveredTwice.
 type InboxTwiceResult struct {
+	Ordered      int // copies of Dune in Ada's order: what a correct design reserves
 	Processed    [2]bool
 	DuneReserved int
 }
 
 func (r InboxTwiceResult) String() string {
-	return fmt.Sprintf("[inbox] delivered twice -> processed: %t, %t; Dune reserved: %d", r.Processed[0], r.Processed[1], r.DuneReserved)
+	return fmt.Sprintf("[inbox] delivered twice -> processed: %t, %t; Dune reserved: %s %s", r.Processed[0], r.Processed[1],
+		wanted(r.DuneReserved, r.Ordered), verdict(r.Processed == [2]bool{true, false} && r.DuneReserved == r.Ordered, reservedHarm(r.DuneReserved, r.Ordered)))
 }
 
 // InboxDeliveredTwice: the same redelivery, handled through the inbox.
 func (l *Lab) InboxDeliveredTwice(ctx context.Context) (InboxTwiceResult, error) {
-	var r InboxTwiceResult
+	r := InboxTwiceResult{Ordered: adaCopies}
 	if err := l.reset(ctx); err != nil {
 		return r, err
 	}
-	msg, err := adasOrder(2)
+	msg, err := adasOrder(adaCopies)
 	if err != nil {
 		return r, err
 	}
@@ -174,22 +193,25 @@ func (l *Lab) InboxDeliveredTwice(ctx context.Context) (InboxTwiceResult, error)
 
 // InboxCrashResult is the measurement of InboxCrashBeforeCommit.
 type InboxCrashResult struct {
-	ReservedAfterCrash int
+	Ordered            int // copies of Dune in Ada's order: what a correct design reserves
+	ReservedAfterCrash int // a correct design's crash before the commit leaves none
 	DuneReserved       int
 }
 
 func (r InboxCrashResult) String() string {
-	return fmt.Sprintf("[inbox] crash before commit -> reserved %d; redelivered -> Dune reserved: %d", r.ReservedAfterCrash, r.DuneReserved)
+	return fmt.Sprintf("[inbox] crash before commit -> reserved %s; redelivered -> Dune reserved: %s %s",
+		wanted(r.ReservedAfterCrash, 0), wanted(r.DuneReserved, r.Ordered),
+		verdict(r.ReservedAfterCrash == 0 && r.DuneReserved == r.Ordered, reservedHarm(r.DuneReserved, r.Ordered)))
 }
 
 // InboxCrashBeforeCommit: the handler wrote the inbox row and the reservation and died
 // before commit. Both are gone; the redelivery does the work from scratch.
 func (l *Lab) InboxCrashBeforeCommit(ctx context.Context) (InboxCrashResult, error) {
-	var r InboxCrashResult
+	r := InboxCrashResult{Ordered: adaCopies}
 	if err := l.reset(ctx); err != nil {
 		return r, err
 	}
-	msg, err := adasOrder(2)
+	msg, err := adasOrder(adaCopies)
 	if err != nil {
 		return r, err
 	}
@@ -245,6 +267,7 @@ func (l *Lab) crashAtOutcomeEvent(ctx context.Context, svc *stock.Service, msg e
 
 // ConcurrentResult is the measurement of InboxTwoCopiesAtOnce.
 type ConcurrentResult struct {
+	Ordered      int // copies of Dune in Ada's order: what a correct design reserves
 	Processed    [2]bool
 	DuneReserved int
 	// SecondWaited: while the first copy held its transaction open, Postgres showed the
@@ -254,8 +277,9 @@ type ConcurrentResult struct {
 }
 
 func (r ConcurrentResult) String() string {
-	return fmt.Sprintf("[inbox] two copies at once -> processed: %t, %t; Dune reserved: %d; second waited for the first: %t",
-		r.Processed[0], r.Processed[1], r.DuneReserved, r.SecondWaited)
+	return fmt.Sprintf("[inbox] two copies at once -> processed: %t, %t; Dune reserved: %s; second waited for the first: %t %s",
+		r.Processed[0], r.Processed[1], wanted(r.DuneReserved, r.Ordered), r.SecondWaited,
+		verdict(r.Processed == [2]bool{true, false} && r.DuneReserved == r.Ordered && r.SecondWaited, reservedHarm(r.DuneReserved, r.Ordered)))
 }
 
 // InboxTwoCopiesAtOnce: two consumers get the same message at the same moment. The first
@@ -264,11 +288,11 @@ func (r ConcurrentResult) String() string {
 // the inbox's primary key does: the second insert waits for the first transaction, then
 // finds the row and skips.
 func (l *Lab) InboxTwoCopiesAtOnce(ctx context.Context) (ConcurrentResult, error) {
-	var r ConcurrentResult
+	r := ConcurrentResult{Ordered: adaCopies}
 	if err := l.reset(ctx); err != nil {
 		return r, err
 	}
-	msg, err := adasOrder(2)
+	msg, err := adasOrder(adaCopies)
 	if err != nil {
 		return r, err
 	}
@@ -379,6 +403,12 @@ func adasOrder(quantity int) (event.Envelope, error) {
 	if err != nil {
 		return event.Envelope{}, err
 	}
+	return orderEvent(orderID, quantity)
+}
+
+// orderEvent is an OrderPlaced event of Ada's order orderID, of quantity copies of Dune,
+// under an id of its own: each call is a new message, even for the same order.
+func orderEvent(orderID uuid.UUID, quantity int) (event.Envelope, error) {
 	return event.New(contracts.OrderingSource, contracts.OrderPlaced, orderID.String(), 1, contracts.OrderPlacedData{
 		OrderID:       orderID,
 		CustomerEmail: "ada@example.com",

@@ -25,7 +25,10 @@ type CorrelationKeyResult struct {
 }
 
 func (r CorrelationKeyResult) String() string {
-	return fmt.Sprintf("[correlation-id key] placed, then cancelled -> cancellation swallowed: %t; Dune reserved: %d", r.Swallowed, r.DuneReserved)
+	// Placed and then cancelled, the order holds no copies: a correct design reserves 0.
+	return fmt.Sprintf("[correlation-id key] placed, then cancelled -> cancellation swallowed: %s; Dune reserved: %s %s",
+		wanted(r.Swallowed, false), wanted(r.DuneReserved, 0),
+		verdict(!r.Swallowed && r.DuneReserved == 0, fmt.Sprintf("%d copies held for a cancelled order", r.DuneReserved)))
 }
 
 // CorrelationIDAsDedupKey: Ada orders two copies of Dune and cancels. Both events carry
@@ -71,7 +74,7 @@ func (l *Lab) CorrelationIDAsDedupKey(ctx context.Context) (CorrelationKeyResult
 // placeThenCancel hands a new order of two copies of Dune, then its cancellation, to
 // handle, and returns what handle said of the cancellation.
 func (l *Lab) placeThenCancel(ctx context.Context, handle func(context.Context, event.Envelope) (inbox.Outcome, error)) (inbox.Outcome, error) {
-	placed, err := adasOrder(2)
+	placed, err := adasOrder(adaCopies)
 	if err != nil {
 		return 0, err
 	}
@@ -100,6 +103,7 @@ func (l *Lab) releases(ctx context.Context) (int, error) {
 
 // PoolWriteResult is the measurement of HandlerWritingThroughThePool.
 type PoolWriteResult struct {
+	Ordered int // copies of Dune in Ada's order: what a correct design reserves
 	// ReservedAfterRollback is Dune's reserved count once the handler's transaction
 	// rolled back.
 	ReservedAfterRollback int
@@ -113,8 +117,8 @@ type PoolWriteResult struct {
 func (r PoolWriteResult) WriteSurvived() bool { return r.ReservedAfterRollback > 0 }
 
 func (r PoolWriteResult) String() string {
-	return fmt.Sprintf("[pool write] handler writes through the pool, its transaction rolls back -> write survived: %t, claim rolled back: %t; redelivered -> Dune reserved: %d",
-		r.WriteSurvived(), r.ClaimRolledBack, r.DuneReserved)
+	return fmt.Sprintf("[pool write] handler writes through the pool, its transaction rolls back -> write survived: %s, claim rolled back: %t; redelivered -> Dune reserved: %s %s",
+		wanted(r.WriteSurvived(), false), r.ClaimRolledBack, wanted(r.DuneReserved, r.Ordered), reservedVerdict(r.DuneReserved, r.Ordered))
 }
 
 // HandlerWritingThroughThePool: a handler claims the message's inbox row in its
@@ -123,11 +127,11 @@ func (r PoolWriteResult) String() string {
 // claim, reserves again. stock's handler, which writes through its transaction alone,
 // leaves nothing after the same failure (InboxCrashBeforeCommit).
 func (l *Lab) HandlerWritingThroughThePool(ctx context.Context) (PoolWriteResult, error) {
-	var r PoolWriteResult
+	r := PoolWriteResult{Ordered: adaCopies}
 	if err := l.reset(ctx); err != nil {
 		return r, err
 	}
-	msg, err := adasOrder(2)
+	msg, err := adasOrder(adaCopies)
 	if err != nil {
 		return r, err
 	}

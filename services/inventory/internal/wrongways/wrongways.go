@@ -1,12 +1,14 @@
-// Package wrongways holds the consumers inventory must not run: the two usual ways an
-// idempotent consumer is got wrong, a cancellation applied without its sequence, an inbox
-// keyed on the correlation id, and a handler that writes through the pool inside its
-// transaction. They exist to be shown failing, by the tests, `make demo` and
+// Package wrongways holds the consumers inventory must not run: the usual ways an
+// idempotent consumer is got wrong (no dedup, check-then-process, record first, a cache
+// as the only guard, a duplicate failed instead of acked, the ack before the work), a
+// cancellation applied without its sequence, an inbox keyed on the correlation id, a
+// handler that writes through the pool inside its transaction, and the inbox without
+// stock's order key, which a producer minting a new id per send defeats. They exist to be shown failing, by the tests, `make demo` and
 // `make chaos-compare`, beside the right one in package stock
 // (docs/idempotent-consumer.md, docs/cancellation.md).
 //
 // Each does the same work as stock, through stock's own steps; what it lacks is how
-// stock keeps a message, or an order, from being applied twice.
+// stock keeps a message, or an order, from being applied twice or lost.
 package wrongways
 
 import (
@@ -92,7 +94,15 @@ type Options struct {
 	// WriteThroughPool reserves a placement's copies through the pool, a second
 	// connection, inside the transaction that claims its inbox row: a rollback keeps them.
 	WriteThroughPool bool
-	Hooks            Hooks
+	// RecordFirst records a placement's message in the inbox and commits that before it
+	// reserves, in a second transaction: a crash between the two loses the reservation.
+	// It takes the place of Strategy.
+	RecordFirst bool
+	// MessageIDOnly reserves a placement behind the inbox, in its transaction, without
+	// stock's order key: a copy of the order under a new message id is reserved again.
+	// It takes the place of Strategy.
+	MessageIDOnly bool
+	Hooks         Hooks
 }
 
 // Consumer is a handler for inventory.order-placed that takes the wrong ways Options
@@ -104,6 +114,8 @@ type Consumer struct {
 	ignoreSequence bool
 	correlationKey bool
 	throughPool    bool
+	recordFirst    bool
+	messageIDOnly  bool
 	hooks          Hooks
 	log            *slog.Logger
 	tracer         trace.Tracer
@@ -121,6 +133,8 @@ func New(pool *pgxpool.Pool, tel *telemetry.Telemetry, svc *stock.Service, opts 
 		ignoreSequence: opts.IgnoreSequence,
 		correlationKey: opts.KeyOnCorrelationID,
 		throughPool:    opts.WriteThroughPool,
+		recordFirst:    opts.RecordFirst,
+		messageIDOnly:  opts.MessageIDOnly,
 		hooks:          opts.Hooks,
 		log:            tel.Logger.With("component", "stock", "strategy", string(opts.Strategy)),
 		tracer:         tel.Tracer("stock"),
@@ -139,6 +153,10 @@ func (c *Consumer) HandleOrderEvent(ctx context.Context, env event.Envelope) (in
 		return c.stock.HandleOrderEvent(ctx, env)
 	case c.throughPool:
 		return c.reserveThroughPool(ctx, env)
+	case c.recordFirst:
+		return c.reserveRecordFirst(ctx, env)
+	case c.messageIDOnly:
+		return c.reserveByMessageIDOnly(ctx, env)
 	}
 	switch c.strategy {
 	case Naive:

@@ -44,18 +44,22 @@ type Lab struct {
 	Tel      *telemetry.Telemetry
 }
 
-// RunAll runs the experiment and prints its line.
+// RunAll prints the pattern's header, runs the experiment and prints its line.
 func (l *Lab) RunAll(ctx context.Context, w io.Writer) error {
 	r, err := l.EmailCrashAfterSend(ctx)
 	if err != nil {
 		return err
 	}
+	fmt.Fprintln(w, header)
 	fmt.Fprintln(w, r)
 	return nil
 }
 
 // EmailResult is the measurement of EmailCrashAfterSend.
 type EmailResult struct {
+	// Orders is how many orders notification holds a record of: a correct design sends
+	// one email each.
+	Orders int
 	// EmailsSent is how many emails the provider sent Ada, by its own count.
 	EmailsSent int
 	// StatusAfterCrash is the record's status when the first attempt died: 'processing'.
@@ -69,7 +73,12 @@ type EmailResult struct {
 }
 
 func (r EmailResult) String() string {
-	return fmt.Sprintf("[email] crash after send, redelivered -> emails sent: %d, second delivery: %s", r.EmailsSent, r.SecondDelivery)
+	harm := "the order emailed twice"
+	if r.EmailsSent < r.Orders {
+		harm = "the order's email lost"
+	}
+	return fmt.Sprintf("[email] crash after send, redelivered -> emails sent: %s, second delivery: %s %s",
+		wanted(r.EmailsSent, r.Orders), r.SecondDelivery, verdict(r.EmailsSent == r.Orders, harm))
 }
 
 // EmailCrashAfterSend: inventory's StockReserved for Ada's order arrives; notification
@@ -127,6 +136,9 @@ func (l *Lab) EmailCrashAfterSend(ctx context.Context) (EmailResult, error) {
 		r.SecondDelivery = "nothing asked of the provider"
 	}
 	r.EmailsSent = after.Sent
+	if err := l.Pool.QueryRow(ctx, "SELECT count(DISTINCT order_id) FROM notifications").Scan(&r.Orders); err != nil {
+		return r, fmt.Errorf("count the orders: %w", err)
+	}
 	r.StatusAfterRedelivery, err = l.status(ctx, orderID)
 	return r, err
 }

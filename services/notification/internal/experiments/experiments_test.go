@@ -45,7 +45,8 @@ func TestEmailCrashAfterSendIsReconciledNotSentAgain(t *testing.T) {
 	if err := lab.RunAll(context.Background(), &out); err != nil {
 		t.Fatal(err)
 	}
-	want := "[email] crash after send, redelivered -> emails sent: 1, second delivery: reconciled"
+	want := "== Exactly-once email (docs/exactly-once-email.md): want one email per order, whatever the process survives\n" +
+		"[email] crash after send, redelivered -> emails sent: 1 (want 1), second delivery: reconciled ✓"
 	if got := strings.TrimSpace(out.String()); got != want {
 		t.Errorf("RunAll printed\n %s\nwant\n %s", got, want)
 	}

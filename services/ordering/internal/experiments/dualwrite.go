@@ -38,11 +38,13 @@ func (w *commitThenPublish) Committed(ctx context.Context, env event.Envelope) {
 // CommitThenPublishResult is the measurement of CommitThenPublish.
 type CommitThenPublishResult struct {
 	OrderStatus string // the order's status in the database
+	Orders      int    // orders in the database: a correct design publishes one event each
 	Published   int    // events that reached the queue
 }
 
 func (r CommitThenPublishResult) String() string {
-	return fmt.Sprintf("[commit-then-publish] crash between commit and publish -> order: %s, events published: %d", r.OrderStatus, r.Published)
+	return fmt.Sprintf("[commit-then-publish] crash between commit and publish -> order: %s, events published: %s %s",
+		r.OrderStatus, wanted(r.Published, r.Orders), verdict(r.Published == r.Orders, "the order's event lost"))
 }
 
 // CommitThenPublish: the order commits, and the process dies before it publishes. The
@@ -68,6 +70,9 @@ func (l *Lab) CommitThenPublish(ctx context.Context) (CommitThenPublishResult, e
 	if err := l.Pool.QueryRow(ctx, "SELECT status FROM orders WHERE id = $1", ans.Order.ID).Scan(&r.OrderStatus); err != nil {
 		return r, fmt.Errorf("read the order: %w", err)
 	}
+	if r.Orders, err = l.count(ctx, "SELECT count(*) FROM orders"); err != nil {
+		return r, err
+	}
 	copies, err := l.copies(ctx)
 	r.Published = len(copies)
 	return r, err
@@ -89,17 +94,18 @@ func (publishThenCommit) Committed(context.Context, event.Envelope) {}
 
 // PublishThenCommitResult is the measurement of PublishThenCommit.
 type PublishThenCommitResult struct {
-	Orders    int // orders in the database
+	Orders    int // orders in the database: a correct design publishes one event each
 	Published int // events that reached the queue
 	Phantoms  int // of those, events of an order the database does not have
 }
 
 func (r PublishThenCommitResult) String() string {
-	phantoms := fmt.Sprintf("(phantoms: %d)", r.Phantoms)
-	if r.Published == 1 && r.Phantoms == 1 {
-		phantoms = "(a phantom)"
+	harm := fmt.Sprintf("%d phantoms", r.Phantoms)
+	if r.Phantoms == 1 {
+		harm = "a phantom: an event of an order that does not exist"
 	}
-	return fmt.Sprintf("[publish-then-commit] rollback after publish -> orders: %d, events published: %d %s", r.Orders, r.Published, phantoms)
+	return fmt.Sprintf("[publish-then-commit] rollback after publish -> orders: %d, events published: %s %s",
+		r.Orders, wanted(r.Published, r.Orders), verdict(r.Published == r.Orders && r.Phantoms == 0, harm))
 }
 
 // PublishThenCommit: the event is published and confirmed, then the order's transaction

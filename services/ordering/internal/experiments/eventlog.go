@@ -149,8 +149,9 @@ func (r EventLogResult) String() string {
 		row = "event-log row sent"
 	}
 	return fmt.Sprintf("[event-log inline] publish fails, no background sender -> %s: %s, times sent: %d, age: %v; "+
-		"with the broker back, events published: %d of %d (the stuck one: %d)",
-		row, r.State, r.TimesSent, r.Age.Round(time.Millisecond), r.Published, r.Orders, r.StuckCopies)
+		"with the broker back, events published: %s, the stuck one's: %s %s",
+		row, r.State, r.TimesSent, r.Age.Round(time.Millisecond), wanted(r.Published, r.Orders), wanted(r.StuckCopies, 1),
+		verdict(r.Published == r.Orders && r.StuckCopies == 1, "the first order's event never sent"))
 }
 
 // EventLogInlinePublish: eShopOnContainers' integration event log. Ada's order commits

@@ -67,9 +67,10 @@ type Lab struct {
 // Result is one experiment's measurement, printed as one line.
 type Result interface{ String() string }
 
-// RunAll runs every experiment, from the dual write to the outbox's last window, and
-// prints one line each.
+// RunAll prints the pattern's header, then runs every experiment, from the dual write to
+// the outbox's last window, and prints one line each.
 func (l *Lab) RunAll(ctx context.Context, w io.Writer) error {
+	fmt.Fprintln(w, header)
 	steps := []func(context.Context) (Result, error){
 		func(ctx context.Context) (Result, error) { return l.CommitThenPublish(ctx) },
 		func(ctx context.Context) (Result, error) { return l.PublishThenCommit(ctx) },

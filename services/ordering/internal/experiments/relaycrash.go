@@ -14,6 +14,7 @@ import (
 // RelayCrashResult is the measurement of RelayCrashAfterConfirm.
 type RelayCrashResult struct {
 	StateAfterCrash string // the outbox row's state once the first relay was gone
+	Orders          int    // orders placed: a correct design gives every copy of one its one id
 	Copies          int    // messages in the queue at the end
 	MessageIDs      int    // distinct message ids among them
 	IDIsTheRowID    bool   // every copy's message id is the outbox row's id
@@ -21,15 +22,13 @@ type RelayCrashResult struct {
 }
 
 func (r RelayCrashResult) String() string {
-	ids := fmt.Sprintf("message ids: %d", r.MessageIDs)
-	if r.MessageIDs == 1 {
-		ids = "one message id"
-	}
 	second := false
 	if len(r.Redelivered) > 1 {
 		second = r.Redelivered[1]
 	}
-	return fmt.Sprintf("[outbox] relay crash after confirm -> copies delivered: %d, %s, redelivered on the second: %t", r.Copies, ids, second)
+	return fmt.Sprintf("[outbox] relay crash after confirm -> copies delivered: %d, message ids: %s, redelivered on the second: %t %s",
+		r.Copies, wanted(r.MessageIDs, r.Orders), second,
+		verdict(r.MessageIDs == r.Orders && r.IDIsTheRowID, "copies a consumer cannot tell from a new order"))
 }
 
 // RelayCrashAfterConfirm: ordering's own use case writes Ada's order and its outbox row;
@@ -69,6 +68,9 @@ func (l *Lab) RelayCrashAfterConfirm(ctx context.Context) (RelayCrashResult, err
 	}
 
 	if err := l.relayUntilPublished(ctx, relayID, rowID); err != nil {
+		return r, err
+	}
+	if r.Orders, err = l.count(ctx, "SELECT count(*) FROM orders"); err != nil {
 		return r, err
 	}
 	copies, err := l.copies(ctx)
