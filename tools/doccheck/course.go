@@ -17,7 +17,7 @@ import (
 //   - Every page of docs/ and docs/course/ together (`cat docs/*.md docs/course/*.md |
 //     wc -w`) has at most docsWords words (a ceiling on the way to 52,000).
 //   - A lesson has a ```mermaid block with a sequenceDiagram (its failure window); a
-//     fenced line in make demo's shape, "[tag] what happened -> values (want V) ✓" or
+//     fenced line in make demo's shape, "[tag] what happened -> value (want V), ... ✓" or
 //     ✗, whose part before " -> " is in a string of the services' Go code (so the
 //     line is one the demo prints); a "Break it yourself" heading followed, before the next
 //     heading of its level, by a cited Test function (the testnames rule checks that it
@@ -36,7 +36,7 @@ const (
 )
 
 var (
-	demoLineRe   = regexp.MustCompile(`^\[[a-z][a-z-]*\] .+ -> .+\(want [^)]+\) (✓|✗)`)
+	demoLineRe   = regexp.MustCompile(`^\[[a-z][a-z -]*\] .+ -> .*\(want [^)]+\).*(✓|✗)`)
 	bannedWordRe = regexp.MustCompile(`(?i)\bseed articles?\b|\bissues? #?\d+\b`)
 	testCitedRe  = regexp.MustCompile("`(Test[A-Z0-9_][A-Za-z0-9_]*)")
 )
