@@ -182,9 +182,11 @@ func (in *Injector) longTransaction(ctx context.Context, f *check.Fault) {
 		return
 	}
 	auto := autovacuum == "on"
+	// A short hold (a short run's) is vacuumed under it too, at least twice.
+	every := min(longTxVacuumEvery, max(f.Duration/3, time.Second))
 	cleaner := "autovacuum"
 	if !auto {
-		cleaner = fmt.Sprintf("the fault's VACUUM every %v (autovacuum is off on this server)", longTxVacuumEvery)
+		cleaner = fmt.Sprintf("the fault's VACUUM every %v (autovacuum is off on this server)", every)
 	}
 
 	baseStart := time.Now()
@@ -226,7 +228,14 @@ func (in *Injector) longTransaction(ctx context.Context, f *check.Fault) {
 
 	during := claimTimes{}
 	peak := map[string]int64{}
-	var heldVacuum map[string]tableState // the tables after the last vacuum under the snapshot
+	heldVacuum := map[string]tableState{} // each table just after the last vacuum under the snapshot
+	seen := func(tables map[string]tableState) {
+		for k, s := range tables {
+			if s.vacuumed.After(start) && !s.vacuumed.Equal(heldVacuum[k].vacuumed) {
+				heldVacuum[k] = s
+			}
+		}
+	}
 	lastVacuum := start
 	for next := start; time.Since(start) < f.Duration; next = next.Add(longTxProbeEvery) {
 		in.probe(ctx, during)
@@ -234,14 +243,17 @@ func (in *Injector) longTransaction(ctx context.Context, f *check.Fault) {
 			for k, s := range tables {
 				peak[k] = max(peak[k], s.dead)
 			}
+			seen(tables) // autovacuum's
 		}
-		if !auto && time.Since(lastVacuum) >= longTxVacuumEvery && time.Until(start.Add(f.Duration)) > time.Second {
+		if !auto && time.Since(lastVacuum) >= every {
 			if err := in.vacuumQueues(ctx); err != nil {
 				in.fail(f, true, err.Error())
 				return
 			}
 			lastVacuum = time.Now()
-			heldVacuum, _ = in.longTxTables(ctx)
+			if tables, err := in.longTxTables(ctx); err == nil {
+				seen(tables)
+			}
 		}
 		time.Sleep(time.Until(next.Add(longTxProbeEvery)))
 	}
@@ -255,10 +267,6 @@ func (in *Injector) longTransaction(ctx context.Context, f *check.Fault) {
 		}
 	}
 	end := time.Now()
-	if auto {
-		// Whatever autovacuum did under the snapshot is what it could.
-		heldVacuum, _ = in.longTxTables(ctx)
-	}
 
 	// After: until every table has been vacuumed since the end, or is below autovacuum's
 	// trigger (nothing for autovacuum to do), with a vacuum of the fault's own on a
@@ -266,10 +274,10 @@ func (in *Injector) longTransaction(ctx context.Context, f *check.Fault) {
 	after := claimTimes{}
 	var cleaned time.Duration = -1
 	var last map[string]tableState
-	lastVacuum = end.Add(-longTxVacuumEvery / 2) // the first one soon after the end, as a visit of autovacuum's would be
+	lastVacuum = end.Add(-every / 2) // the first one soon after the end, as a visit of autovacuum's would be
 	for time.Since(end) <= LongTxCleanupLimit {
 		in.probe(ctx, after)
-		if !auto && time.Since(lastVacuum) >= longTxVacuumEvery {
+		if !auto && time.Since(lastVacuum) >= every {
 			if err := in.vacuumQueues(ctx); err != nil {
 				in.fail(f, true, err.Error())
 				return
@@ -298,8 +306,11 @@ func (in *Injector) longTransaction(ctx context.Context, f *check.Fault) {
 
 	var dead []string
 	for _, k := range slices.Sorted(maps.Keys(start0)) {
-		dead = append(dead, fmt.Sprintf("%s %d→%d (%d after a vacuum under it)→%d",
-			k, start0[k].dead, peak[k], heldVacuum[k].dead, last[k].dead))
+		underIt := "no vacuum under it"
+		if s, ok := heldVacuum[k]; ok {
+			underIt = fmt.Sprintf("%d left by the last vacuum under it", s.dead)
+		}
+		dead = append(dead, fmt.Sprintf("%s %d→%d (%s)→%d", k, start0[k].dead, peak[k], underIt, last[k].dead))
 	}
 	note := fmt.Sprintf("snapshots held %.1fs in %s (xmin %d transactions old at the end), cleaned by %s; "+
 		"dead tuples at the start→peak under the snapshot→after the cleanup: %s; "+
