@@ -85,8 +85,16 @@ func Ensure(ctx context.Context, adminURL, databaseURL string) error {
 		return fmt.Errorf("ensure database: revoke public on %s: %w", db, err)
 	}
 	// On every start, not only on creation: a role made before the bounds existed, or
-	// changed by hand, gets them back.
+	// changed by hand, gets them back. Not on a superuser named as the service's role (a
+	// development setup): the bounds would reach every administrator's session too.
+	var super bool
+	if err := admin.QueryRow(ctx, "SELECT rolsuper FROM pg_roles WHERE rolname = $1", role).Scan(&super); err != nil {
+		return fmt.Errorf("ensure database: role %s: %w", role, err)
+	}
 	for _, name := range slices.Sorted(maps.Keys(RoleSettings)) {
+		if super {
+			break
+		}
 		set := "ALTER ROLE " + pgx.Identifier{role}.Sanitize() + " SET " + name + " = " + quoteLiteral(RoleSettings[name])
 		if _, err := admin.Exec(ctx, set); err != nil {
 			return fmt.Errorf("ensure database: bound role %s: %w", role, err)
