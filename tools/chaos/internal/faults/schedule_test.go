@@ -63,6 +63,8 @@ func TestScheduleCoversEveryKindNameAndPoison(t *testing.T) {
 		switch {
 		case check.IsOutage(k):
 			want = cfg.Outages
+		case k == check.FaultLongTransaction:
+			want = min(1, cfg.HeavyFaultsEach())
 		case check.IsHeavy(k):
 			want = cfg.HeavyFaultsEach()
 		}
