@@ -183,7 +183,7 @@ func (in *Injector) longTransaction(ctx context.Context, f *check.Fault) {
 	}
 	auto := autovacuum == "on"
 	// A short hold (a short run's) is vacuumed under it too, at least twice.
-	every := min(longTxVacuumEvery, max(f.Duration/3, time.Second))
+	every := min(longTxVacuumEvery, max(f.Duration/3, time.Second)).Round(time.Second)
 	cleaner := "autovacuum"
 	if !auto {
 		cleaner = fmt.Sprintf("the fault's VACUUM every %v (autovacuum is off on this server)", every)
