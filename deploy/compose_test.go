@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -633,6 +634,33 @@ func TestPostgresInitScript(t *testing.T) {
 			t.Fatalf("%s on Postgres: %s: %v", postgresInit, strings.TrimSpace(stmt), err)
 		}
 	}
+	// The script's bounds on each role are pgdb's: the same sessions are bounded whether
+	// the script or a service's start made the role.
+	roleSettings := func(role string) map[string]string {
+		got := map[string]string{}
+		rows, err := conn.Query(ctx, `SELECT split_part(c, '=', 1), split_part(c, '=', 2)
+			FROM pg_db_role_setting s, unnest(s.setconfig) c
+			WHERE s.setrole = $1::regrole AND s.setdatabase = 0`, prefix+role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var name, value string
+			if err := rows.Scan(&name, &value); err != nil {
+				t.Fatal(err)
+			}
+			got[name] = value
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	for role := range roles {
+		if got := roleSettings(role); !maps.Equal(got, pgdb.RoleSettings) {
+			t.Errorf("%s sets %v on role %s, want pgdb.RoleSettings %v", postgresInit, got, role, pgdb.RoleSettings)
+		}
+	}
 	for role, pw := range roles {
 		u, _ := url.Parse(adminURL)
 		u.User = url.UserPassword(prefix+role, pw)
@@ -643,6 +671,9 @@ func TestPostgresInitScript(t *testing.T) {
 		var owner string
 		if err := conn.QueryRow(ctx, `SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = $1`, prefix+role).Scan(&owner); err != nil || owner != prefix+role {
 			t.Errorf("database %s owned by %q (%v), want its own role", prefix+role, owner, err)
+		}
+		if got := roleSettings(role); !maps.Equal(got, pgdb.RoleSettings) {
+			t.Errorf("role %s carries %v after a service's start, want pgdb.RoleSettings %v", prefix+role, got, pgdb.RoleSettings)
 		}
 	}
 }

@@ -323,3 +323,52 @@ func TestInboxLetsOneOfFiftyConcurrentCopiesThrough(t *testing.T) {
 		t.Errorf("work rows = %d, want 1", n)
 	}
 }
+
+// A statement the database cancels at its statement timeout is retried in place, like a
+// deadlock: the transaction it cut was rolled back whole and the same work may finish
+// on the next try, so it spends none of the message's deliveries.
+func TestAStatementCutAtTheStatementTimeoutIsRetriedInPlaceWithoutADelivery(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	var cut atomic.Int32
+	cut.Store(2)
+	h.runWith(t, func(ctx context.Context, env event.Envelope) (inbox.Outcome, error) {
+		h.callsMu.Lock()
+		h.calls[env.ID]++
+		h.callsMu.Unlock()
+		processed, err := inbox.Process(ctx, h.db, "test", env, func(tx pgx.Tx) error {
+			if cut.Add(-1) >= 0 {
+				if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = 50"); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, "SELECT pg_sleep(5)")
+				return err
+			}
+			_, err := tx.Exec(ctx, "INSERT INTO work VALUES ($1, $2)", env.UUID(), env.Subject)
+			return err
+		})
+		if err != nil || !processed {
+			return inbox.Duplicate, err
+		}
+		return inbox.Processed, nil
+	})
+	env, body := envelope(t, "order-1", map[string]int{"n": 1})
+	h.publish(t, env.ID, env.Type, body)
+	testenv.Eventually(t, 10*time.Second, "processed after two statements cut at the timeout", func() bool {
+		return h.count(t, "SELECT count(*) FROM work") == 1
+	})
+	if calls := h.callsOf(env.ID); calls != 3 {
+		t.Errorf("the handler was called %d times, want 3", calls)
+	}
+	deliveries := 0
+	for _, s := range h.spans.GetSpans() {
+		for _, a := range s.Attributes {
+			if a.Key == "messaging.message.id" && a.Value.AsString() == env.ID {
+				deliveries++
+			}
+		}
+	}
+	if deliveries != 1 {
+		t.Errorf("the message was delivered %d times, want once: a statement timeout is not the message's failure", deliveries)
+	}
+}

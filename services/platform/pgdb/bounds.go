@@ -33,12 +33,41 @@ const (
 	// server's): a link that drops packets under a statement is found dead in this time,
 	// where keepalive, which only probes an idle link, never looks.
 	UserTimeout = 30 * time.Second
+	// StatementTimeout is how long the server lets one statement of ours run
+	// (statement_timeout) before it cancels it (57014, TimedOut) and rolls its
+	// transaction back. The services' statements take milliseconds: an indexed claim, a
+	// mark, a retention batch of a few hundred rows; the longest wait on a row or
+	// advisory lock of another transaction of ours, itself milliseconds long. 5 s is
+	// three orders of magnitude over them, longer than the chaos load's attempt (3 s)
+	// and well under the HTTP write timeout and a consumer's handler timeout (30 s each):
+	// a request stuck behind a lock is answered 503 by ordering before either cuts it.
+	// Migrations run without it (Migrate).
+	StatementTimeout = 5 * time.Second
 )
+
+// RoleSettings are the bounds set on each service's role on the server (ALTER ROLE ...
+// SET, by Ensure and by the deployments' init scripts), as the role's configuration
+// stores them: every session of the role starts with them, so one whose client sets
+// nothing (psql, a one-off tool) is bounded too. A client's own runtime parameter
+// overrides them, as pgdb's do with the same values and Migrate's with none.
+var RoleSettings = map[string]string{
+	"idle_in_transaction_session_timeout": pgInterval(IdleInTransactionTimeout),
+	"statement_timeout":                   pgInterval(StatementTimeout),
+}
+
+// pgInterval writes d as a Postgres time setting: whole seconds as "30s", else "250ms".
+func pgInterval(d time.Duration) string {
+	if d%time.Second == 0 {
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	}
+	return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+}
 
 // boundConnect sets, on cfg parsed from rawURL, ConnectTimeout and the session bounds
 // above, each unless rawURL sets it itself (connect_timeout, or the server setting's name
-// as a URL parameter).
-func boundConnect(rawURL string, cfg *pgconn.Config) {
+// as a URL parameter). The statement timeout only with statements: the admin connection
+// waits for other instances' Ensure on purpose.
+func boundConnect(rawURL string, cfg *pgconn.Config, statements bool) {
 	if cfg.ConnectTimeout == 0 && !strings.Contains(rawURL, "connect_timeout") {
 		cfg.ConnectTimeout = ConnectTimeout
 	}
@@ -52,6 +81,9 @@ func boundConnect(rawURL string, cfg *pgconn.Config) {
 		if _, set := cfg.RuntimeParams[name]; !set {
 			cfg.RuntimeParams[name] = value
 		}
+	}
+	if _, set := cfg.RuntimeParams["statement_timeout"]; !set && statements {
+		cfg.RuntimeParams["statement_timeout"] = strconv.FormatInt(StatementTimeout.Milliseconds(), 10)
 	}
 	d := net.Dialer{
 		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: KeepAliveIdle, Interval: KeepAliveInterval, Count: KeepAliveCount},

@@ -13,7 +13,9 @@ import (
 	"hash/fnv"
 	"io"
 	"io/fs"
+	"maps"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,7 +38,8 @@ type Migrations struct {
 
 // Ensure creates the role and database named in databaseURL if they are missing, using
 // adminURL (a superuser). The role owns the database and PUBLIC may not connect to it,
-// so no service can read another's tables. Safe to run concurrently and on every start.
+// so no service can read another's tables; the role carries RoleSettings. Safe to run
+// concurrently and on every start.
 func Ensure(ctx context.Context, adminURL, databaseURL string) error {
 	target, err := pgx.ParseConfig(databaseURL)
 	if err != nil {
@@ -50,7 +53,7 @@ func Ensure(ctx context.Context, adminURL, databaseURL string) error {
 	if err != nil {
 		return fmt.Errorf("ensure database: parse DATABASE_ADMIN_URL: %w", err)
 	}
-	boundConnect(adminURL, &adminCfg.Config)
+	boundConnect(adminURL, &adminCfg.Config, false)
 	admin, err := pgx.ConnectConfig(ctx, adminCfg)
 	if err != nil {
 		return fmt.Errorf("ensure database: connect admin: %w", err)
@@ -81,6 +84,22 @@ func Ensure(ctx context.Context, adminURL, databaseURL string) error {
 	if _, err := admin.Exec(ctx, "REVOKE ALL ON DATABASE "+pgx.Identifier{db}.Sanitize()+" FROM PUBLIC"); err != nil {
 		return fmt.Errorf("ensure database: revoke public on %s: %w", db, err)
 	}
+	// On every start, not only on creation: a role made before the bounds existed, or
+	// changed by hand, gets them back. Not on a superuser named as the service's role (a
+	// development setup): the bounds would reach every administrator's session too.
+	var super bool
+	if err := admin.QueryRow(ctx, "SELECT rolsuper FROM pg_roles WHERE rolname = $1", role).Scan(&super); err != nil {
+		return fmt.Errorf("ensure database: role %s: %w", role, err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(RoleSettings)) {
+		if super {
+			break
+		}
+		set := "ALTER ROLE " + pgx.Identifier{role}.Sanitize() + " SET " + name + " = " + quoteLiteral(RoleSettings[name])
+		if _, err := admin.Exec(ctx, set); err != nil {
+			return fmt.Errorf("ensure database: bound role %s: %w", role, err)
+		}
+	}
 	return nil
 }
 
@@ -106,9 +125,19 @@ func ignoreDuplicate(err error) error {
 
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
-// Migrate applies every pending migration of each set, in order.
+// Migrate applies every pending migration of each set, in order, on connections of
+// pool's configuration without a statement timeout: a migration may rewrite a table for
+// longer than any statement of traffic may take, and one cancelled half-way through a
+// start would stop the service from starting at all.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, sets ...Migrations) error {
-	db := stdlib.OpenDBFromPool(pool)
+	cfg := pool.Config()
+	cfg.ConnConfig.RuntimeParams["statement_timeout"] = "0"
+	unbounded, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer unbounded.Close()
+	db := stdlib.OpenDBFromPool(unbounded)
 	defer db.Close()
 	for _, set := range sets {
 		// The session locker makes a second instance starting at the same moment wait for
@@ -161,7 +190,7 @@ func Open(ctx context.Context, adminURL, databaseURL string, sets ...Migrations)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
-	boundConnect(databaseURL, &cfg.ConnConfig.Config)
+	boundConnect(databaseURL, &cfg.ConnConfig.Config, true)
 	cfg.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
 		RegisterTypes(conn.TypeMap())
 		return nil
@@ -198,7 +227,7 @@ const ConnectTimeout = 5 * time.Second
 
 // Transient reports whether err is a failure that the same statement may not meet again:
 // a serialization failure or a deadlock, which Postgres resolves by aborting one of the
-// transactions involved, or a connection that broke, before anything was sent or in the
+// transactions involved, a statement cancelled at its timeout (TimedOut), or a connection that broke, before anything was sent or in the
 // middle of a statement (the server died, or a failover moved the primary elsewhere). A
 // retry of the whole transaction, on a new connection, is the remedy for each, and the
 // message it served is not at fault. A connection lost in the middle of a COMMIT leaves
@@ -207,7 +236,8 @@ const ConnectTimeout = 5 * time.Second
 func Transient(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		return pgErr.Code == "40001" || pgErr.Code == "40P01" // serialization_failure, deadlock_detected
+		// serialization_failure, deadlock_detected, query_canceled (TimedOut)
+		return pgErr.Code == "40001" || pgErr.Code == "40P01" || pgErr.Code == "57014"
 	}
 	var connectErr *pgconn.ConnectError
 	return errors.As(err, &connectErr) || pgconn.SafeToRetry(err) || LostConnection(err)
@@ -227,6 +257,16 @@ func LostConnection(err error) bool {
 	}
 	return errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		(errors.As(err, &netErr) && !netErr.Timeout())
+}
+
+// TimedOut reports whether err is a statement the server cancelled (57014,
+// query_canceled): its statement timeout ran out (StatementTimeout), or the client
+// cancelled it. The transaction it was in is rolled back whole, and the same work may
+// finish on another try once what it waited on (a lock, a burst of load) is gone: neither
+// an outage of the database nor the work's own fault.
+func TimedOut(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "57014"
 }
 
 // Refused reports whether err is the database refusing any work of this kind, whatever

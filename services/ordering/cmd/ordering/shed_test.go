@@ -214,6 +214,32 @@ func TestAConnectionLostUnderAStatementIs503WithRetryAfter(t *testing.T) {
 	}
 }
 
+// A statement the server cancels at its statement timeout (a lock held longer than any
+// statement of ours may wait) is the database's failure, not the request's: 503 with
+// Retry-After naming database-timeout, never a 500. Its transaction was rolled back, so
+// nothing was done, and the same key places the order once the lock is gone.
+func TestAStatementCutAtTheStatementTimeoutIs503WithRetryAfter(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	dbURL := e.databaseURL + "?statement_timeout=300"
+	if strings.Contains(e.databaseURL, "?") {
+		dbURL = e.databaseURL + "&statement_timeout=300"
+	}
+	base := startInProcess(t, e, "DATABASE_URL", dbURL, "ORDERING_RELAY", "0")
+	_, lock := lockOrders(t, e.databaseURL)
+	resp, body := postOrder(t, base, "timeout-1", orderBody("slow@example.com", 1))
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" ||
+		!strings.Contains(string(body), "problems.md#unavailable") || !strings.Contains(string(body), "database-timeout") {
+		t.Fatalf("POST whose INSERT waited past the statement timeout: %d, Retry-After %q, %s; want 503 unavailable naming database-timeout, with Retry-After: 1",
+			resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	_ = lock.Rollback(context.Background())
+	resp, body = postOrder(t, base, "timeout-1", orderBody("slow@example.com", 1))
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("the retry with the same key once the lock is gone: %d %s, want 201", resp.StatusCode, body)
+	}
+}
+
 // startBehindProxy runs the service in process, without its relay, reaching its database
 // through a proxy the test can cut.
 func startBehindProxy(t *testing.T, e env) (base string, proxy *testenv.Proxy) {

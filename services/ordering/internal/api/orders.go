@@ -149,8 +149,9 @@ func keyedFailed(w http.ResponseWriter, r *http.Request, tel *telemetry.Telemetr
 // failed answers a use case's unexpected error. A failure of the database, not of the
 // request, is 503 with Retry-After: refused before it did anything (no database
 // connection within the bound: overloaded; none at all: unavailable), which promises
-// that nothing was done; or a connection that broke under a statement, or a database
-// refusing any such work, where the detail says whether the order may exist. Either way
+// that nothing was done; or a connection that broke under a statement, a database
+// refusing any such work, or a statement cancelled at the database's statement timeout,
+// where the detail says whether the order may exist. Either way
 // the client may send the request again, with the same key, after Retry-After, and gets
 // the order if it was placed. Anything else is 500, which promises only that nothing was
 // committed unless the answer said so.
@@ -175,6 +176,11 @@ func failed(w http.ResponseWriter, r *http.Request, tel *telemetry.Telemetry, wh
 		tel.Logger.WarnContext(r.Context(), what+": the database refuses the work", "err", err)
 		p = httpapi.NewProblem(http.StatusServiceUnavailable, "unavailable", "Service unavailable",
 			fmt.Sprintf("%s: the database refuses this work for now; nothing was done; %s", orders.ReasonDatabaseRefused, after))
+	case pgdb.TimedOut(err):
+		tel.Logger.WarnContext(r.Context(), what+": a statement ran out of the database's statement timeout", "err", err)
+		p = httpapi.NewProblem(http.StatusServiceUnavailable, "unavailable", "Service unavailable",
+			fmt.Sprintf("%s: the database did not finish the request within its statement timeout; nothing was done; %s",
+				orders.ReasonDatabaseTimeout, after))
 	default:
 		tel.Logger.ErrorContext(r.Context(), what+" failed", "err", err)
 		httpapi.Internal(w)

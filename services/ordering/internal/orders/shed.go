@@ -45,6 +45,10 @@ const (
 	// ReasonDatabaseRefused: the database refused work of this kind, whatever the
 	// request (pgdb.Refused: a privilege revoked, a read-only standby after a failover).
 	ReasonDatabaseRefused = "database-refused"
+	// ReasonDatabaseTimeout: the server cancelled a statement of the request at its
+	// statement timeout (pgdb.TimedOut: a lock held by another transaction, a database
+	// too busy to answer in time). Its transaction was rolled back: nothing was done.
+	ReasonDatabaseTimeout = "database-timeout"
 )
 
 // UnavailableError is a request refused before it did anything: no connection within the

@@ -49,6 +49,7 @@ const (
 	QueueFullLost    = "outbox rows parked dead or not drained after a queue was full"
 	NodeLossStalled  = "no order decided while one broker node of three was down"
 	TimeoutStalled   = "events not processed after a handler was held past the consumer timeout"
+	LongTxNotCleaned = "dead tuples of the queue tables not cleaned after a long transaction ended"
 )
 
 // Fault kinds. Each opens a failure window some part of the design claims to close.
@@ -76,6 +77,7 @@ const (
 	FaultQueueUnbound     = "queue_unbound"     // late_consumer, but the harness declares the queue again without its bindings, as a consumer killed between its declare and its binds leaves it
 	FaultQueueFull        = "queue_full"        // an operator's policy caps a work queue at length 0 with overflow reject-publish, its consumers down: the broker nacks every event bound to it
 	FaultConsumerTimeout  = "consumer_timeout"  // a handler held (a once* delay failpoint) past a short consumer timeout (a policy on its queue): the broker takes the delivery back from under it
+	FaultLongTransaction  = "long_transaction"  // a foreign session holds a snapshot open in each service's database while the load runs: dead tuples pile up that no vacuum may remove
 )
 
 // The cluster faults (faults/cluster.go), only in the cluster profile (make chaos-cluster):
@@ -99,13 +101,13 @@ var FaultKinds = []string{
 	FaultBrokerOutage, FaultPostgresOutage,
 	FaultProviderFail, FaultProviderAmbiguous, FaultDuplicate, FaultPoison,
 	FaultBrokerAlarm, FaultQueueDeleted, FaultLateConsumer, FaultRelayTwin, FaultPrivilegeRevoked, FaultQueueUnbound,
-	FaultQueueFull, FaultConsumerTimeout,
+	FaultQueueFull, FaultConsumerTimeout, FaultLongTransaction,
 }
 
 // HeavyKinds are the kinds config.Config.HeavyFaultsEach counts; each stops processes, changes the
 // broker's topology or the database's privileges for seconds.
 // The last one drawn last: a kind added at the end moves none of a seed's other heavy faults.
-var HeavyKinds = []string{FaultBrokerAlarm, FaultQueueDeleted, FaultLateConsumer, FaultRelayTwin, FaultPrivilegeRevoked, FaultQueueUnbound, FaultQueueFull, FaultConsumerTimeout}
+var HeavyKinds = []string{FaultBrokerAlarm, FaultQueueDeleted, FaultLateConsumer, FaultRelayTwin, FaultPrivilegeRevoked, FaultQueueUnbound, FaultQueueFull, FaultConsumerTimeout, FaultLongTransaction}
 
 // IsHeavy reports whether kind is one of HeavyKinds.
 func IsHeavy(kind string) bool { return slices.Contains(HeavyKinds, kind) }

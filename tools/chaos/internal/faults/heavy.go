@@ -656,6 +656,11 @@ func (p privilege) String() string { return p.Privilege + " ON " + p.Table }
 // the consumers' retry budget, and grants it again. A consumer must pause (the error is
 // its database's refusal, not the message's fault) and a relay back off; one that
 // requeued the message spent its deliveries and dead-lettered it (invariant 6).
+// privilegeDDL makes the privilege faults' REVOKEs and GRANTs take turns: two on one
+// table at the same moment (two faults released together by the topology lock) update
+// the same catalog row, and Postgres refuses the second.
+var privilegeDDL sync.Mutex
+
 func (in *Injector) privilegeRevoked(ctx context.Context, f *check.Fault) {
 	var priv privilege
 	for _, p := range privileges {
@@ -680,6 +685,8 @@ func (in *Injector) privilegeRevoked(ctx context.Context, f *check.Fault) {
 	exec := func(ctx context.Context, sql string) error {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
+		privilegeDDL.Lock() // two at once on one table: "tuple concurrently updated"
+		defer privilegeDDL.Unlock()
 		_, err := db.Exec(ctx, sql)
 		return err
 	}

@@ -151,6 +151,8 @@ func (in *Injector) apply(ctx context.Context, f *check.Fault) {
 		in.queueFull(ctx, f)
 	case check.FaultConsumerTimeout:
 		in.consumerTimeout(ctx, f)
+	case check.FaultLongTransaction:
+		in.longTransaction(ctx, f)
 	case check.FaultPrivilegeRevoked:
 		in.privilegeRevoked(ctx, f)
 	case check.FaultResetPeer:

@@ -200,6 +200,18 @@ func scheduleHeavy(cfg config.Config, processes []string, outages []check.Fault)
 				}
 				f.Target, f.Duration = relays[i%len(relays)], between(4*time.Second, 8*time.Second)
 				busy = f.Duration + 10*time.Second
+			case check.FaultLongTransaction:
+				// One a run, held for about half the load (minutes in make chaos, seconds
+				// in a short run), ending before the load does: a second one under it
+				// would hold the same horizon, and neither's figures would be its own. It
+				// needs no quiet around it: an outage may come while the snapshot is held,
+				// as it may in production.
+				if i > 0 {
+					continue
+				}
+				f.Target, f.Detail = "ordering,inventory,notification", "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1 FROM outbox; then idle"
+				f.Duration = between(span*2/5, span/2).Round(time.Second)
+				busy = 0
 			case check.FaultPrivilegeRevoked:
 				p := privileges[i%len(privileges)]
 				// As long as an outage, well past the consumers' budget: a consumer that
@@ -216,6 +228,9 @@ func scheduleHeavy(cfg config.Config, processes []string, outages []check.Fault)
 				if clearOfOutages(f.At, busy) || try == 1000 {
 					break
 				}
+			}
+			if kind == check.FaultLongTransaction {
+				f.At = max(lead, min(f.At, span-lead-f.Duration-min(longTxBaseline, f.Duration/3)))
 			}
 			out = append(out, f)
 		}

@@ -22,6 +22,7 @@ func init() {
 	kindColors[check.FaultQueueUnbound] = "#bd9e39"
 	kindColors[check.FaultQueueFull] = "#e7cb94"
 	kindColors[check.FaultConsumerTimeout] = "#7b4173"
+	kindColors[check.FaultLongTransaction] = "#637939"
 	faultCategory[check.FaultBrokerAlarm] = "network"
 	faultCategory[check.FaultQueueDeleted] = "process"
 	faultCategory[check.FaultLateConsumer] = "process"
@@ -30,6 +31,7 @@ func init() {
 	faultCategory[check.FaultQueueUnbound] = "process"
 	faultCategory[check.FaultQueueFull] = "process"
 	faultCategory[check.FaultConsumerTimeout] = "process"
+	faultCategory[check.FaultLongTransaction] = "process"
 	// The cluster's (make chaos-cluster): a node or a primary gone is an outage of a part.
 	kindColors[check.FaultBrokerNodeKilled] = "#3182bd"
 	kindColors[check.FaultBrokerNodeStopped] = "#6baed6"
@@ -76,6 +78,8 @@ func printHeavyFaults(w io.Writer, r *Result) {
 			drains = append(drains, c.Drain)
 		case f.Kind == check.FaultConsumerTimeout:
 			state = fmt.Sprintf("processed in %.1fs", c.Drain.Seconds())
+		case f.Kind == check.FaultLongTransaction:
+			state = fmt.Sprintf("cleaned in %.1fs", c.Drain.Seconds())
 		default:
 			state = "ok"
 		}

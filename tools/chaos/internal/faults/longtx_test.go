@@ -1,0 +1,39 @@
+package faults
+
+import (
+	"testing"
+	"time"
+
+	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
+	"github.com/bookstore-go/bookstore/tools/chaos/internal/config"
+)
+
+// One long transaction a run holds its snapshot for about half the load, minutes in make
+// chaos and seconds in a short run, and its baseline and its hold both end before the
+// load does, so that the load runs under the snapshot throughout.
+func TestALongTransactionHoldsItsSnapshotForAboutHalfTheLoadAndEndsBeforeIt(t *testing.T) {
+	short := config.Default
+	short.Orders, short.Rate, short.FaultsPerKind, short.HeavyFaults = 400, 15, 7, 1
+	for name, cfg := range map[string]config.Config{"make chaos": config.Default, "a short run": short} {
+		span := cfg.LoadDuration()
+		var n int
+		for _, f := range Schedule(cfg, []string{"ordering-1", "inventory-1", "notification-1"}, []string{"ordering-1-postgres"}) {
+			if f.Kind != check.FaultLongTransaction {
+				continue
+			}
+			n++
+			if f.Duration < span*2/5-time.Second || f.Duration > span/2+time.Second {
+				t.Errorf("%s: held %v of a %v load, want about half", name, f.Duration, span)
+			}
+			if end := f.At + min(longTxBaseline, f.Duration/3) + f.Duration; end > span {
+				t.Errorf("%s: held until %v of a %v load", name, end, span)
+			}
+		}
+		if n != 1 {
+			t.Errorf("%s: %d long transactions, want one: a second would hold the first's horizon", name, n)
+		}
+	}
+	if d := config.Default; d.LoadDuration()*2/5 < 90*time.Second {
+		t.Errorf("make chaos's load is %v: its long transactions last under a minute and a half", d.LoadDuration())
+	}
+}
