@@ -768,22 +768,24 @@ func (in *Injector) queueFull(ctx context.Context, f *check.Fault) {
 	}
 	in.mu.Lock()
 	f.End = end
+	began := f.Start
 	in.mu.Unlock()
+	rate := in.queueFullRate(ctx, f.Target, began, end)
 
 	for {
 		pending, perr := pendingBefore(ctx, in.sys, end)
 		dead, derr := deadRows(ctx, in.sys)
 		switch {
 		case derr == nil && dead > 0:
-			in.setCheck(f, check.FaultCheck{Checked: true, Violation: check.QueueFullLost,
-				Detail: fmt.Sprintf("%d outbox rows parked dead after %s refused events for %.1fs", dead, f.Target, f.Duration.Seconds())})
+			in.setCheck(f, withRate(check.FaultCheck{Checked: true, Violation: check.QueueFullLost,
+				Detail: fmt.Sprintf("%d outbox rows parked dead after %s refused events for %.1fs", dead, f.Target, f.Duration.Seconds())}, rate))
 			return
 		case perr == nil && derr == nil && pending == 0:
-			in.setCheck(f, check.FaultCheck{Checked: true, Drain: time.Since(end)})
+			in.setCheck(f, withRate(check.FaultCheck{Checked: true, Drain: time.Since(end)}, rate))
 			return
 		case time.Since(end) > AlarmDrainLimit:
-			in.setCheck(f, check.FaultCheck{Checked: true, Violation: check.QueueFullLost,
-				Detail: fmt.Sprintf("%d rows written before the cap came off at %s still unpublished %v later (last error: %v)", pending, end.Format("15:04:05.000"), AlarmDrainLimit, cmp.Or(perr, derr))})
+			in.setCheck(f, withRate(check.FaultCheck{Checked: true, Violation: check.QueueFullLost,
+				Detail: fmt.Sprintf("%d rows written before the cap came off at %s still unpublished %v later (last error: %v)", pending, end.Format("15:04:05.000"), AlarmDrainLimit, cmp.Or(perr, derr))}, rate))
 			return
 		}
 		time.Sleep(200 * time.Millisecond)

@@ -210,6 +210,11 @@ func scheduleHeavy(cfg config.Config, processes []string, outages []check.Fault)
 				f.Target, f.Detail = p.Service, p.String()
 				f.Duration = between(max(cfg.OutageLength, 3*consumerBudget), max(cfg.OutageLength, 3*consumerBudget)*3/2)
 				busy = f.Duration
+			default:
+				var ok bool
+				if busy, ok = scheduleMoreHeavy(&f, i, relays); !ok {
+					continue
+				}
 			}
 			for try := 0; ; try++ {
 				f.At = lead + time.Duration(rng.Int64N(int64(max(span-2*lead, time.Millisecond))))
