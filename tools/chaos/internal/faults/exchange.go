@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -88,7 +89,7 @@ func (in *Injector) exchangeDeleted(ctx context.Context, f *check.Fault) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	readyNote := fmt.Sprintf("/readyz named %s on %s", contracts.Exchange, cmpOr(strings.Join(slices.Sorted(maps.Keys(named)), ", "), "no relay"))
+	readyNote := fmt.Sprintf("/readyz named %s on %s", contracts.Exchange, cmp.Or(strings.Join(slices.Sorted(maps.Keys(named)), ", "), "no relay"))
 	if idle {
 		// Declared again by the harness, so that the run goes on as it was; the relays
 		// bind what they need before they next publish.

@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -112,14 +113,14 @@ func (in *Injector) hopeless(ctx context.Context, f *check.Fault) {
 	if rec, err := notificationStatus(ctx, in.sys, p.orderID); err == nil {
 		status = rec
 	}
-	in.record(f, true, fmt.Sprintf("%s for order %s to %s (refused by the provider), message %s; its email record %s", p.typ, p.orderID, recipient, p.MessageID, cmpOr(status, "not found")))
+	in.record(f, true, fmt.Sprintf("%s for order %s to %s (refused by the provider), message %s; its email record %s", p.typ, p.orderID, recipient, p.MessageID, cmp.Or(status, "not found")))
 	in.mu.Lock()
 	f.End = f.Start // the fault is the publish
 	in.mu.Unlock()
 	switch {
 	case parked < 0:
 		in.setCheck(f, check.FaultCheck{Checked: true, Drain: -1, Violation: check.HopelessNotParked,
-			Detail: fmt.Sprintf("message %s not in %s 2m after it was published (its email record %s)", p.MessageID, dlq, cmpOr(status, "not found"))})
+			Detail: fmt.Sprintf("message %s not in %s 2m after it was published (its email record %s)", p.MessageID, dlq, cmp.Or(status, "not found"))})
 	case parked > HopelessParkLimit:
 		in.setCheck(f, check.FaultCheck{Checked: true, Drain: parked, Violation: check.HopelessNotParked,
 			Detail: fmt.Sprintf("message %s parked in %s after %.1fs, bound %v", p.MessageID, dlq, parked.Seconds(), HopelessParkLimit)})
