@@ -36,8 +36,8 @@ const exchangeWatchLimit = 2 * time.Minute
 // published within ExchangeRecoveryLimit of the delete, and every event type published
 // since the delete is bound to each of its queues by then.
 func (in *Injector) exchangeDeleted(ctx context.Context, f *check.Fault) {
-	in.topo.Lock() // no poison, duplicate or queue fault while the exchange is missing
-	defer in.topo.Unlock()
+	in.lockTopo(true) // no poison, duplicate or queue fault while the exchange is missing
+	defer in.unlockTopo()
 	if ctx.Err() != nil {
 		// It waited for other topology faults until the load was over: with nothing left
 		// to publish no relay would look for the exchange.
@@ -48,7 +48,7 @@ func (in *Injector) exchangeDeleted(ctx context.Context, f *check.Fault) {
 	m := in.sys.Management()
 	path := "/api/exchanges/" + url.PathEscape(in.sys.Vhost) + "/" + url.PathEscape(contracts.Exchange)
 	if err := m.Do(ctx, http.MethodDelete, path, "", nil); err != nil {
-		in.record(f, false, "delete: "+err.Error())
+		in.fail(f, false, "delete: "+err.Error())
 		return
 	}
 	deleted := time.Now()

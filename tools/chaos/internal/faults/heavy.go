@@ -101,6 +101,60 @@ func (g *guard) unprotect(targets ...string) {
 	g.changed.Broadcast()
 }
 
+// turns is the queue of the faults that change the broker's topology (a queue, the
+// exchange, a queue's policy): one holds the turn at a time, and an urgent fault waiting
+// for it goes before every other that waits. exchange_deleted is urgent: it must meet the
+// load, and the queue faults ahead of it can each hold the turn for a minute.
+type turns struct {
+	mu     sync.Mutex
+	next   *sync.Cond
+	taken  bool
+	urgent int // urgent faults waiting
+}
+
+func newTurns() *turns {
+	t := &turns{}
+	t.next = sync.NewCond(&t.mu)
+	return t
+}
+
+// take waits for the turn: until nobody holds it and, for a fault that is not urgent,
+// no urgent one waits.
+func (t *turns) take(urgent bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if urgent {
+		t.urgent++
+		defer func() { t.urgent-- }()
+	}
+	for t.taken || (!urgent && t.urgent > 0) {
+		t.next.Wait()
+	}
+	t.taken = true
+}
+
+// give ends the turn.
+func (t *turns) give() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.taken = false
+	t.next.Broadcast()
+}
+
+// lockTopo takes the topology faults' turn (urgent: before the others waiting), then
+// waits for the faults that only need the topology intact (poison, duplicates, privilege
+// and session faults) to end, and keeps new ones waiting until unlockTopo.
+func (in *Injector) lockTopo(urgent bool) {
+	in.turns.take(urgent)
+	in.topo.Lock()
+}
+
+// unlockTopo ends what lockTopo began.
+func (in *Injector) unlockTopo() {
+	in.topo.Unlock()
+	in.turns.give()
+}
+
 // setCheck records a fault's own check.
 func (in *Injector) setCheck(f *check.Fault, c check.FaultCheck) {
 	in.mu.Lock()
@@ -322,8 +376,8 @@ func (in *Injector) holdProvider(ctx context.Context, on bool) {
 // bindings (declareUnbound): what a consumer killed between its declare and its binds
 // leaves. A relay must bind it before publishing what it needs (checkBound).
 func (in *Injector) queueFault(ctx context.Context, f *check.Fault) {
-	in.topo.Lock() // no poison, duplicate or privilege fault while a queue is missing, and one queue fault at a time
-	defer in.topo.Unlock()
+	in.lockTopo(false) // no poison, duplicate or privilege fault while a queue is missing, and one queue fault at a time
+	defer in.unlockTopo()
 	// Once begun, it runs to its end even if the load ends meanwhile: heal waits for it.
 	ctx = context.WithoutCancel(ctx)
 	in.begin(f)
@@ -720,8 +774,8 @@ const queueFullPolicy = `{"max-length":0,"overflow":"reject-publish"}`
 // own check: every row written before the cap came off is published within
 // AlarmDrainLimit, and no outbox row is dead.
 func (in *Injector) queueFull(ctx context.Context, f *check.Fault) {
-	in.topo.Lock() // one queue fault at a time; no poison or duplicate into a queue that nacks it
-	defer in.topo.Unlock()
+	in.lockTopo(false) // one queue fault at a time; no poison or duplicate into a queue that nacks it
+	defer in.unlockTopo()
 	ctx = context.WithoutCancel(ctx)
 	publishers, consumers := queueRoles(in.sys, f.Target)
 	for _, p := range append(slices.Clone(publishers), consumers...) {

@@ -46,8 +46,8 @@ func hopelessRecipient(id int) string { return fmt.Sprintf("hopeless-%d@chaos.ex
 // injected message of kind HopelessKind, so invariant 6 expects it in the dead-letter
 // queue exactly once. The check: it is there within HopelessParkLimit.
 func (in *Injector) hopeless(ctx context.Context, f *check.Fault) {
-	in.topo.Lock() // no poison meanwhile: the dead-letter queue's growth is this message's
-	defer in.topo.Unlock()
+	in.lockTopo(false) // no poison meanwhile: the dead-letter queue's growth is this message's
+	defer in.unlockTopo()
 	ctx = context.WithoutCancel(ctx)
 	// The provider keeps its faults in memory: a provider restarted meanwhile would
 	// forget the refusal and send the email.
@@ -65,7 +65,7 @@ func (in *Injector) hopeless(ctx context.Context, f *check.Fault) {
 	}
 	in.mu.Unlock()
 	if err := in.putProviderFaults(ctx, state); err != nil {
-		in.record(f, false, "refuse_to: "+err.Error())
+		in.fail(f, false, "refuse_to: "+err.Error())
 		return
 	}
 	var dlq string
@@ -76,7 +76,7 @@ func (in *Injector) hopeless(ctx context.Context, f *check.Fault) {
 	}
 	before, err := in.inject.readyCount(dlq)
 	if err != nil {
-		in.record(f, false, "dead-letter queue: "+err.Error())
+		in.fail(f, false, "dead-letter queue: "+err.Error())
 		return
 	}
 	// An unconfirmed publish (the harness's connection lost meanwhile; the second

@@ -36,6 +36,7 @@ type Injector struct {
 	held     int          // queue faults that hold the provider healthy (guarded by mu)
 	guard    *guard       // keeps faults off what a relay twin's check needs
 	topo     sync.RWMutex // held by a queue fault; poison and duplicates wait while a queue is missing
+	turns    *turns       // the topology faults' turn (lockTopo)
 	cluster  sync.Mutex   // held by a cluster fault until its node or primary is back: one at a time
 	refused  []string     // recipients the provider refuses for good (hopeless); guarded by mu
 }
@@ -49,7 +50,7 @@ type providerFaults struct {
 
 // NewInjector prepares schedule for sys.
 func NewInjector(sys *harness.System, inject *Messages, schedule []check.Fault) *Injector {
-	in := &Injector{sys: sys, inject: inject, Faults: schedule, fpMu: map[string]*sync.Mutex{}, fired: map[string]chan string{}, guard: newGuard()}
+	in := &Injector{sys: sys, inject: inject, Faults: schedule, fpMu: map[string]*sync.Mutex{}, fired: map[string]chan string{}, guard: newGuard(), turns: newTurns()}
 	for _, p := range sys.Procs {
 		in.fpMu[p.Name] = &sync.Mutex{}
 		in.fired[p.Name] = make(chan string, 1)

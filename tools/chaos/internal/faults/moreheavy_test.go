@@ -163,3 +163,78 @@ func TestSessionKilledTakesA500FromTheRequestLog(t *testing.T) {
 		}
 	}
 }
+
+// exchange_deleted takes reserved slots in the load, each clear of the outages for its
+// usual recovery: a run of one fault per kind deletes the exchange before any other
+// topology fault can take the turn.
+func TestTheExchangeIsDeletedInReservedSlotsEarlyInTheLoad(t *testing.T) {
+	for _, tc := range []struct {
+		orders                          int
+		rate                            float64
+		perKind, heavy, outages, wantEx int
+	}{
+		{400, 15, 12, 1, 1, 1},    // the smoke run's
+		{5000, 20, 100, -1, 5, 5}, // make chaos's
+	} {
+		cfg := config.Default
+		cfg.Orders, cfg.Rate, cfg.FaultsPerKind, cfg.HeavyFaults, cfg.Outages = tc.orders, tc.rate, tc.perKind, tc.heavy, tc.outages
+		cfg.OutageLength = 3 * time.Second
+		span := cfg.LoadDuration()
+		fs := Schedule(cfg, testProcesses, smokeLinks)
+		var ex []check.Fault
+		firstOther := span
+		for _, f := range fs {
+			switch f.Kind {
+			case check.FaultExchangeDeleted:
+				ex = append(ex, f)
+			case check.FaultQueueDeleted, check.FaultLateConsumer, check.FaultQueueUnbound, check.FaultQueueFull, check.FaultConsumerTimeout, check.FaultHopeless:
+				firstOther = min(firstOther, f.At)
+			}
+		}
+		if len(ex) != tc.wantEx {
+			t.Fatalf("%d orders: %d exchange_deleted faults, want %d", tc.orders, len(ex), tc.wantEx)
+		}
+		if ex[0].At >= firstOther {
+			t.Errorf("%d orders: the first exchange_deleted at %v, not before every other topology fault (the first at %v)", tc.orders, ex[0].At, firstOther)
+		}
+		for _, f := range ex {
+			if f.At > span-config.FaultLead(span) {
+				t.Errorf("%d orders: exchange_deleted at %v of a %v load, past its end", tc.orders, f.At, span)
+			}
+			for _, o := range fs {
+				if check.IsOutage(o.Kind) && f.At < o.At+o.Duration && o.At < f.At+exchangeBusy {
+					t.Errorf("%d orders: exchange_deleted at %v overlaps %s at %v", tc.orders, f.At, o.Kind, o.At)
+				}
+			}
+		}
+	}
+}
+
+// An urgent fault waiting for the topology's turn goes before every fault that waited
+// longer, and the turn is held by one fault at a time.
+func TestAnUrgentTopologyFaultTakesTheNextTurn(t *testing.T) {
+	tr := newTurns()
+	tr.take(false) // the turn of a queue fault in progress
+	order := make(chan string, 3)
+	waiting := func(n int) {
+		for {
+			tr.mu.Lock()
+			w := tr.urgent
+			tr.mu.Unlock()
+			if w == n {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	go func() { tr.take(false); order <- "queue fault"; tr.give() }()
+	go func() { tr.take(true); order <- "exchange_deleted"; tr.give() }()
+	waiting(1)
+	tr.give()
+	if first := <-order; first != "exchange_deleted" {
+		t.Errorf("%s took the turn first, want exchange_deleted", first)
+	}
+	if second := <-order; second != "queue fault" {
+		t.Errorf("then %s, want the queue fault", second)
+	}
+}

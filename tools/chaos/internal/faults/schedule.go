@@ -216,6 +216,24 @@ func scheduleHeavy(cfg config.Config, processes []string, outages []check.Fault)
 					continue
 				}
 			}
+			if kind == check.FaultExchangeDeleted {
+				// Reserved slots, evenly over the first three quarters of the load, the
+				// first at its start: the relays must find the exchange gone while they
+				// publish, and the queue faults drawn before a slot may hold the
+				// topology's turn (lockTopo) for a minute, past the load's end in a short
+				// run. A slot an outage covers moves on until it is clear (the load's
+				// end at most).
+				slot := lead + time.Duration(i)*(span-2*lead)*3/4/time.Duration(n)
+				f.At = slot
+				for !clearOfOutages(f.At, exchangeBusy) && f.At < span-lead {
+					f.At += 500 * time.Millisecond
+				}
+				if !clearOfOutages(f.At, exchangeBusy) {
+					f.At = slot
+				}
+				out = append(out, f)
+				continue
+			}
 			for try := 0; ; try++ {
 				f.At = lead + time.Duration(rng.Int64N(int64(max(span-2*lead, time.Millisecond))))
 				if clearOfOutages(f.At, busy) || try == 1000 {
