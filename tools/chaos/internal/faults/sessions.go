@@ -78,7 +78,7 @@ func (in *Injector) sessionKilled(ctx context.Context, f *check.Fault) {
 	killed := time.Now()
 	in.begin(f)
 	if err != nil {
-		in.record(f, false, "pg_terminate_backend: "+err.Error())
+		in.fail(f, false, "pg_terminate_backend: "+err.Error())
 		return
 	}
 	recovered, what := in.watchRecovery(ctx, f.Target, procs, killed)
@@ -205,15 +205,16 @@ func unprocessedOf(ctx context.Context, sys *harness.System, queue string, t tim
 // halfOpen half-closes every Postgres connection of the relay process f.Target: the
 // process sees them end, the server keeps their sessions for halfOpenKeep, the relay
 // id's lock among them, as a NAT that forgot idle connections leaves them. The check:
-// the relay publishes again (its bookstore_outbox_published_total moves) within
-// HalfOpenRecoveryLimit.
+// within HalfOpenRecoveryLimit the relay holds its id's lock again on a new session and
+// publishes again (its bookstore_outbox_published_total moves), or has nothing written
+// before the half-close left pending.
 func (in *Injector) halfOpen(ctx context.Context, f *check.Fault) {
 	in.topo.RLock() // as sessionKilled
 	defer in.topo.RUnlock()
 	ctx = context.WithoutCancel(ctx)
 	p := in.sys.Process(f.Target)
 	if p == nil {
-		in.record(f, false, "no process "+f.Target)
+		in.fail(f, false, "no process "+f.Target)
 		return
 	}
 	targets := []string{p.Name, p.Name + "-postgres"}
@@ -238,12 +239,32 @@ func (in *Injector) halfOpen(ctx context.Context, f *check.Fault) {
 		in.record(f, false, "skipped: "+p.Name+"'s Postgres link has no orphan proxy (the cluster profile)")
 		return
 	}
+	// Recovered once the relay holds its id's lock again on a session of its own made
+	// since (its orphan kept the old one), and it has published again or, with nothing
+	// left for it (the load over, or the service's other relay took the rows), no row
+	// written before the half-close is pending.
+	relayID := harness.EnvValue(p.Env, "RELAY_ID")
 	var again time.Duration = -1
+	var relocked, published time.Duration
 	for time.Since(orphaned) < sessionWatchLimit {
-		// A counter lower than before: the process was restarted meanwhile, and has
-		// published since.
-		if cur, err := harness.Published(ctx, p); err == nil && cur != base && cur > 0 {
-			again = time.Since(orphaned)
+		if relocked == 0 {
+			if ok, err := harness.RelayLockTakenSince(ctx, in.sys.DBs[p.Service], relayID, orphaned); err == nil && ok {
+				relocked = time.Since(orphaned)
+			}
+		}
+		if published == 0 {
+			// A counter lower than before: the process was restarted meanwhile, and has
+			// published since.
+			if cur, err := harness.Published(ctx, p); err == nil && cur != base && cur > 0 {
+				published = time.Since(orphaned)
+			} else if relocked > 0 {
+				if n, err := pendingOf(ctx, in.sys, p.Service, orphaned); err == nil && n == 0 {
+					published = time.Since(orphaned)
+				}
+			}
+		}
+		if relocked > 0 && published > 0 {
+			again = max(relocked, published)
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -257,12 +278,12 @@ func (in *Injector) halfOpen(ctx context.Context, f *check.Fault) {
 		in.setCheck(f, check.FaultCheck{Detail: "not checked: no connection was open"})
 	case again < 0:
 		in.setCheck(f, check.FaultCheck{Checked: true, Drain: -1, Violation: check.HalfOpenSlow,
-			Detail: fmt.Sprintf("%s published nothing in the %v after its connections were half-closed", p.Name, sessionWatchLimit)})
+			Detail: fmt.Sprintf("%s not recovered in the %v after its connections were half-closed (lock of RELAY_ID %s taken again after %v, published or drained after %v; 0: never)", p.Name, sessionWatchLimit, relayID, relocked.Round(100*time.Millisecond), published.Round(100*time.Millisecond))})
 	case again > HalfOpenRecoveryLimit:
 		in.setCheck(f, check.FaultCheck{Checked: true, Drain: again, Violation: check.HalfOpenSlow,
 			Detail: fmt.Sprintf("%s published again %.1fs after its connections were half-closed, bound %v", p.Name, again.Seconds(), HalfOpenRecoveryLimit)})
 	default:
-		in.setCheck(f, check.FaultCheck{Checked: true, Drain: again, Detail: fmt.Sprintf("published again after %.1fs", again.Seconds())})
+		in.setCheck(f, check.FaultCheck{Checked: true, Drain: again, Detail: fmt.Sprintf("lock of RELAY_ID %s taken again after %.1fs, published or drained after %.1fs", relayID, relocked.Seconds(), published.Seconds())})
 	}
 }
 
