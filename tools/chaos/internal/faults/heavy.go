@@ -776,6 +776,7 @@ const queueFullPolicy = `{"max-length":0,"overflow":"reject-publish"}`
 func (in *Injector) queueFull(ctx context.Context, f *check.Fault) {
 	in.lockTopo(false) // one queue fault at a time; no poison or duplicate into a queue that nacks it
 	defer in.unlockTopo()
+	load := ctx // ends with the load: the rates compare only while it runs
 	ctx = context.WithoutCancel(ctx)
 	publishers, consumers := queueRoles(in.sys, f.Target)
 	for _, p := range append(slices.Clone(publishers), consumers...) {
@@ -824,7 +825,7 @@ func (in *Injector) queueFull(ctx context.Context, f *check.Fault) {
 	f.End = end
 	began := f.Start
 	in.mu.Unlock()
-	rate := in.queueFullRate(ctx, f.Target, began, end)
+	rate := in.queueFullRate(ctx, f.Target, began, end, load.Err() == nil)
 
 	for {
 		pending, perr := pendingBefore(ctx, in.sys, end)

@@ -71,11 +71,15 @@ func rateRatio(before, during int) rateCheck {
 
 // queueFullRate compares the published rate of the event types queue_full's queue does
 // not take (otherTypes) while the queue refused, from start to end, with their rate in
-// as long a window just before.
-func (in *Injector) queueFullRate(ctx context.Context, queue string, start, end time.Time) rateCheck {
+// as long a window just before. Only a window the load ran through is compared
+// (loadRan): after the load nothing new is written, and the rate falls for that alone.
+func (in *Injector) queueFullRate(ctx context.Context, queue string, start, end time.Time, loadRan bool) rateCheck {
 	types := otherTypes(queue)
 	if len(types) == 0 {
 		return rateCheck{detail: "rate not compared: no other type is produced while " + queue + "'s consumers are down"}
+	}
+	if !loadRan {
+		return rateCheck{detail: "rate not compared: the load ended before the cap came off"}
 	}
 	before, err1 := publishedBetween(ctx, in.sys, types, start.Add(-end.Sub(start)), start)
 	during, err2 := publishedBetween(ctx, in.sys, types, start, end)
