@@ -123,7 +123,7 @@ func (in *Injector) exchangeDeleted(ctx context.Context, f *check.Fault) {
 			c.Detail = fmt.Sprintf("declared again after %.1fs, drained after %.1fs, every type published since bound", back.Sub(deleted).Seconds(), c.Drain.Seconds())
 		}
 	}
-	in.setCheck(f, c)
+	in.setCheck(f, in.unlessOutage(c, deleted, cmp.Or(drained, time.Now())))
 }
 
 // unboundSince lists the bindings of the contracts whose event type was published

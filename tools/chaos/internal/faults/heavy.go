@@ -673,6 +673,29 @@ func (in *Injector) waitForRelayLock(ctx context.Context, p *harness.Process, re
 	}
 }
 
+// outageBetween returns an outage (of either kind) that was in force at some moment from
+// from to to, if any.
+func (in *Injector) outageBetween(from, to time.Time) *check.Fault {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for i := range in.Faults {
+		o := &in.Faults[i]
+		if check.IsOutage(o.Kind) && !o.Start.IsZero() && !o.Start.After(to) && (o.End.IsZero() || !o.End.Before(from)) {
+			return o
+		}
+	}
+	return nil
+}
+
+// unlessOutage leaves c unchecked when an outage was in force from from to to: the
+// recovery measured is then the outage's as much as the fault's. The figure stays.
+func (in *Injector) unlessOutage(c check.FaultCheck, from, to time.Time) check.FaultCheck {
+	if o := in.outageBetween(from, to); o != nil {
+		return check.FaultCheck{Drain: c.Drain, Detail: fmt.Sprintf("not checked: %s %d overlapped it; %s", o.Kind, o.ID, c.Detail)}
+	}
+	return c
+}
+
 // overlappingOutage returns an outage of kind that overlapped f, if any.
 func (in *Injector) overlappingOutage(f *check.Fault, kind string) *check.Fault {
 	in.mu.Lock()

@@ -117,16 +117,18 @@ func (in *Injector) hopeless(ctx context.Context, f *check.Fault) {
 	in.mu.Lock()
 	f.End = f.Start // the fault is the publish
 	in.mu.Unlock()
+	var c check.FaultCheck
 	switch {
 	case parked < 0:
-		in.setCheck(f, check.FaultCheck{Checked: true, Drain: -1, Violation: check.HopelessNotParked,
-			Detail: fmt.Sprintf("message %s not in %s 2m after it was published (its email record %s)", p.MessageID, dlq, cmp.Or(status, "not found"))})
+		c = check.FaultCheck{Checked: true, Drain: -1, Violation: check.HopelessNotParked,
+			Detail: fmt.Sprintf("message %s not in %s 2m after it was published (its email record %s)", p.MessageID, dlq, cmp.Or(status, "not found"))}
 	case parked > HopelessParkLimit:
-		in.setCheck(f, check.FaultCheck{Checked: true, Drain: parked, Violation: check.HopelessNotParked,
-			Detail: fmt.Sprintf("message %s parked in %s after %.1fs, bound %v", p.MessageID, dlq, parked.Seconds(), HopelessParkLimit)})
+		c = check.FaultCheck{Checked: true, Drain: parked, Violation: check.HopelessNotParked,
+			Detail: fmt.Sprintf("message %s parked in %s after %.1fs, bound %v", p.MessageID, dlq, parked.Seconds(), HopelessParkLimit)}
 	default:
-		in.setCheck(f, check.FaultCheck{Checked: true, Drain: parked, Detail: fmt.Sprintf("parked in %s after %.1fs", dlq, parked.Seconds())})
+		c = check.FaultCheck{Checked: true, Drain: parked, Detail: fmt.Sprintf("parked in %s after %.1fs", dlq, parked.Seconds())}
 	}
+	in.setCheck(f, in.unlessOutage(c, published, time.Now()))
 }
 
 // notificationStatus returns the status of the email record of order.

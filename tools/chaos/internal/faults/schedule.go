@@ -221,15 +221,19 @@ func scheduleHeavy(cfg config.Config, processes []string, outages []check.Fault)
 				// first at its start: the relays must find the exchange gone while they
 				// publish, and the queue faults drawn before a slot may hold the
 				// topology's turn (lockTopo) for a minute, past the load's end in a short
-				// run. A slot an outage covers moves on until it is clear (the load's
-				// end at most).
+				// run. A slot an outage covers moves to the nearest moment clear of
+				// them, later or earlier, within the load.
 				slot := lead + time.Duration(i)*(span-2*lead)*3/4/time.Duration(n)
 				f.At = slot
-				for !clearOfOutages(f.At, exchangeBusy) && f.At < span-lead {
-					f.At += 500 * time.Millisecond
-				}
-				if !clearOfOutages(f.At, exchangeBusy) {
-					f.At = slot
+				for d := time.Duration(0); d < span; d += 500 * time.Millisecond {
+					if at := slot + d; at <= span-lead && clearOfOutages(at, busy) {
+						f.At = at
+						break
+					}
+					if at := slot - d; at >= lead && clearOfOutages(at, busy) {
+						f.At = at
+						break
+					}
 				}
 				out = append(out, f)
 				continue

@@ -98,14 +98,16 @@ func (in *Injector) sessionKilled(ctx context.Context, f *check.Fault) {
 	}
 	c := check.FaultCheck{Checked: true, Drain: recovered, Detail: what}
 	switch {
-	case recovered < 0 || recovered > SessionRecoveryLimit:
-		c.Violation = check.SessionsSlow
-		c.Detail = fmt.Sprintf("%s, bound %v", what, SessionRecoveryLimit)
 	case len(internal) > 0:
 		c.Violation = check.SessionsAnswered500
 		c.Detail = fmt.Sprintf("%s; %d answers 500: %s", what, len(internal), strings.Join(internal[:min(len(internal), 5)], ", "))
+		in.setCheck(f, c) // an outage is no excuse for a 500
+		return
+	case recovered < 0 || recovered > SessionRecoveryLimit:
+		c.Violation = check.SessionsSlow
+		c.Detail = fmt.Sprintf("%s, bound %v", what, SessionRecoveryLimit)
 	}
-	in.setCheck(f, c)
+	in.setCheck(f, in.unlessOutage(c, killed, time.Now()))
 }
 
 // watchRecovery waits until service's relays have published every row written before
@@ -273,18 +275,20 @@ func (in *Injector) halfOpen(ctx context.Context, f *check.Fault) {
 	in.mu.Lock()
 	f.End = f.Start // the fault is the moment of the half-close
 	in.mu.Unlock()
+	var c check.FaultCheck
 	switch {
 	case n == 0:
-		in.setCheck(f, check.FaultCheck{Detail: "not checked: no connection was open"})
+		c = check.FaultCheck{Detail: "not checked: no connection was open"}
 	case again < 0:
-		in.setCheck(f, check.FaultCheck{Checked: true, Drain: -1, Violation: check.HalfOpenSlow,
-			Detail: fmt.Sprintf("%s not recovered in the %v after its connections were half-closed (lock of RELAY_ID %s taken again after %v, published or drained after %v; 0: never)", p.Name, sessionWatchLimit, relayID, relocked.Round(100*time.Millisecond), published.Round(100*time.Millisecond))})
+		c = check.FaultCheck{Checked: true, Drain: -1, Violation: check.HalfOpenSlow,
+			Detail: fmt.Sprintf("%s not recovered in the %v after its connections were half-closed (lock of RELAY_ID %s taken again after %v, published or drained after %v; 0: never)", p.Name, sessionWatchLimit, relayID, relocked.Round(100*time.Millisecond), published.Round(100*time.Millisecond))}
 	case again > HalfOpenRecoveryLimit:
-		in.setCheck(f, check.FaultCheck{Checked: true, Drain: again, Violation: check.HalfOpenSlow,
-			Detail: fmt.Sprintf("%s published again %.1fs after its connections were half-closed, bound %v", p.Name, again.Seconds(), HalfOpenRecoveryLimit)})
+		c = check.FaultCheck{Checked: true, Drain: again, Violation: check.HalfOpenSlow,
+			Detail: fmt.Sprintf("%s recovered %.1fs after its connections were half-closed (lock of RELAY_ID %s taken again after %.1fs), bound %v", p.Name, again.Seconds(), relayID, relocked.Seconds(), HalfOpenRecoveryLimit)}
 	default:
-		in.setCheck(f, check.FaultCheck{Checked: true, Drain: again, Detail: fmt.Sprintf("lock of RELAY_ID %s taken again after %.1fs, published or drained after %.1fs", relayID, relocked.Seconds(), published.Seconds())})
+		c = check.FaultCheck{Checked: true, Drain: again, Detail: fmt.Sprintf("lock of RELAY_ID %s taken again after %.1fs, published or drained after %.1fs", relayID, relocked.Seconds(), published.Seconds())}
 	}
+	in.setCheck(f, in.unlessOutage(c, orphaned, time.Now()))
 }
 
 // answered500 reports whether a process's log line is an HTTP answer of 500, and its
