@@ -458,6 +458,10 @@ func (in *Injector) queueFault(ctx context.Context, f *check.Fault) {
 		}
 	}
 	frozenFor := time.Since(frozenAt)
+	logAt := map[*harness.Process]int64{}
+	for _, p := range consumers {
+		logAt[p] = p.LogSize()
+	}
 	if err := in.sys.DeleteQueue(ctx, f.Target); err != nil {
 		in.fail(f, false, "delete: "+err.Error())
 		return
@@ -495,7 +499,7 @@ func (in *Injector) queueFault(ctx context.Context, f *check.Fault) {
 		note += fmt.Sprintf("; consumers %s down %.1fs", strings.Join(cs, ", "), downFor.Seconds())
 	}
 	if !ok {
-		in.record(f, true, note+"; not declared again within a minute")
+		in.record(f, true, note+"; not declared again within a minute; "+consumersSince(consumers, logAt))
 		in.setCheck(f, check.FaultCheck{Checked: true, Violation: check.QueueNotRestored,
 			Detail: fmt.Sprintf("%s deleted at %s, still missing %v later", f.Target, deleted.Format("15:04:05.000"), missing.Round(time.Second))})
 		return
@@ -506,6 +510,27 @@ func (in *Injector) queueFault(ctx context.Context, f *check.Fault) {
 		in.record(f, true, fmt.Sprintf("%s; missing %.1fs (declared again %.1fs after its consumers could)", note, missing.Seconds(), took.Seconds()))
 	}
 	in.setCheck(f, c)
+}
+
+// consumersSince says what each of consumers logged since its log offset in at as a
+// warning or an error, and its starts and exits: the first two and last three such lines
+// of each, for a queue its consumers did not declare again.
+func consumersSince(consumers []*harness.Process, at map[*harness.Process]int64) string {
+	var out []string
+	for _, p := range consumers {
+		lines, _ := p.LogSince(at[p])
+		var seen []string
+		for _, l := range lines {
+			if strings.Contains(l, `"level":"ERROR"`) || strings.Contains(l, `"level":"WARN"`) || strings.HasPrefix(l, "=== chaos") {
+				seen = append(seen, l)
+			}
+		}
+		if len(seen) > 5 {
+			seen = append(seen[:2:2], seen[len(seen)-3:]...)
+		}
+		out = append(out, fmt.Sprintf("%s: %s", p.Name, strings.Join(seen, " | ")))
+	}
+	return strings.Join(out, "; ")
 }
 
 // declareUnbound declares queue as its consumer's Topology.Declare does, its arguments
