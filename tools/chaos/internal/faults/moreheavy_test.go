@@ -238,3 +238,31 @@ func TestAnUrgentTopologyFaultTakesTheNextTurn(t *testing.T) {
 		t.Errorf("then %s, want the queue fault", second)
 	}
 }
+
+// The default run's ten outages leave gaps of 13-25 s, and the new heavy kinds are
+// scheduled into them for what their recovery takes: most of each kind lands within the
+// load, not after its last outage at its very end, where each of them once landed.
+func TestTheDefaultRunSchedulesTheMoreHeavyKindsWithinTheLoad(t *testing.T) {
+	cfg := config.Default
+	span := cfg.LoadDuration()
+	within, all := map[string]int{}, map[string]int{}
+	for _, f := range Schedule(cfg, testProcesses, smokeLinks) {
+		switch f.Kind {
+		case check.FaultExchangeDeleted, check.FaultSessionKilled, check.FaultHalfOpen, check.FaultHopeless:
+		default:
+			continue
+		}
+		all[f.Kind]++
+		if f.At < span*4/5 {
+			within[f.Kind]++
+		}
+	}
+	for kind, n := range all {
+		if within[kind] < n-1 {
+			t.Errorf("%s: %d of %d faults in the first four fifths of the %v load", kind, within[kind], n, span)
+		}
+	}
+	if len(all) != 4 {
+		t.Errorf("kinds scheduled: %v", all)
+	}
+}
