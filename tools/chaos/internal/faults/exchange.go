@@ -36,8 +36,10 @@ const exchangeWatchLimit = 2 * time.Minute
 // published within ExchangeRecoveryLimit of the delete, and every event type published
 // since the delete is bound to each of its queues by then.
 func (in *Injector) exchangeDeleted(ctx context.Context, f *check.Fault) {
+	var held bounded
+	defer held.done()
 	in.lockTopo(true) // no poison, duplicate or queue fault while the exchange is missing
-	defer in.unlockTopo()
+	held.hold(in.unlockTopo)
 	if ctx.Err() != nil {
 		// It waited for other topology faults until the load was over: with nothing left
 		// to publish no relay would look for the exchange.
@@ -52,6 +54,7 @@ func (in *Injector) exchangeDeleted(ctx context.Context, f *check.Fault) {
 		return
 	}
 	deleted := time.Now()
+	held.from(deleted, ExchangeRecoveryLimit)
 	in.begin(f)
 	var relays []*harness.Process
 	for _, name := range in.sys.Cfg.RelayProcesses() {
@@ -63,6 +66,7 @@ func (in *Injector) exchangeDeleted(ctx context.Context, f *check.Fault) {
 	var back, drained, lastAsked time.Time
 	idle := false // nothing written since the delete: no relay had a reason to look
 	for time.Since(deleted) < exchangeWatchLimit {
+		held.check()
 		if back.IsZero() && m.Do(ctx, http.MethodGet, path, "", nil) == nil {
 			back = time.Now()
 		}

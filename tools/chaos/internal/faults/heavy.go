@@ -155,6 +155,53 @@ func (in *Injector) unlockTopo() {
 	in.turns.give()
 }
 
+// bounded is what a fault that measures a recovery holds (the topology's turn or its
+// read side, protected targets) for as long as the recovery may take by its bound, and
+// gives up then, watching on without them: a recovery slower than its bound is a
+// violation already, and waiting it out holding the topology kept every other topology
+// fault waiting (a run whose events were lost kept a session fault watching, and the
+// queue faults waiting, for two minutes).
+type bounded struct {
+	mu       sync.Mutex
+	releases []func()
+	until    time.Time
+}
+
+// hold adds release to what is given up at the end or when the bound has passed.
+func (b *bounded) hold(release func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.releases = append(b.releases, release)
+}
+
+// from sets the bound: limit from start.
+func (b *bounded) from(start time.Time, limit time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.until = start.Add(limit)
+}
+
+// check gives everything up once the bound has passed.
+func (b *bounded) check() {
+	b.mu.Lock()
+	passed := !b.until.IsZero() && time.Now().After(b.until)
+	b.mu.Unlock()
+	if passed {
+		b.done()
+	}
+}
+
+// done gives everything up, last taken first.
+func (b *bounded) done() {
+	b.mu.Lock()
+	rs := b.releases
+	b.releases = nil
+	b.mu.Unlock()
+	for i := len(rs) - 1; i >= 0; i-- {
+		rs[i]()
+	}
+}
+
 // setCheck records a fault's own check.
 func (in *Injector) setCheck(f *check.Fault, c check.FaultCheck) {
 	in.mu.Lock()

@@ -46,8 +46,10 @@ func hopelessRecipient(id int) string { return fmt.Sprintf("hopeless-%d@chaos.ex
 // injected message of kind HopelessKind, so invariant 6 expects it in the dead-letter
 // queue exactly once. The check: it is there within HopelessParkLimit.
 func (in *Injector) hopeless(ctx context.Context, f *check.Fault) {
+	var held bounded
+	defer held.done()
 	in.lockTopo(false) // no poison meanwhile: the dead-letter queue's growth is this message's
-	defer in.unlockTopo()
+	held.hold(in.unlockTopo)
 	ctx = context.WithoutCancel(ctx)
 	// The provider keeps its faults in memory: a provider restarted meanwhile would
 	// forget the refusal and send the email.
@@ -55,7 +57,7 @@ func (in *Injector) hopeless(ctx context.Context, f *check.Fault) {
 		in.record(f, false, "skipped: other faults held the email provider for 30 s")
 		return
 	}
-	defer in.guard.unprotect("emailprovider")
+	held.hold(func() { in.guard.unprotect("emailprovider") })
 	recipient := hopelessRecipient(f.ID)
 	in.mu.Lock()
 	in.refused = append(in.refused, recipient)
@@ -106,10 +108,12 @@ func (in *Injector) hopeless(ctx context.Context, f *check.Fault) {
 		return
 	}
 	published := time.Now()
+	held.from(published, HopelessParkLimit)
 	in.begin(f)
 	var parked time.Duration = -1
 	status := ""
 	for time.Since(published) < 2*time.Minute {
+		held.check()
 		if n, err := in.inject.readyCount(dlq); err == nil && n > before {
 			parked = time.Since(published)
 			break

@@ -266,3 +266,25 @@ func TestTheDefaultRunSchedulesTheMoreHeavyKindsWithinTheLoad(t *testing.T) {
 		t.Errorf("kinds scheduled: %v", all)
 	}
 }
+
+// What a measuring fault holds is given up once its bound has passed, last taken first,
+// and only once, however often it looks or ends.
+func TestAMeasuringFaultGivesUpWhatItHoldsAtItsBound(t *testing.T) {
+	var b bounded
+	var order []string
+	b.hold(func() { order = append(order, "topology") })
+	b.hold(func() { order = append(order, "targets") })
+	b.check() // no bound yet
+	b.from(time.Now(), time.Hour)
+	b.check()
+	if len(order) != 0 {
+		t.Fatalf("given up before the bound: %v", order)
+	}
+	b.from(time.Now().Add(-time.Second), 0)
+	b.check()
+	b.check()
+	b.done()
+	if strings.Join(order, ",") != "targets,topology" {
+		t.Errorf("given up %v, want targets then topology, once each", order)
+	}
+}

@@ -53,8 +53,10 @@ var serviceQueue = map[string]string{
 func (in *Injector) sessionKilled(ctx context.Context, f *check.Fault) {
 	// Not while a queue or exchange fault stops, freezes or cuts off processes: the
 	// recovery measured must be this fault's.
+	var held bounded
+	defer held.done()
 	in.topo.RLock()
-	defer in.topo.RUnlock()
+	held.hold(in.topo.RUnlock)
 	ctx = context.WithoutCancel(ctx)
 	procs := in.sys.ProcessesOf(f.Target)
 	// Nothing else may kill or cut off the service's processes meanwhile: the recovery
@@ -67,7 +69,7 @@ func (in *Injector) sessionKilled(ctx context.Context, f *check.Fault) {
 		in.record(f, false, "skipped: other faults held "+f.Target+"'s processes for 30 s")
 		return
 	}
-	defer in.guard.unprotect(targets...)
+	held.hold(func() { in.guard.unprotect(targets...) })
 	role := in.sys.Cfg.DatabaseName(f.Target)
 	logAt := map[*harness.Process]int64{}
 	for _, p := range procs {
@@ -76,12 +78,13 @@ func (in *Injector) sessionKilled(ctx context.Context, f *check.Fault) {
 	var ended int
 	err := in.sys.DBs[f.Target].QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity WHERE usename = $1 AND pid <> pg_backend_pid()`, role).Scan(&ended)
 	killed := time.Now()
+	held.from(killed, SessionRecoveryLimit)
 	in.begin(f)
 	if err != nil {
 		in.fail(f, false, "pg_terminate_backend: "+err.Error())
 		return
 	}
-	recovered, what := in.watchRecovery(ctx, f.Target, procs, killed)
+	recovered, what := in.watchRecovery(ctx, f.Target, procs, killed, held.check)
 	in.record(f, ended > 0, fmt.Sprintf("%d sessions of %s ended", ended, role))
 	in.mu.Lock()
 	f.End = f.Start // the fault is the moment the sessions were ended
@@ -113,11 +116,12 @@ func (in *Injector) sessionKilled(ctx context.Context, f *check.Fault) {
 // watchRecovery waits until service's relays have published every row written before
 // since, its consumer has processed every event published to its queue before since,
 // and each of procs answers /readyz, and returns how long after since that was
-// (negative: not within sessionWatchLimit) and what it saw.
-func (in *Injector) watchRecovery(ctx context.Context, service string, procs []*harness.Process, since time.Time) (time.Duration, string) {
+// (negative: not within sessionWatchLimit) and what it saw. It calls tick on every look.
+func (in *Injector) watchRecovery(ctx context.Context, service string, procs []*harness.Process, since time.Time, tick func()) (time.Duration, string) {
 	var published, processed, ready time.Duration
 	var lastAsked time.Time
 	for time.Since(since) < sessionWatchLimit {
+		tick()
 		if published == 0 {
 			if n, err := pendingOf(ctx, in.sys, service, since); err == nil && n == 0 {
 				published = time.Since(since)
@@ -211,8 +215,10 @@ func unprocessedOf(ctx context.Context, sys *harness.System, queue string, t tim
 // publishes again (its bookstore_outbox_published_total moves), or has nothing written
 // before the half-close left pending.
 func (in *Injector) halfOpen(ctx context.Context, f *check.Fault) {
+	var held bounded
+	defer held.done()
 	in.topo.RLock() // as sessionKilled
-	defer in.topo.RUnlock()
+	held.hold(in.topo.RUnlock)
 	ctx = context.WithoutCancel(ctx)
 	p := in.sys.Process(f.Target)
 	if p == nil {
@@ -224,7 +230,7 @@ func (in *Injector) halfOpen(ctx context.Context, f *check.Fault) {
 		in.record(f, false, "skipped: other faults held "+p.Name+" for 30 s")
 		return
 	}
-	defer in.guard.unprotect(targets...)
+	held.hold(func() { in.guard.unprotect(targets...) })
 	if err := harness.WaitUp(ctx, p, 3*time.Second, 30*time.Second); err != nil {
 		in.record(f, false, "skipped: "+err.Error())
 		return
@@ -236,6 +242,7 @@ func (in *Injector) halfOpen(ctx context.Context, f *check.Fault) {
 	}
 	n, ok := in.sys.OrphanPostgres(p.Name, halfOpenKeep)
 	orphaned := time.Now()
+	held.from(orphaned, HalfOpenRecoveryLimit)
 	in.begin(f)
 	if !ok {
 		in.record(f, false, "skipped: "+p.Name+"'s Postgres link has no orphan proxy (the cluster profile)")
@@ -249,6 +256,7 @@ func (in *Injector) halfOpen(ctx context.Context, f *check.Fault) {
 	var again time.Duration = -1
 	var relocked, published time.Duration
 	for time.Since(orphaned) < sessionWatchLimit {
+		held.check()
 		if relocked == 0 {
 			if ok, err := harness.RelayLockTakenSince(ctx, in.sys.DBs[p.Service], relayID, orphaned); err == nil && ok {
 				relocked = time.Since(orphaned)
