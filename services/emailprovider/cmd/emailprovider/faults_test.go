@@ -58,6 +58,13 @@ func TestFaultsAreInjectedAndSwitchedOnlyByAnAdmin(t *testing.T) {
 			t.Fatalf("list = %+v, want only the ambiguous email, delivered once", list)
 		}
 
+		// refuse_to: 422 for that recipient alone, nothing sent; everyone else is served.
+		put(`{"refuse_to": [""]}`, http.StatusUnprocessableEntity)
+		put(`{"refuse_to": ["gone@example.com"]}`, http.StatusOK)
+		wantStatus(t, "send to a refused recipient", p.must(t, http.MethodPost, "/v1/emails", "refused", emailBody("gone@example.com", "s")), http.StatusUnprocessableEntity)
+		wantStatus(t, "GET after a refused send", p.must(t, http.MethodGet, "/v1/emails/refused", "", ""), http.StatusNotFound)
+		wantStatus(t, "send to another recipient meanwhile", p.must(t, http.MethodPost, "/v1/emails", "served", emailBody("lin@example.com", "s")), http.StatusAccepted)
+
 		// latency delays each request.
 		put(`{"latency": "400ms"}`, http.StatusOK)
 		began := time.Now()

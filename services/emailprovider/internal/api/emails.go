@@ -46,6 +46,9 @@ func sendEmail(svc *emails.Service, tel *telemetry.Telemetry) http.HandlerFunc {
 			w.Header().Set("Retry-After", "1")
 			httpapi.WriteProblem(w, httpapi.NewProblem(http.StatusServiceUnavailable, "unavailable", "Service unavailable", err.Error()))
 			return
+		case errors.Is(err, emails.ErrRecipientRefused):
+			httpapi.WriteProblem(w, httpapi.NewProblem(http.StatusUnprocessableEntity, "recipient-refused", "Recipient refused", err.Error()))
+			return
 		case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
 			return // the client has gone; nobody reads an answer
 		case err != nil:

@@ -30,7 +30,7 @@ func putFaults(faults *emails.Faults, enabled bool, tel *telemetry.Telemetry) ht
 			return
 		}
 		faults.Set(s)
-		tel.Logger.InfoContext(r.Context(), "faults changed", "fail_rate", s.FailRate, "ambiguous_rate", s.AmbiguousRate, "latency", s.Latency)
+		tel.Logger.InfoContext(r.Context(), "faults changed", "fail_rate", s.FailRate, "ambiguous_rate", s.AmbiguousRate, "latency", s.Latency, "refuse_to", s.RefuseTo)
 		httpapi.WriteJSON(w, http.StatusOK, faults.Get())
 	}
 }

@@ -111,6 +111,8 @@ var (
 	ErrKeyMismatch = idempotency.ErrMismatch
 	// ErrUnavailable: the fail_rate fault fired; nothing was sent.
 	ErrUnavailable = errors.New("the provider is unavailable (injected fault); nothing was sent")
+	// ErrRecipientRefused: the refuse_to fault names the recipient; nothing was sent.
+	ErrRecipientRefused = errors.New("the provider refuses every email to this recipient (injected fault); nothing was sent")
 )
 
 // Relay hands a sent email on to a real mail server (Mailpit in docker compose).
@@ -164,6 +166,10 @@ func (s *Service) Send(ctx context.Context, account, key string, req Request) (S
 	ctx, span := s.tracer.Start(ctx, "SendEmail transaction")
 	defer span.End()
 
+	if s.faults.Get().Refuses(req.To) {
+		s.m.faults.Add(ctx, 1, metric.WithAttributes(attribute.String("fault", "refuse_to")))
+		return Sent{}, ErrRecipientRefused
+	}
 	roll := s.faults.roll()
 	if roll.fail {
 		s.m.faults.Add(ctx, 1, metric.WithAttributes(attribute.String("fault", "fail")))

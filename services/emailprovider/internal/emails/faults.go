@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -31,6 +32,14 @@ type FaultSettings struct {
 	AmbiguousRate float64 `json:"ambiguous_rate"`
 	// Latency delays every API request; a send spends it holding its key.
 	Latency Duration `json:"latency"`
+	// RefuseTo lists recipients every send to which is refused for good (422, nothing
+	// sent): a mailbox that does not exist, with everything else healthy.
+	RefuseTo []string `json:"refuse_to,omitempty"`
+}
+
+// Refuses reports whether the settings refuse every send to recipient.
+func (f FaultSettings) Refuses(recipient string) bool {
+	return slices.Contains(f.RefuseTo, recipient)
 }
 
 // Valid returns a problem per invalid field; empty when valid.
@@ -45,6 +54,9 @@ func (f FaultSettings) Valid() map[string]string {
 	}
 	if f.Latency < 0 || time.Duration(f.Latency) > MaxLatency {
 		problems["latency"] = "must be between 0s and " + MaxLatency.String()
+	}
+	if slices.Contains(f.RefuseTo, "") {
+		problems["refuse_to"] = "must not contain an empty address"
 	}
 	return problems
 }

@@ -52,6 +52,17 @@ const (
 	LongTxNotCleaned = "dead tuples of the queue tables not cleaned after a long transaction ended"
 )
 
+// Fault-check violation kinds of the heavy kinds in faults/exchange.go, sessions.go and
+// hopeless.go, and of queue_full's rate check (invariant 10).
+const (
+	ExchangeSlow        = "exchange not declared again, bound and drained within its bound after it was deleted"
+	SessionsSlow        = "service not recovered within its bound after its Postgres sessions were ended"
+	SessionsAnswered500 = "a request answered 500, not 503, after a service's Postgres sessions were ended"
+	HalfOpenSlow        = "relay not publishing again within its bound after its Postgres connections were half-closed"
+	HopelessNotParked   = "hopeless message not parked in its dead-letter queue within its bound"
+	QueueFullStarved    = "other event types slowed below 80% of their rate while one queue refused"
+)
+
 // Fault kinds. Each opens a failure window some part of the design claims to close.
 const (
 	FaultKill              = "kill"               // SIGKILL a process at a random moment; restart it
@@ -80,6 +91,14 @@ const (
 	FaultLongTransaction  = "long_transaction"  // a foreign session holds a snapshot open in each service's database while the load runs: dead tuples pile up that no vacuum may remove
 )
 
+// More heavy faults (faults/exchange.go, sessions.go, hopeless.go).
+const (
+	FaultExchangeDeleted = "exchange_deleted" // the events exchange deleted under traffic, its bindings with it; the relays declare and bind it again
+	FaultSessionKilled   = "session_killed"   // pg_terminate_backend of every Postgres session of a service's role, the relay's lock and LISTEN sessions included
+	FaultHalfOpen        = "half_open"        // a process's Postgres connections closed on the client's side only, the server's sessions left open (a NAT's idle timeout)
+	FaultHopeless        = "hopeless"         // a valid event whose handler fails every time on healthy dependencies (its recipient refused for good); it must be parked in its DLQ
+)
+
 // The cluster faults (faults/cluster.go), only in the cluster profile (make chaos-cluster):
 // the harness plays the part of a node's failure and of CloudNativePG's failover.
 const (
@@ -102,12 +121,14 @@ var FaultKinds = []string{
 	FaultProviderFail, FaultProviderAmbiguous, FaultDuplicate, FaultPoison,
 	FaultBrokerAlarm, FaultQueueDeleted, FaultLateConsumer, FaultRelayTwin, FaultPrivilegeRevoked, FaultQueueUnbound,
 	FaultQueueFull, FaultConsumerTimeout, FaultLongTransaction,
+	FaultExchangeDeleted, FaultSessionKilled, FaultHalfOpen, FaultHopeless,
 }
 
 // HeavyKinds are the kinds config.Config.HeavyFaultsEach counts; each stops processes, changes the
 // broker's topology or the database's privileges for seconds.
 // The last one drawn last: a kind added at the end moves none of a seed's other heavy faults.
-var HeavyKinds = []string{FaultBrokerAlarm, FaultQueueDeleted, FaultLateConsumer, FaultRelayTwin, FaultPrivilegeRevoked, FaultQueueUnbound, FaultQueueFull, FaultConsumerTimeout, FaultLongTransaction}
+var HeavyKinds = []string{FaultBrokerAlarm, FaultQueueDeleted, FaultLateConsumer, FaultRelayTwin, FaultPrivilegeRevoked, FaultQueueUnbound, FaultQueueFull, FaultConsumerTimeout, FaultLongTransaction,
+	FaultExchangeDeleted, FaultSessionKilled, FaultHalfOpen, FaultHopeless}
 
 // IsHeavy reports whether kind is one of HeavyKinds.
 func IsHeavy(kind string) bool { return slices.Contains(HeavyKinds, kind) }

@@ -44,7 +44,7 @@ type Config struct {
 	RelayQueueCheck   string        // RELAY_QUEUE_CHECK of ordering and inventory: bindings | mandatory
 	RelayTwin         string        // RELAY_TWIN of ordering and inventory: refuse | share
 	ConsumerOnRefusal string        // CONSUMER_ON_REFUSAL of every consumer: pause | requeue
-	HeavyFaults       int           // faults of each heavy kind (broker_alarm, queue_deleted, late_consumer, relay_twin, privilege_revoked, queue_unbound, queue_full, consumer_timeout; long_transaction at most one); -1: FaultsPerKind/20, at least 1
+	HeavyFaults       int           // faults of each heavy kind (check.HeavyKinds; long_transaction at most one); -1: FaultsPerKind/20, at least 1
 	BrokerRestart     bool          // also restart RabbitMQ itself (rabbitmqctl stop_app/start_app)
 	BinDir            string        // where the four service binaries are
 	ReportRoot        string        // reports are written to ReportRoot/<timestamp>[-design]
@@ -187,7 +187,7 @@ func Parse(args []string, stderr io.Writer, compare bool) (Config, error) {
 	fs.StringVar(&cfg.RelayQueueCheck, "relay-queue-check", cfg.RelayQueueCheck, "bindings | mandatory (RELAY_QUEUE_CHECK): mandatory publishes an event while a queue bound to its type is missing")
 	fs.StringVar(&cfg.RelayTwin, "relay-twin", cfg.RelayTwin, "refuse | share (RELAY_TWIN): share lets a second process under a live relay's RELAY_ID relay too")
 	fs.StringVar(&cfg.ConsumerOnRefusal, "consumer-on-refusal", cfg.ConsumerOnRefusal, "pause | requeue (CONSUMER_ON_REFUSAL): requeue spends a delivery on the database refusing a privilege")
-	fs.IntVar(&cfg.HeavyFaults, "heavy-faults", cfg.HeavyFaults, "faults of each heavy kind (broker_alarm, queue_deleted, late_consumer, relay_twin, privilege_revoked, queue_unbound, queue_full, consumer_timeout; long_transaction at most one); -1: a twentieth of -faults, at least 1")
+	fs.IntVar(&cfg.HeavyFaults, "heavy-faults", cfg.HeavyFaults, "faults of each heavy kind (broker_alarm, queue_deleted, late_consumer, relay_twin, privilege_revoked, queue_unbound, queue_full, consumer_timeout, exchange_deleted, session_killed, half_open, hopeless; long_transaction at most one); -1: a twentieth of -faults, at least 1")
 	fs.BoolVar(&cfg.BrokerRestart, "broker-restart", cfg.BrokerRestart, "also restart RabbitMQ itself (rabbitmqctl stop_app/start_app; affects everything on this machine)")
 	fs.StringVar(&cfg.BinDir, "bin", cfg.BinDir, "directory with the ordering, inventory, notification and emailprovider binaries (make build)")
 	fs.StringVar(&cfg.ReportRoot, "reports", cfg.ReportRoot, "directory for the reports")

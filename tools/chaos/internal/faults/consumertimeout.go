@@ -72,8 +72,8 @@ func (in *Injector) consumerTimeout(ctx context.Context, f *check.Fault) {
 		in.record(f, false, fmt.Sprintf("skipped: RabbitMQ %s has only the node-wide consumer_timeout, checked on each channel's tick (60 s by default), which the run does not change; 3.12 and later take a consumer-timeout policy per queue", version))
 		return
 	}
-	in.topo.Lock() // one queue policy at a time (queue_full's is another), and no queue missing
-	defer in.topo.Unlock()
+	in.lockTopo(false) // one queue policy at a time (queue_full's is another), and no queue missing
+	defer in.unlockTopo()
 	in.guard.enter(p.Name)
 	defer in.guard.leave(p.Name)
 

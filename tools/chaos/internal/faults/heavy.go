@@ -101,6 +101,107 @@ func (g *guard) unprotect(targets ...string) {
 	g.changed.Broadcast()
 }
 
+// turns is the queue of the faults that change the broker's topology (a queue, the
+// exchange, a queue's policy): one holds the turn at a time, and an urgent fault waiting
+// for it goes before every other that waits. exchange_deleted is urgent: it must meet the
+// load, and the queue faults ahead of it can each hold the turn for a minute.
+type turns struct {
+	mu     sync.Mutex
+	next   *sync.Cond
+	taken  bool
+	urgent int // urgent faults waiting
+}
+
+func newTurns() *turns {
+	t := &turns{}
+	t.next = sync.NewCond(&t.mu)
+	return t
+}
+
+// take waits for the turn: until nobody holds it and, for a fault that is not urgent,
+// no urgent one waits.
+func (t *turns) take(urgent bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if urgent {
+		t.urgent++
+		defer func() { t.urgent-- }()
+	}
+	for t.taken || (!urgent && t.urgent > 0) {
+		t.next.Wait()
+	}
+	t.taken = true
+}
+
+// give ends the turn.
+func (t *turns) give() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.taken = false
+	t.next.Broadcast()
+}
+
+// lockTopo takes the topology faults' turn (urgent: before the others waiting), then
+// waits for the faults that only need the topology intact (poison, duplicates, privilege
+// and session faults) to end, and keeps new ones waiting until unlockTopo.
+func (in *Injector) lockTopo(urgent bool) {
+	in.turns.take(urgent)
+	in.topo.Lock()
+}
+
+// unlockTopo ends what lockTopo began.
+func (in *Injector) unlockTopo() {
+	in.topo.Unlock()
+	in.turns.give()
+}
+
+// bounded is what a fault that measures a recovery holds (the topology's turn or its
+// read side, protected targets) for as long as the recovery may take by its bound, and
+// gives up then, watching on without them: a recovery slower than its bound is a
+// violation already, and waiting it out holding the topology kept every other topology
+// fault waiting (a run whose events were lost kept a session fault watching, and the
+// queue faults waiting, for two minutes).
+type bounded struct {
+	mu       sync.Mutex
+	releases []func()
+	until    time.Time
+}
+
+// hold adds release to what is given up at the end or when the bound has passed.
+func (b *bounded) hold(release func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.releases = append(b.releases, release)
+}
+
+// from sets the bound: limit from start.
+func (b *bounded) from(start time.Time, limit time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.until = start.Add(limit)
+}
+
+// check gives everything up once the bound has passed.
+func (b *bounded) check() {
+	b.mu.Lock()
+	passed := !b.until.IsZero() && time.Now().After(b.until)
+	b.mu.Unlock()
+	if passed {
+		b.done()
+	}
+}
+
+// done gives everything up, last taken first.
+func (b *bounded) done() {
+	b.mu.Lock()
+	rs := b.releases
+	b.releases = nil
+	b.mu.Unlock()
+	for i := len(rs) - 1; i >= 0; i-- {
+		rs[i]()
+	}
+}
+
 // setCheck records a fault's own check.
 func (in *Injector) setCheck(f *check.Fault, c check.FaultCheck) {
 	in.mu.Lock()
@@ -322,8 +423,8 @@ func (in *Injector) holdProvider(ctx context.Context, on bool) {
 // bindings (declareUnbound): what a consumer killed between its declare and its binds
 // leaves. A relay must bind it before publishing what it needs (checkBound).
 func (in *Injector) queueFault(ctx context.Context, f *check.Fault) {
-	in.topo.Lock() // no poison, duplicate or privilege fault while a queue is missing, and one queue fault at a time
-	defer in.topo.Unlock()
+	in.lockTopo(false) // no poison, duplicate or privilege fault while a queue is missing, and one queue fault at a time
+	defer in.unlockTopo()
 	// Once begun, it runs to its end even if the load ends meanwhile: heal waits for it.
 	ctx = context.WithoutCancel(ctx)
 	in.begin(f)
@@ -404,6 +505,10 @@ func (in *Injector) queueFault(ctx context.Context, f *check.Fault) {
 		}
 	}
 	frozenFor := time.Since(frozenAt)
+	logAt := map[*harness.Process]int64{}
+	for _, p := range consumers {
+		logAt[p] = p.LogSize()
+	}
 	if err := in.sys.DeleteQueue(ctx, f.Target); err != nil {
 		in.fail(f, false, "delete: "+err.Error())
 		return
@@ -441,7 +546,7 @@ func (in *Injector) queueFault(ctx context.Context, f *check.Fault) {
 		note += fmt.Sprintf("; consumers %s down %.1fs", strings.Join(cs, ", "), downFor.Seconds())
 	}
 	if !ok {
-		in.record(f, true, note+"; not declared again within a minute")
+		in.record(f, true, note+"; not declared again within a minute; "+consumersSince(consumers, logAt))
 		in.setCheck(f, check.FaultCheck{Checked: true, Violation: check.QueueNotRestored,
 			Detail: fmt.Sprintf("%s deleted at %s, still missing %v later", f.Target, deleted.Format("15:04:05.000"), missing.Round(time.Second))})
 		return
@@ -452,6 +557,27 @@ func (in *Injector) queueFault(ctx context.Context, f *check.Fault) {
 		in.record(f, true, fmt.Sprintf("%s; missing %.1fs (declared again %.1fs after its consumers could)", note, missing.Seconds(), took.Seconds()))
 	}
 	in.setCheck(f, c)
+}
+
+// consumersSince says what each of consumers logged since its log offset in at as a
+// warning or an error, and its starts and exits: the first two and last three such lines
+// of each, for a queue its consumers did not declare again.
+func consumersSince(consumers []*harness.Process, at map[*harness.Process]int64) string {
+	var out []string
+	for _, p := range consumers {
+		lines, _ := p.LogSince(at[p])
+		var seen []string
+		for _, l := range lines {
+			if strings.Contains(l, `"level":"ERROR"`) || strings.Contains(l, `"level":"WARN"`) || strings.HasPrefix(l, "=== chaos") {
+				seen = append(seen, l)
+			}
+		}
+		if len(seen) > 5 {
+			seen = append(seen[:2:2], seen[len(seen)-3:]...)
+		}
+		out = append(out, fmt.Sprintf("%s: %s", p.Name, strings.Join(seen, " | ")))
+	}
+	return strings.Join(out, "; ")
 }
 
 // declareUnbound declares queue as its consumer's Topology.Declare does, its arguments
@@ -619,6 +745,29 @@ func (in *Injector) waitForRelayLock(ctx context.Context, p *harness.Process, re
 	}
 }
 
+// outageBetween returns an outage (of either kind) that was in force at some moment from
+// from to to, if any.
+func (in *Injector) outageBetween(from, to time.Time) *check.Fault {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for i := range in.Faults {
+		o := &in.Faults[i]
+		if check.IsOutage(o.Kind) && !o.Start.IsZero() && !o.Start.After(to) && (o.End.IsZero() || !o.End.Before(from)) {
+			return o
+		}
+	}
+	return nil
+}
+
+// unlessOutage leaves c unchecked when an outage was in force from from to to: the
+// recovery measured is then the outage's as much as the fault's. The figure stays.
+func (in *Injector) unlessOutage(c check.FaultCheck, from, to time.Time) check.FaultCheck {
+	if o := in.outageBetween(from, to); o != nil {
+		return check.FaultCheck{Drain: c.Drain, Detail: fmt.Sprintf("not checked: %s %d overlapped it; %s", o.Kind, o.ID, c.Detail)}
+	}
+	return c
+}
+
 // overlappingOutage returns an outage of kind that overlapped f, if any.
 func (in *Injector) overlappingOutage(f *check.Fault, kind string) *check.Fault {
 	in.mu.Lock()
@@ -727,8 +876,9 @@ const queueFullPolicy = `{"max-length":0,"overflow":"reject-publish"}`
 // own check: every row written before the cap came off is published within
 // AlarmDrainLimit, and no outbox row is dead.
 func (in *Injector) queueFull(ctx context.Context, f *check.Fault) {
-	in.topo.Lock() // one queue fault at a time; no poison or duplicate into a queue that nacks it
-	defer in.topo.Unlock()
+	in.lockTopo(false) // one queue fault at a time; no poison or duplicate into a queue that nacks it
+	defer in.unlockTopo()
+	load := ctx // ends with the load: the rates compare only while it runs
 	ctx = context.WithoutCancel(ctx)
 	publishers, consumers := queueRoles(in.sys, f.Target)
 	for _, p := range append(slices.Clone(publishers), consumers...) {
@@ -775,22 +925,24 @@ func (in *Injector) queueFull(ctx context.Context, f *check.Fault) {
 	}
 	in.mu.Lock()
 	f.End = end
+	began := f.Start
 	in.mu.Unlock()
+	rate := in.queueFullRate(ctx, f.Target, began, end, load.Err() == nil)
 
 	for {
 		pending, perr := pendingBefore(ctx, in.sys, end)
 		dead, derr := deadRows(ctx, in.sys)
 		switch {
 		case derr == nil && dead > 0:
-			in.setCheck(f, check.FaultCheck{Checked: true, Violation: check.QueueFullLost,
-				Detail: fmt.Sprintf("%d outbox rows parked dead after %s refused events for %.1fs", dead, f.Target, f.Duration.Seconds())})
+			in.setCheck(f, withRate(check.FaultCheck{Checked: true, Violation: check.QueueFullLost,
+				Detail: fmt.Sprintf("%d outbox rows parked dead after %s refused events for %.1fs", dead, f.Target, f.Duration.Seconds())}, rate))
 			return
 		case perr == nil && derr == nil && pending == 0:
-			in.setCheck(f, check.FaultCheck{Checked: true, Drain: time.Since(end)})
+			in.setCheck(f, withRate(check.FaultCheck{Checked: true, Drain: time.Since(end)}, rate))
 			return
 		case time.Since(end) > AlarmDrainLimit:
-			in.setCheck(f, check.FaultCheck{Checked: true, Violation: check.QueueFullLost,
-				Detail: fmt.Sprintf("%d rows written before the cap came off at %s still unpublished %v later (last error: %v)", pending, end.Format("15:04:05.000"), AlarmDrainLimit, cmp.Or(perr, derr))})
+			in.setCheck(f, withRate(check.FaultCheck{Checked: true, Violation: check.QueueFullLost,
+				Detail: fmt.Sprintf("%d rows written before the cap came off at %s still unpublished %v later (last error: %v)", pending, end.Format("15:04:05.000"), AlarmDrainLimit, cmp.Or(perr, derr))}, rate))
 			return
 		}
 		time.Sleep(200 * time.Millisecond)

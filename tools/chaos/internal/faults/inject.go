@@ -36,18 +36,21 @@ type Injector struct {
 	held     int          // queue faults that hold the provider healthy (guarded by mu)
 	guard    *guard       // keeps faults off what a relay twin's check needs
 	topo     sync.RWMutex // held by a queue fault; poison and duplicates wait while a queue is missing
+	turns    *turns       // the topology faults' turn (lockTopo)
 	cluster  sync.Mutex   // held by a cluster fault until its node or primary is back: one at a time
+	refused  []string     // recipients the provider refuses for good (hopeless); guarded by mu
 }
 
 type providerFaults struct {
-	FailRate      float64 `json:"fail_rate"`
-	AmbiguousRate float64 `json:"ambiguous_rate"`
-	Latency       string  `json:"latency"`
+	FailRate      float64  `json:"fail_rate"`
+	AmbiguousRate float64  `json:"ambiguous_rate"`
+	Latency       string   `json:"latency"`
+	RefuseTo      []string `json:"refuse_to,omitempty"` // set by putProviderFaults from Injector.refused
 }
 
 // NewInjector prepares schedule for sys.
 func NewInjector(sys *harness.System, inject *Messages, schedule []check.Fault) *Injector {
-	in := &Injector{sys: sys, inject: inject, Faults: schedule, fpMu: map[string]*sync.Mutex{}, fired: map[string]chan string{}, guard: newGuard()}
+	in := &Injector{sys: sys, inject: inject, Faults: schedule, fpMu: map[string]*sync.Mutex{}, fired: map[string]chan string{}, guard: newGuard(), turns: newTurns()}
 	for _, p := range sys.Procs {
 		in.fpMu[p.Name] = &sync.Mutex{}
 		in.fired[p.Name] = make(chan string, 1)
@@ -155,6 +158,14 @@ func (in *Injector) apply(ctx context.Context, f *check.Fault) {
 		in.longTransaction(ctx, f)
 	case check.FaultPrivilegeRevoked:
 		in.privilegeRevoked(ctx, f)
+	case check.FaultExchangeDeleted:
+		in.exchangeDeleted(ctx, f)
+	case check.FaultSessionKilled:
+		in.sessionKilled(ctx, f)
+	case check.FaultHalfOpen:
+		in.halfOpen(ctx, f)
+	case check.FaultHopeless:
+		in.hopeless(ctx, f)
 	case check.FaultResetPeer:
 		in.toxic(f, "reset_peer", toxiclient.Attributes{"timeout": 0})
 	case check.FaultTimeout:
@@ -364,6 +375,9 @@ func (in *Injector) providerFault(ctx context.Context, f *check.Fault) {
 
 func (in *Injector) putProviderFaults(ctx context.Context, state providerFaults) error {
 	state.Latency = "0s"
+	in.mu.Lock()
+	state.RefuseTo = slices.Clone(in.refused) // refused for good: every later setting keeps them
+	in.mu.Unlock()
 	ctx = context.WithoutCancel(ctx) // turning a fault off must not be cut short
 	p := in.sys.Process("emailprovider")
 	var err error

@@ -31,6 +31,7 @@ type Messages struct {
 	mu       sync.Mutex
 	conn     *amqp.Connection
 	ch       *amqp.Channel
+	returns  chan amqp.Return // the channel's returned mandatory publishes
 	rng      *rand.Rand
 	injected []check.PoisonMessage
 	altered  map[string]bool // events already sent altered: each is altered once
@@ -61,11 +62,20 @@ func (m *Messages) channel() (*amqp.Channel, error) {
 	if err := ch.Confirm(false); err != nil {
 		return nil, err
 	}
+	m.returns = ch.NotifyReturn(make(chan amqp.Return, 16))
 	m.ch = ch
 	return ch, nil
 }
 
-// publish publishes one message and waits for the broker's confirm.
+// errNoQueue: a message published straight to a queue came back unroutable, the queue
+// missing (another fault deleted it and nobody declared it again).
+var errNoQueue = errors.New("returned unroutable: the queue does not exist")
+
+// publish publishes one message and waits for the broker's confirm. One published
+// straight to a queue (exchange "") is mandatory: the broker drops a message to a queue
+// that does not exist and confirms it all the same, so an injected message would count
+// as in the queue when it never was; it comes back instead, and publish returns
+// errNoQueue.
 func (m *Messages) publish(ctx context.Context, exchange, key string, msg amqp.Publishing) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -73,10 +83,14 @@ func (m *Messages) publish(ctx context.Context, exchange, key string, msg amqp.P
 	if err != nil {
 		return err
 	}
+	for len(m.returns) > 0 {
+		<-m.returns // an earlier publish's, reported then
+	}
 	msg.DeliveryMode = amqp.Persistent
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, false, false, msg)
+	mandatory := exchange == ""
+	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, mandatory, false, msg)
 	if err != nil {
 		m.ch = nil
 		return fmt.Errorf("publish: %w", err)
@@ -85,6 +99,13 @@ func (m *Messages) publish(ctx context.Context, exchange, key string, msg amqp.P
 	if err != nil || !ok {
 		m.ch = nil
 		return fmt.Errorf("publish not confirmed: %v", err)
+	}
+	// The broker sends a return before the confirm of the same message, and the channel
+	// hands it on before it reads the confirm.
+	select {
+	case r := <-m.returns:
+		return fmt.Errorf("%s to %s: %w (%d %s)", r.MessageId, key, errNoQueue, r.ReplyCode, r.ReplyText)
+	default:
 	}
 	return nil
 }

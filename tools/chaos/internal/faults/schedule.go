@@ -222,6 +222,33 @@ func scheduleHeavy(cfg config.Config, processes []string, outages []check.Fault)
 				f.Target, f.Detail = p.Service, p.String()
 				f.Duration = between(max(cfg.OutageLength, 3*consumerBudget), max(cfg.OutageLength, 3*consumerBudget)*3/2)
 				busy = f.Duration
+			default:
+				var ok bool
+				if busy, ok = scheduleMoreHeavy(&f, i, relays); !ok {
+					continue
+				}
+			}
+			if kind == check.FaultExchangeDeleted {
+				// Reserved slots, evenly over the first three quarters of the load, the
+				// first at its start: the relays must find the exchange gone while they
+				// publish, and the queue faults drawn before a slot may hold the
+				// topology's turn (lockTopo) for a minute, past the load's end in a short
+				// run. A slot an outage covers moves to the nearest moment clear of
+				// them, later or earlier, within the load.
+				slot := lead + time.Duration(i)*(span-2*lead)*3/4/time.Duration(n)
+				f.At = slot
+				for d := time.Duration(0); d < span; d += 500 * time.Millisecond {
+					if at := slot + d; at <= span-lead && clearOfOutages(at, busy) {
+						f.At = at
+						break
+					}
+					if at := slot - d; at >= lead && clearOfOutages(at, busy) {
+						f.At = at
+						break
+					}
+				}
+				out = append(out, f)
+				continue
 			}
 			for try := 0; ; try++ {
 				f.At = lead + time.Duration(rng.Int64N(int64(max(span-2*lead, time.Millisecond))))

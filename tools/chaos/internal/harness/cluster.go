@@ -98,7 +98,13 @@ func (s *System) postgresLinks(name, service string, pgAdmin *url.URL) (dbURL, a
 	db := s.Cfg.DatabaseName(service)
 	pg := s.Cluster.postgresOf(service)
 	if pg == nil {
-		link, err := s.Net.AddLink(name+"-postgres", pgAdmin.Host)
+		// The link's far end is an orphan proxy, which can half-close the process's
+		// connections (half_open).
+		orphan, err := s.addOrphanProxy(name, pgAdmin.Host)
+		if err != nil {
+			return "", "", err
+		}
+		link, err := s.Net.AddLink(name+"-postgres", orphan.addr())
 		if err != nil {
 			return "", "", err
 		}

@@ -46,6 +46,8 @@ type System struct {
 	onFPCrash func(p *Process, spec string)
 	alarmMu   sync.Mutex
 	alarms    map[string][]*alarmProxy // by process: between its RabbitMQ link and the broker (alarm.go)
+	orphanMu  sync.Mutex
+	orphans   map[string]*orphanProxy // by process: between its Postgres link and Postgres (orphan.go)
 }
 
 // Process returns the process called name.
@@ -327,6 +329,7 @@ func (s *System) Stop() {
 		s.Net.close()
 	}
 	s.closeAlarmProxies()
+	s.closeOrphanProxies()
 }
 
 // ProcessStats returns every process's counters.

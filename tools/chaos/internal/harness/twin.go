@@ -51,6 +51,20 @@ func HoldsRelayLock(ctx context.Context, db *pgxpool.Pool, relayID string) (bool
 	return held, err
 }
 
+// RelayLockTakenSince reports whether the advisory lock of relayID (as HoldsRelayLock)
+// is held by a session that began at or after t: a relay that took its lock again on a
+// new connection, not a session kept from before.
+func RelayLockTakenSince(ctx context.Context, db *pgxpool.Pool, relayID string, t time.Time) (bool, error) {
+	var taken bool
+	err := db.QueryRow(ctx, `SELECT EXISTS (
+		SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+		WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+		  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		  AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended('outbox relay ' || $1::text, 0)
+		  AND a.backend_start >= $2)`, relayID, t).Scan(&taken)
+	return taken, err
+}
+
 // TwinProcess is a relay twin: one process, not supervised, stopped at the end of its fault.
 type TwinProcess struct {
 	Name     string

@@ -1,0 +1,290 @@
+package faults
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/bookstore-go/bookstore/services/contracts"
+	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
+	"github.com/bookstore-go/bookstore/tools/chaos/internal/config"
+)
+
+// The new heavy kinds come as few as the other heavy ones, and each cycles through its
+// targets: both services' roles, every relay process.
+func TestTheMoreHeavyKindsAreScheduledFewAndCycleThroughTheirTargets(t *testing.T) {
+	cfg := config.Default
+	cfg.Orders, cfg.FaultsPerKind, cfg.Outages = 2000, 80, 2 // 4 of each heavy kind
+	targets := map[string]map[string]bool{}
+	count := map[string]int{}
+	for _, f := range Schedule(cfg, testProcesses, smokeLinks) {
+		switch f.Kind {
+		case check.FaultExchangeDeleted, check.FaultSessionKilled, check.FaultHalfOpen, check.FaultHopeless:
+		default:
+			continue
+		}
+		count[f.Kind]++
+		if targets[f.Kind] == nil {
+			targets[f.Kind] = map[string]bool{}
+		}
+		targets[f.Kind][f.Target] = true
+	}
+	want := map[string][]string{
+		check.FaultExchangeDeleted: {contracts.Exchange},
+		check.FaultSessionKilled:   {"inventory", "ordering"},
+		check.FaultHalfOpen:        {"inventory-1", "inventory-2", "ordering", "ordering-relay"},
+		check.FaultHopeless:        {contracts.QueueNotificationStockEvents},
+	}
+	for kind, ts := range want {
+		if count[kind] != cfg.HeavyFaultsEach() {
+			t.Errorf("%s: %d faults, want %d", kind, count[kind], cfg.HeavyFaultsEach())
+		}
+		for _, target := range ts {
+			if !targets[kind][target] {
+				t.Errorf("%s never targets %s: %v", kind, target, targets[kind])
+			}
+		}
+		if len(targets[kind]) != len(ts) {
+			t.Errorf("%s targets %v, want %v", kind, targets[kind], ts)
+		}
+	}
+}
+
+// A hopeless message is a valid event of its own: it decodes as the consumer decodes
+// it, under its new id, for its new order, to the refused recipient, with nothing else
+// of the original changed.
+func TestAHopelessMessageIsAValidEventOfItsOwn(t *testing.T) {
+	original, err := event.New("bookstore/inventory", contracts.StockRejected, "0190a0b0-0000-7000-8000-000000000001", 3, contracts.StockRejectedData{
+		OrderID: uuid.MustParse("0190a0b0-0000-7000-8000-000000000001"), CustomerEmail: "op-7@chaos.example",
+		Lines: []contracts.Line{{BookID: uuid.MustParse("0190a0b0-0000-7000-8000-0000000000b1"), Quantity: 2}}, Reason: "out of stock",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(original)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, order := uuid.Must(uuid.NewV7()).String(), uuid.Must(uuid.NewV7()).String()
+	body, typ, err := hopelessBody(string(raw), id, order, hopelessRecipient(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := event.Decode(body, contracts.StockRejected)
+	if err != nil {
+		t.Fatalf("the hopeless message does not decode: %v\n%s", err, body)
+	}
+	var d contracts.StockRejectedData
+	if err := env.DecodeData(&d); err != nil {
+		t.Fatal(err)
+	}
+	if typ != contracts.StockRejected || env.ID != id || env.Subject != order || d.OrderID.String() != order || d.CustomerEmail != hopelessRecipient(4) {
+		t.Errorf("type %s id %s subject %s data %+v", typ, env.ID, env.Subject, d)
+	}
+	if contracts.AddressProblem(d.CustomerEmail) != "" {
+		t.Errorf("recipient %s: %s", d.CustomerEmail, contracts.AddressProblem(d.CustomerEmail))
+	}
+	if env.Source != original.Source || env.Sequence != original.Sequence || d.Reason != "out of stock" || len(d.Lines) != 1 {
+		t.Errorf("changed more than its identity: %+v %+v", env, d)
+	}
+	if _, _, err := hopelessBody(strings.Replace(string(raw), contracts.StockRejected, contracts.StockReleased, 1), id, order, "x@chaos.example"); err == nil {
+		t.Error("a stock-released event taken: its email waits for a confirmation that never comes")
+	}
+}
+
+// queue_full compares only types the capped queue does not take and that do not depend
+// on its held consumers; a queue whose consumer is ordering (the API) leaves none.
+func TestQueueFullComparesOnlyTypesItsQueueNeitherRefusesNorHoldsUp(t *testing.T) {
+	got := otherTypes(contracts.QueueNotificationStockEvents)
+	if len(got) == 0 {
+		t.Fatal("no other type for notification's queue")
+	}
+	for _, key := range got {
+		if !strings.HasPrefix(key, "ordering.") {
+			t.Errorf("%s compared while notification's queue is full: inventory's stock events are all bound to it", key)
+		}
+	}
+	if got := otherTypes(contracts.QueueOrderingStockEvents); len(got) != 0 {
+		t.Errorf("ordering's queue: %v, want none (its consumer is the API's process)", got)
+	}
+	for _, key := range otherTypes(contracts.QueueInventoryOrderPlaced) {
+		if strings.HasPrefix(key, "inventory.") {
+			t.Errorf("%s compared while inventory is held down", key)
+		}
+	}
+}
+
+// The rate check fails below 80% of the rate before, passes at or above it, and
+// compares nothing on too few events.
+func TestQueueFullRateCheckFailsBelowEightyPercent(t *testing.T) {
+	for _, tc := range []struct {
+		before, during int
+		checked, fails bool
+	}{
+		{100, 79, true, true},
+		{100, 80, true, false},
+		{100, 130, true, false},
+		{100, 0, true, true},
+		{queueFullMinEvents - 1, 0, false, false},
+	} {
+		r := rateRatio(tc.before, tc.during)
+		c := withRate(check.FaultCheck{Checked: true, Drain: time.Second}, r)
+		if r.checked != tc.checked || (c.Violation == check.QueueFullStarved) != tc.fails {
+			t.Errorf("%d before, %d during: checked %v, violation %q", tc.before, tc.during, r.checked, c.Violation)
+		}
+		if !strings.Contains(c.Detail, "rate") {
+			t.Errorf("detail %q does not report the rate", c.Detail)
+		}
+	}
+	// A worse violation found first is kept.
+	c := withRate(check.FaultCheck{Checked: true, Violation: check.QueueFullLost, Detail: "dead"}, rateRatio(100, 10))
+	if c.Violation != check.QueueFullLost {
+		t.Errorf("violation %q, want %q kept", c.Violation, check.QueueFullLost)
+	}
+}
+
+// session_killed reads the processes' request lines: a 500 counts, a 503 does not.
+func TestSessionKilledTakesA500FromTheRequestLog(t *testing.T) {
+	line := `{"time":"2026-12-04T22:24:26Z","level":"ERROR","msg":"http request","service":"ordering","method":"POST","path":"/orders","status":500,"duration_ms":4}`
+	if path, ok := answered500(line); !ok || path != "/orders" {
+		t.Errorf("answered500 = %q, %v; want /orders, true", path, ok)
+	}
+	for _, other := range []string{
+		strings.Replace(line, `"status":500`, `"status":503`, 1),
+		strings.Replace(line, `"http request"`, `"not ready"`, 1),
+		"=== chaos 2026-12-04T22:24:28Z: exited: <nil>",
+	} {
+		if _, ok := answered500(other); ok {
+			t.Errorf("taken for a 500: %s", other)
+		}
+	}
+}
+
+// exchange_deleted takes reserved slots in the load, each clear of the outages for its
+// usual recovery: a run of one fault per kind deletes the exchange before any other
+// topology fault can take the turn.
+func TestTheExchangeIsDeletedInReservedSlotsEarlyInTheLoad(t *testing.T) {
+	for _, tc := range []struct {
+		orders                          int
+		rate                            float64
+		perKind, heavy, outages, wantEx int
+	}{
+		{400, 15, 12, 1, 1, 1},    // the smoke run's
+		{5000, 20, 100, -1, 5, 5}, // make chaos's
+	} {
+		cfg := config.Default
+		cfg.Orders, cfg.Rate, cfg.FaultsPerKind, cfg.HeavyFaults, cfg.Outages = tc.orders, tc.rate, tc.perKind, tc.heavy, tc.outages
+		cfg.OutageLength = 3 * time.Second
+		span := cfg.LoadDuration()
+		fs := Schedule(cfg, testProcesses, smokeLinks)
+		var ex []check.Fault
+		firstOther := span
+		for _, f := range fs {
+			switch f.Kind {
+			case check.FaultExchangeDeleted:
+				ex = append(ex, f)
+			case check.FaultQueueDeleted, check.FaultLateConsumer, check.FaultQueueUnbound, check.FaultQueueFull, check.FaultConsumerTimeout, check.FaultHopeless:
+				firstOther = min(firstOther, f.At)
+			}
+		}
+		if len(ex) != tc.wantEx {
+			t.Fatalf("%d orders: %d exchange_deleted faults, want %d", tc.orders, len(ex), tc.wantEx)
+		}
+		if ex[0].At >= firstOther {
+			t.Errorf("%d orders: the first exchange_deleted at %v, not before every other topology fault (the first at %v)", tc.orders, ex[0].At, firstOther)
+		}
+		for _, f := range ex {
+			if f.At > span-config.FaultLead(span) {
+				t.Errorf("%d orders: exchange_deleted at %v of a %v load, past its end", tc.orders, f.At, span)
+			}
+			for _, o := range fs {
+				if check.IsOutage(o.Kind) && f.At < o.At+o.Duration && o.At < f.At+exchangeBusy {
+					t.Errorf("%d orders: exchange_deleted at %v overlaps %s at %v", tc.orders, f.At, o.Kind, o.At)
+				}
+			}
+		}
+	}
+}
+
+// An urgent fault waiting for the topology's turn goes before every fault that waited
+// longer, and the turn is held by one fault at a time.
+func TestAnUrgentTopologyFaultTakesTheNextTurn(t *testing.T) {
+	tr := newTurns()
+	tr.take(false) // the turn of a queue fault in progress
+	order := make(chan string, 3)
+	waiting := func(n int) {
+		for {
+			tr.mu.Lock()
+			w := tr.urgent
+			tr.mu.Unlock()
+			if w == n {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	go func() { tr.take(false); order <- "queue fault"; tr.give() }()
+	go func() { tr.take(true); order <- "exchange_deleted"; tr.give() }()
+	waiting(1)
+	tr.give()
+	if first := <-order; first != "exchange_deleted" {
+		t.Errorf("%s took the turn first, want exchange_deleted", first)
+	}
+	if second := <-order; second != "queue fault" {
+		t.Errorf("then %s, want the queue fault", second)
+	}
+}
+
+// The default run's ten outages leave gaps of 13-25 s, and the new heavy kinds are
+// scheduled into them for what their recovery takes: most of each kind lands within the
+// load, not after its last outage at its very end, where each of them once landed.
+func TestTheDefaultRunSchedulesTheMoreHeavyKindsWithinTheLoad(t *testing.T) {
+	cfg := config.Default
+	span := cfg.LoadDuration()
+	within, all := map[string]int{}, map[string]int{}
+	for _, f := range Schedule(cfg, testProcesses, smokeLinks) {
+		switch f.Kind {
+		case check.FaultExchangeDeleted, check.FaultSessionKilled, check.FaultHalfOpen, check.FaultHopeless:
+		default:
+			continue
+		}
+		all[f.Kind]++
+		if f.At < span*4/5 {
+			within[f.Kind]++
+		}
+	}
+	for kind, n := range all {
+		if within[kind] < n-1 {
+			t.Errorf("%s: %d of %d faults in the first four fifths of the %v load", kind, within[kind], n, span)
+		}
+	}
+	if len(all) != 4 {
+		t.Errorf("kinds scheduled: %v", all)
+	}
+}
+
+// What a measuring fault holds is given up once its bound has passed, last taken first,
+// and only once, however often it looks or ends.
+func TestAMeasuringFaultGivesUpWhatItHoldsAtItsBound(t *testing.T) {
+	var b bounded
+	var order []string
+	b.hold(func() { order = append(order, "topology") })
+	b.hold(func() { order = append(order, "targets") })
+	b.check() // no bound yet
+	b.from(time.Now(), time.Hour)
+	b.check()
+	if len(order) != 0 {
+		t.Fatalf("given up before the bound: %v", order)
+	}
+	b.from(time.Now().Add(-time.Second), 0)
+	b.check()
+	b.check()
+	b.done()
+	if strings.Join(order, ",") != "targets,topology" {
+		t.Errorf("given up %v, want targets then topology, once each", order)
+	}
+}

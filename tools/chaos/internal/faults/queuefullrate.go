@@ -1,0 +1,116 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/bookstore-go/bookstore/services/contracts"
+	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
+	"github.com/bookstore-go/bookstore/tools/chaos/internal/harness"
+)
+
+// QueueFullMinRate is the least share of their rate just before it that the event types
+// a queue_full does not refuse keep while it lasts: one queue refusing must not slow
+// the rest of the system down.
+const QueueFullMinRate = 0.8
+
+// queueFullMinEvents is how many events of the other types the window before a
+// queue_full must have for the rates to be compared at all.
+const queueFullMinEvents = 20
+
+// rateCheck is queue_full's comparison of the other types' published rates.
+type rateCheck struct {
+	checked bool
+	ratio   float64
+	detail  string
+}
+
+// otherTypes returns the event types whose rate queue_full compares for queue: those not
+// bound to it (the broker refuses those) and not produced by its consumer's service
+// (held down meanwhile, it produces nothing downstream of them). A queue whose consumer
+// also serves the API (ordering) leaves none: the orders themselves stop.
+func otherTypes(queue string) []string {
+	consumer := strings.SplitN(queue, ".", 2)[0]
+	if consumer == "ordering" {
+		return nil
+	}
+	var refused, all []string
+	for _, q := range contracts.Topology.Queues {
+		for _, key := range q.Bindings {
+			if q.Name == queue {
+				refused = append(refused, key)
+			}
+			if !slices.Contains(all, key) {
+				all = append(all, key)
+			}
+		}
+	}
+	var out []string
+	for _, key := range all {
+		if !slices.Contains(refused, key) && strings.SplitN(key, ".", 2)[0] != consumer {
+			out = append(out, key)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// rateRatio is the rate during a window set against the rate during the window of the
+// same length just before it, from the two counts; not checked when the one before had
+// fewer than queueFullMinEvents.
+func rateRatio(before, during int) rateCheck {
+	if before < queueFullMinEvents {
+		return rateCheck{detail: fmt.Sprintf("rate not compared: %d events of the other types in the window before", before)}
+	}
+	r := float64(during) / float64(before)
+	return rateCheck{checked: true, ratio: r, detail: fmt.Sprintf("other types published at %.2f of their rate before (%d during, %d in as long before)", r, during, before)}
+}
+
+// queueFullRate compares the published rate of the event types queue_full's queue does
+// not take (otherTypes) while the queue refused, from start to end, with their rate in
+// as long a window just before. Only a window the load ran through is compared
+// (loadRan): after the load nothing new is written, and the rate falls for that alone.
+func (in *Injector) queueFullRate(ctx context.Context, queue string, start, end time.Time, loadRan bool) rateCheck {
+	types := otherTypes(queue)
+	if len(types) == 0 {
+		return rateCheck{detail: "rate not compared: no other type is produced while " + queue + "'s consumers are down"}
+	}
+	if !loadRan {
+		return rateCheck{detail: "rate not compared: the load ended before the cap came off"}
+	}
+	before, err1 := publishedBetween(ctx, in.sys, types, start.Add(-end.Sub(start)), start)
+	during, err2 := publishedBetween(ctx, in.sys, types, start, end)
+	if err := cmpOrErr(err1, err2); err != nil {
+		return rateCheck{detail: "rate not compared: " + err.Error()}
+	}
+	return rateRatio(before, during)
+}
+
+// publishedBetween counts the events of types published (by their outbox's
+// published_at) in [from, to).
+func publishedBetween(ctx context.Context, sys *harness.System, types []string, from, to time.Time) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	total := 0
+	for _, svc := range []string{"ordering", "inventory"} {
+		var n int
+		if err := sys.DBs[svc].QueryRow(ctx, `SELECT count(*) FROM outbox WHERE event_type = ANY($1) AND published_at >= $2 AND published_at < $3`, types, from, to).Scan(&n); err != nil {
+			return 0, fmt.Errorf("%s outbox: %w", svc, err)
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// withRate adds queue_full's rate comparison to its check: a violation when the other
+// types fell below QueueFullMinRate and nothing worse was found.
+func withRate(c check.FaultCheck, r rateCheck) check.FaultCheck {
+	c.Detail = strings.TrimPrefix(c.Detail+"; "+r.detail, "; ")
+	if r.checked && r.ratio < QueueFullMinRate && c.Violation == "" {
+		c.Violation = check.QueueFullStarved
+	}
+	return c
+}
