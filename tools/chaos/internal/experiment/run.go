@@ -33,6 +33,12 @@ var ErrViolations = errors.New("invariants violated")
 // Run starts the system, loads it under the fault schedule, waits for quiet, checks
 // every invariant and writes the reports. Progress goes to progress.
 func Run(ctx context.Context, cfg config.Config, progress io.Writer) (*report.Result, error) {
+	return run(ctx, cfg, progress, nil)
+}
+
+// run is Run, and with soak, a soak: it samples the system at the end of each window and
+// adds the soak's windows and verdict to the result.
+func run(ctx context.Context, cfg config.Config, progress io.Writer, soak *soakInfo) (*report.Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -114,6 +120,11 @@ func Run(ctx context.Context, cfg config.Config, progress io.Writer) (*report.Re
 	res.LoadStart = time.Now()
 	liveness := startLiveness(ctx, sys, cfg)
 	defer liveness.stop() // finish stops it first on the way to a verdict
+	var sampler *soakSampler
+	if soak != nil {
+		sampler = startSoak(ctx, sys, cfg, *soak, res.LoadStart)
+		defer sampler.stop()
+	}
 	faultsDone := make(chan struct{})
 	go func() { defer close(faultsDone); in.Run(loadCtx, res.LoadStart) }()
 	progressDone := make(chan struct{})
@@ -149,6 +160,10 @@ func Run(ctx context.Context, cfg config.Config, progress io.Writer) (*report.Re
 	res.Verdicts = check.Check(snap)
 	res.Violations = check.ViolationCount(res.Verdicts)
 	res.Passed = check.Passed(res.Verdicts)
+	if sampler != nil {
+		res.Soak = sampler.finish(ctx, snap, in.FaultResults(), res.Passed)
+		res.Passed = res.Soak.Passed
+	}
 	res.Faults = in.FaultResults()
 	res.FaultCounts = report.CountFaults(res.Faults)
 	res.OutboxRecovery = check.Recoveries(sampled, res.Faults)
