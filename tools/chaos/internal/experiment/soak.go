@@ -87,15 +87,15 @@ func autovacuumSetting(ctx context.Context, adminURL string) (string, error) {
 }
 
 // measureCapacity starts the system on the run's stores without faults and runs a closed
-// loop of cfg.Soak.ProbeLoad customers for cfg.Soak.Probe; the capacity is the orders
-// the provider emailed per second in the probe's last two thirds (the first fills the
-// pipeline). The stores are reset again by the run that follows.
+// loop of cfg.Soak.ProbeLoad customers for cfg.Soak.Probe, through the client links and
+// with the cancellations of the soak's load; the capacity is the orders the provider
+// emailed per second in the probe's last two thirds (the first fills the pipeline),
+// counting an order's first email only. The stores are reset again by the run that follows.
 func measureCapacity(ctx context.Context, cfg config.Config, progress io.Writer) (report.Capacity, error) {
 	probe := cfg
 	probe.Rate = 1e6 // every customer at once: the in-flight cap makes it a closed loop
 	probe.MaxInFlight = cfg.Soak.ProbeLoad
 	probe.Orders = int(cfg.Soak.Probe.Seconds() * 2000) // more than the system can take in the probe
-	probe.CancelShare = 0
 	c := report.Capacity{Probe: cfg.Soak.Probe, Load: cfg.Soak.ProbeLoad}
 	c.ReportDir = filepath.Join(cfg.ReportRoot, time.Now().Format("20060102-150405")+"-capacity")
 	if err := os.MkdirAll(filepath.Join(c.ReportDir, "logs"), 0o755); err != nil {
@@ -114,9 +114,14 @@ func measureCapacity(ctx context.Context, cfg config.Config, progress io.Writer)
 	if err != nil {
 		return c, err
 	}
+	// The soak's path: each API through a client link of its own.
 	var apis []string
 	for _, name := range probe.OrderingAPIs() {
-		apis = append(apis, "http://"+sys.Process(name).HTTPAddr)
+		link, err := sys.Net.AddLink("client-"+name, sys.Process(name).HTTPAddr)
+		if err != nil {
+			return c, err
+		}
+		apis = append(apis, "http://"+link)
 	}
 	customers := load.Plan(probe, books, apis)
 	start := time.Now()
@@ -133,7 +138,9 @@ func measureCapacity(ctx context.Context, cfg config.Config, progress io.Writer)
 	}
 	from, to := start.Add(c.Probe/3), start.Add(c.Probe)
 	c.Span = to.Sub(from)
-	err = sys.DBs["emailprovider"].QueryRow(ctx, `SELECT count(*) FROM emails WHERE created_at >= $1 AND created_at < $2`, from, to).Scan(&c.Emailed)
+	err = sys.DBs["emailprovider"].QueryRow(ctx, `
+		SELECT count(*) FROM (SELECT recipient, min(created_at) AS first FROM emails GROUP BY recipient) f
+		WHERE first >= $1 AND first < $2`, from, to).Scan(&c.Emailed)
 	if err != nil {
 		return c, fmt.Errorf("count emails: %w", err)
 	}
