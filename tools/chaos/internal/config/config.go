@@ -49,7 +49,7 @@ type Config struct {
 	BinDir            string        // where the four service binaries are
 	ReportRoot        string        // reports are written to ReportRoot/<timestamp>[-design]
 	Prefix            string        // names of the run's databases, roles and RabbitMQ vhost, kept after the run for inspection
-	AdminURL          string        // superuser connection to Postgres
+	AdminURL          string        // superuser connection to Postgres; PostgresOwn: the run starts a server of its own
 	AMQPURL           string        // RabbitMQ, any vhost: the run uses its own
 	ManagementURL     string        // RabbitMQ management API, with credentials
 	QuietTimeout      time.Duration // how long to wait for the system to go quiet
@@ -193,7 +193,7 @@ func Parse(args []string, stderr io.Writer, compare bool) (Config, error) {
 	fs.StringVar(&cfg.BinDir, "bin", cfg.BinDir, "directory with the ordering, inventory, notification and emailprovider binaries (make build)")
 	fs.StringVar(&cfg.ReportRoot, "reports", cfg.ReportRoot, "directory for the reports")
 	fs.StringVar(&cfg.Prefix, "prefix", cfg.Prefix, "prefix of the run's databases, roles and vhost (reset at the start)")
-	fs.StringVar(&cfg.AdminURL, "postgres", cfg.AdminURL, "Postgres superuser URL")
+	fs.StringVar(&cfg.AdminURL, "postgres", cfg.AdminURL, "Postgres superuser URL, or own: a Postgres 15 server of the run's own with the defaults (autovacuum on), started before the system and removed after it")
 	fs.StringVar(&cfg.AMQPURL, "amqp", cfg.AMQPURL, "RabbitMQ URL (the run uses its own vhost)")
 	fs.StringVar(&cfg.ManagementURL, "rabbitmq-management", cfg.ManagementURL, "RabbitMQ management API URL with credentials")
 	fs.DurationVar(&cfg.QuietTimeout, "quiet-timeout", cfg.QuietTimeout, "how long to wait for outboxes, queues and records to settle")

@@ -16,9 +16,6 @@ type SoakConfig struct {
 	MeasureRate bool          // -rate was not given: the rate is half the capacity the probe measures
 	Probe       time.Duration // the closed-loop burst that measures the capacity
 	ProbeLoad   int           // orders in flight at once during the probe
-	// AutovacuumOffOK lets the soak run on a server whose autovacuum is off; its dead
-	// tuples then say what the outbox and inbox do without it.
-	AutovacuumOffOK bool
 }
 
 // DefaultSoak is make soak's: 30 minutes of load in 5-minute windows, the capacity
@@ -39,12 +36,12 @@ func (s *SoakConfig) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&s.Window, "window", d.Window, "soak: the length of each window of the report; the rules compare every window with the first")
 	fs.DurationVar(&s.Probe, "capacity-probe", d.Probe, "soak without -rate: how long the closed-loop burst runs that measures the capacity (orders emailed per second)")
 	fs.IntVar(&s.ProbeLoad, "capacity-concurrency", d.ProbeLoad, "soak without -rate: orders in flight at once during the capacity probe")
-	fs.BoolVar(&s.AutovacuumOffOK, "autovacuum-off-ok", false, "soak: run even though the server's autovacuum is off")
 }
 
 // applySoakProfile sets the soak's defaults for every flag not given on the command
-// line: the default layout, a low rate of every fault kind over the duration, and the
-// rate from -rate or, without it, from the capacity probe (SetSoakRate then).
+// line: the default layout on a Postgres server of the run's own, a low rate of every
+// fault kind over the duration, and the rate from -rate or, without it, from the
+// capacity probe (SetSoakRate then).
 func (c *Config) applySoakProfile(fs *flag.FlagSet) error {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
@@ -60,9 +57,19 @@ func (c *Config) applySoakProfile(fs *flag.FlagSet) error {
 	set("heavy-faults", func() { c.HeavyFaults = every(soakHeavyEvery) })
 	set("outages", func() { c.Outages = every(soakHeavyEvery) })
 	set("prefix", func() { c.Prefix = "chaossoak" })
+	// Autovacuum on, as in production: this machine's server has it off, and the run
+	// changes no setting of the machine's.
+	set("postgres", func() { c.AdminURL = PostgresOwn })
 	c.SetSoakRate(c.Rate)
 	return nil
 }
+
+// PostgresOwn is the -postgres that starts a Postgres server of the run's own
+// (harness.OwnPostgres).
+const PostgresOwn = "own"
+
+// OwnPostgres reports whether the run starts a Postgres server of its own.
+func (c Config) OwnPostgres() bool { return c.AdminURL == PostgresOwn }
 
 // SetSoakRate sets the soak's rate and the orders that keep it up for the duration.
 func (c *Config) SetSoakRate(rate float64) {

@@ -17,6 +17,20 @@ func TestTheSoakProfileSpreadsEveryFaultKindThinlyOverItsDuration(t *testing.T) 
 	if cfg.FaultsPerKind != 10 || cfg.HeavyFaultsEach() != 2 || cfg.Outages != 2 || cfg.Prefix != "chaossoak" {
 		t.Errorf("soak faults: %d per kind, %d heavy, %d outages, prefix %q", cfg.FaultsPerKind, cfg.HeavyFaultsEach(), cfg.Outages, cfg.Prefix)
 	}
+	if !cfg.OwnPostgres() {
+		t.Errorf("the soak runs on the machine's Postgres (%s), not one of its own with autovacuum on", cfg.AdminURL)
+	}
+}
+
+func TestASoakGivenAPostgresURLRunsOnThatServer(t *testing.T) {
+	url := "postgres://postgres@127.0.0.1:5432/postgres"
+	cfg, err := Parse([]string{"--profile", "soak", "--postgres", url}, io.Discard, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.OwnPostgres() || cfg.AdminURL != url {
+		t.Errorf("-postgres %s given, the soak runs on %q", url, cfg.AdminURL)
+	}
 }
 
 func TestASoakGivenItsRateMeasuresNothingAndPlacesRateTimesDuration(t *testing.T) {

@@ -63,6 +63,13 @@ func run(ctx context.Context, cfg config.Config, progress io.Writer, soak *soakI
 		say("cluster: %d broker nodes killed, %d stopped for %v or more, %d Postgres failovers", cfg.NodeLosses, cfg.NodeLosses, cfg.NodeDown, cfg.Failovers)
 	}
 
+	stopPostgres, err := ownPostgres(ctx, &cfg, progress)
+	if err != nil {
+		return nil, err
+	}
+	// Stopped after the system (deferred before it), keeping its log with the run's.
+	defer stopPostgres(filepath.Join(res.ReportDir, "logs"))
+
 	var cluster *harness.Cluster
 	if cfg.Cluster {
 		say("starting the cluster: three RabbitMQ nodes, a primary and a synchronous standby for each of %s", strings.Join(config.ClusterServices, ", "))
@@ -183,6 +190,26 @@ func run(ctx context.Context, cfg config.Config, progress io.Writer, soak *soakI
 		return res, err
 	}
 	return res, nil
+}
+
+// ownPostgres starts a Postgres server of the run's own when cfg asks for one
+// (-postgres own) and points cfg at it. stop copies the server's log into logDir, stops
+// it and removes it; without -postgres own there is nothing to stop.
+func ownPostgres(ctx context.Context, cfg *config.Config, progress io.Writer) (stop func(logDir string), err error) {
+	if !cfg.OwnPostgres() {
+		return func(string) {}, nil
+	}
+	own, err := harness.StartOwnPostgres(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("postgres of the run's own: %w", err)
+	}
+	cfg.AdminURL = own.AdminURL()
+	fmt.Fprintf(progress, "chaos: Postgres of the run's own at %s (the defaults: autovacuum on)\n", cfg.AdminURL)
+	return func(logDir string) {
+		if err := own.Close(logDir); err != nil {
+			fmt.Fprintf(progress, "chaos: stopping the run's own Postgres: %v\n", err)
+		}
+	}, nil
 }
 
 // stockBooks reads the seeded catalogue and sets its stock: plenty of most titles, and

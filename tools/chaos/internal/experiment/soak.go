@@ -21,17 +21,25 @@ import (
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/report"
 )
 
-// Soak is make soak: it checks the server's autovacuum, measures the system's capacity
-// (unless the rate was given), runs the chaos experiment at half of it for the soak's
-// duration with every fault kind at a low rate, and prints the summary with the window
-// table. It returns ErrViolations when an invariant or a soak rule failed.
+// Soak is make soak: on the run's own Postgres server (-postgres own, the profile's
+// default), it checks that autovacuum is on, measures the system's capacity (unless the
+// rate was given), runs the chaos experiment at half of it for the soak's duration with
+// every fault kind at a low rate, and prints the summary with the window table. The
+// probe and the run share the server. It returns ErrViolations when an invariant or a
+// soak rule failed.
 func Soak(ctx context.Context, cfg config.Config, stdout, progress io.Writer) error {
+	stopPostgres, err := ownPostgres(ctx, &cfg, progress)
+	if err != nil {
+		return err
+	}
+	logDir := "" // the run's, once it has one: the server's log is kept with its logs
+	defer func() { stopPostgres(logDir) }()
 	av, err := autovacuumSetting(ctx, cfg.AdminURL)
 	if err != nil {
 		return err
 	}
-	if !strings.HasPrefix(av, "on") && !cfg.Soak.AutovacuumOffOK {
-		return fmt.Errorf("autovacuum is %s on the server: the soak measures the outbox and inbox under autovacuum, as in production; turn it on (ALTER SYSTEM SET autovacuum = on; SELECT pg_reload_conf()), or pass -autovacuum-off-ok to run without it", av)
+	if !strings.HasPrefix(av, "on") {
+		return fmt.Errorf("autovacuum is %s on the server: the soak measures the outbox and inbox under autovacuum, as in production; run it on a server of its own (-postgres own, the soak's default) or on one with autovacuum on", av)
 	}
 	source := fmt.Sprintf("given: -rate %g", cfg.Rate)
 	var capacity *report.Capacity
@@ -50,6 +58,9 @@ func Soak(ctx context.Context, cfg config.Config, stdout, progress io.Writer) er
 	}
 	fmt.Fprintf(progress, "chaos: soak at %g orders/s (%s) for %v in windows of %v; autovacuum %s\n", cfg.Rate, source, cfg.Soak.Duration, cfg.Soak.Window, av)
 	res, err := run(ctx, cfg, progress, &soakInfo{rateSource: source, autovacuum: av, capacity: capacity})
+	if res != nil {
+		logDir = filepath.Join(res.ReportDir, "logs")
+	}
 	if err != nil {
 		return err
 	}
