@@ -154,21 +154,28 @@ func run(ctx context.Context, cfg config.Config, progress io.Writer, soak *soakI
 	say("%s after %v", res.Quiet.Reason, res.Quiet.Waited.Round(time.Second))
 	sampled := liveness.finish()
 
-	snap, err := collect(ctx, sys, msgs, history)
+	collectStart := time.Now()
+	snap, err := collect(ctx, sys, msgs, history, cfg.Soak.On)
 	if err != nil {
 		return nil, fmt.Errorf("collect: %w", err)
 	}
+	collected := time.Since(collectStart)
+	say("collected %d orders, %d notification records and %d emails in %v", len(snap.Orders), len(snap.Notifications), len(snap.Emails), collected.Round(time.Millisecond))
 	for _, f := range in.FaultResults() {
 		if f.Check != nil {
 			snap.FaultChecks = append(snap.FaultChecks, f)
 		}
 	}
 	snap.Faults, snap.Liveness = in.FaultResults(), sampled
+	checkStart := time.Now()
 	res.Verdicts = check.Check(snap)
 	res.Violations = check.ViolationCount(res.Verdicts)
 	res.Passed = check.Passed(res.Verdicts)
+	checked := time.Since(checkStart)
+	say("checked the invariants in %v", checked.Round(time.Millisecond))
 	if sampler != nil {
 		res.Soak = sampler.finish(ctx, snap, in.FaultResults(), res.Passed)
+		res.Soak.Collect, res.Soak.Check = collected, checked
 		res.Passed = res.Soak.Passed
 	}
 	res.Faults = in.FaultResults()

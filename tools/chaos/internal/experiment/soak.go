@@ -263,6 +263,7 @@ func (s *soakSampler) finish(ctx context.Context, snap check.Snapshot, faults []
 	}
 	windows := s.windows
 	report.SoakCompletions(windows, snap.Orders, snap.Emails)
+	report.SoakBacklogs(windows, snap.Orders, snap.Emails, faults, s.cfg.Rate)
 	for i := range windows {
 		for _, f := range faults {
 			at := s.start.Add(f.At)

@@ -172,3 +172,59 @@ func TestTheSoakReportNamesTheBrokenRuleInItsFiles(t *testing.T) {
 		t.Errorf("the printed verdict does not name the rule:\n%s", printed.String())
 	}
 }
+
+func TestABacklogThatKeepsGrowingFailsTheBacklogRuleWhileTheRateHolds(t *testing.T) {
+	ws := steadyWindows(3, 40)
+	ws[0].Backlog, ws[1].Backlog, ws[2].Backlog = 1000, 2000, 3000
+	ws[2].Explained = 600
+	if got := rules(JudgeSoak(ws)); got != "backlog/3/" {
+		t.Errorf("a backlog grown by 2000 with 600 explained broke %q, want backlog/3/", got)
+	}
+}
+
+func TestABacklogTheFaultsInEffectExplainBreaksNoRule(t *testing.T) {
+	ws := steadyWindows(3, 40)
+	ws[0].Backlog, ws[2].Backlog = 1000, 1600
+	ws[2].Explained = 600
+	if fs := JudgeSoak(ws); len(fs) != 0 {
+		t.Errorf("a backlog grown by exactly what the faults explain broke %v", fs)
+	}
+}
+
+func TestTheBacklogIsTheOrdersPlacedAndNotYetEmailedAndFaultsInEffectExplainPartOfIt(t *testing.T) {
+	ws := steadyWindows(2, 0)
+	t0 := ws[0].Start
+	var orders []check.Order
+	var emails []check.SentEmail
+	for i, c := range []struct {
+		placed, emailed time.Duration // 0 emailed: never
+	}{
+		{0, time.Second},                     // done in the first window
+		{50 * time.Second, 70 * time.Second}, // behind at the first window's end only
+		{100 * time.Second, 0},               // behind at the second's
+		{110 * time.Second, 130 * time.Second},
+	} {
+		addr := fmt.Sprint("c", i)
+		orders = append(orders, check.Order{ID: uuid.New(), CustomerEmail: addr, CreatedAt: t0.Add(c.placed)})
+		if c.emailed > 0 {
+			emails = append(emails, check.SentEmail{To: addr, CreatedAt: t0.Add(c.emailed)})
+		}
+	}
+	faults := []check.Fault{
+		{Start: t0.Add(10 * time.Second), End: t0.Add(20 * time.Second)},   // long over at both ends
+		{Start: t0.Add(110 * time.Second), End: t0.Add(115 * time.Second)}, // ended 5 s before the second's end
+		{Start: t0.Add(119 * time.Second)},                                 // not ended
+		{At: 30 * time.Second},                                             // never injected
+	}
+	SoakBacklogs(ws, orders, emails, faults, 2)
+	if ws[0].Backlog != 1 || ws[1].Backlog != 2 {
+		t.Errorf("backlogs %d and %d, want 1 and 2", ws[0].Backlog, ws[1].Backlog)
+	}
+	slack := SoakDrainSlack.Seconds()
+	if want := int(2 * slack); ws[0].Explained != want {
+		t.Errorf("the first window's end explains %d with no fault in effect, want the slack's %d", ws[0].Explained, want)
+	}
+	if want := int(2 * (slack + (5 + slack) + (1 + slack))); ws[1].Explained != want {
+		t.Errorf("the second window's end explains %d, want %d (the slack, and two faults in effect)", ws[1].Explained, want)
+	}
+}
