@@ -85,7 +85,7 @@ type SoakWindow struct {
 	// Explained is the backlog the faults in effect at the window's end can account for
 	// (SoakBacklogs): the rate times SoakDrainSlack, and times each such fault's time so
 	// far plus SoakDrainSlack.
-	Explained int `json:"backlog_explained"`
+	Explained int           `json:"backlog_explained"`
 	Tables    []SoakTable   `json:"tables"`
 	Processes []SoakProcess `json:"processes"`
 }
