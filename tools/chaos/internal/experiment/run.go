@@ -193,9 +193,11 @@ func run(ctx context.Context, cfg config.Config, progress io.Writer, soak *soakI
 	res.Posts = report.SummarizePosts(res.LoadStart, res.LoadEnd, history, res.Faults, snap.Orders, snap.Emails)
 	report.AddClientRecovery(res.Faults, history, snap.Orders, snap.Emails)
 	res.Finished = time.Now()
+	writeStart := time.Now()
 	if err := report.Write(res, snap); err != nil {
 		return res, err
 	}
+	say("wrote the reports in %v; the run's end took %v from quiet", time.Since(writeStart).Round(time.Millisecond), time.Since(collectStart).Round(time.Millisecond))
 	return res, nil
 }
 
