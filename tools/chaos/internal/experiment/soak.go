@@ -209,6 +209,7 @@ func (s *soakSampler) run(ctx context.Context) {
 			w.Processes = append(w.Processes, sp)
 		}
 		starts = now
+		w.Load = loadAverage()
 		w.Tables = s.tables(ctx)
 		s.windows = append(s.windows, w)
 	}
@@ -287,6 +288,20 @@ func (s *soakSampler) finish(ctx context.Context, snap check.Snapshot, faults []
 func (s *soakSampler) stop() {
 	s.cancel()
 	<-s.done
+}
+
+// loadAverage returns the machine's 1-minute load average, 0 when it cannot be read.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }
 
 // readRSS returns the process's VmRSS in bytes, 0 when it cannot be read (pid 0: down).

@@ -88,6 +88,9 @@ type SoakWindow struct {
 	Explained int           `json:"backlog_explained"`
 	Tables    []SoakTable   `json:"tables"`
 	Processes []SoakProcess `json:"processes"`
+	// Load is the machine's 1-minute load average at the window's end (/proc/loadavg):
+	// the soak's own processes and whatever else ran beside them.
+	Load float64 `json:"load1"`
 }
 
 // SoakFailure is one broken rule: which, in which window (and process), and by how much.
@@ -264,9 +267,9 @@ func PrintSoak(w io.Writer, s *SoakReport) {
 	}
 	fmt.Fprintf(w, "\nSOAK: %v in windows of %v at %g orders/s (%s); autovacuum %s\n", s.Duration, s.Window, s.Rate, s.RateSource, s.Autovacuum)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "WINDOW\tFROM\tORDERS/S\tPLACED→EMAILED P99\tBACKLOG AT END\tFAULTS EXPLAIN\tFAULTS")
+	fmt.Fprintln(tw, "WINDOW\tFROM\tORDERS/S\tPLACED→EMAILED P99\tBACKLOG AT END\tFAULTS EXPLAIN\tFAULTS\tLOAD")
 	for _, win := range s.Windows {
-		fmt.Fprintf(tw, "%d\t%v\t%.1f\t%v\t%d\t%d\t%d\n", win.N, win.Start.Sub(s.Windows[0].Start).Round(time.Second), win.PerSecond, ms(win.EmailP99), win.Backlog, win.Explained, win.Faults)
+		fmt.Fprintf(tw, "%d\t%v\t%.1f\t%v\t%d\t%d\t%d\t%.1f\n", win.N, win.Start.Sub(s.Windows[0].Start).Round(time.Second), win.PerSecond, ms(win.EmailP99), win.Backlog, win.Explained, win.Faults, win.Load)
 	}
 	tw.Flush()
 
@@ -395,9 +398,9 @@ func writeSoak(dir string, s *SoakReport) error {
 	if len(s.Failures) > 0 {
 		md.WriteString("\n")
 	}
-	md.WriteString("| Window | From | Orders/s | Placed → emailed p99 | Backlog at end | Faults explain | Faults |\n|---:|---:|---:|---:|---:|---:|---:|\n")
+	md.WriteString("| Window | From | Orders/s | Placed → emailed p99 | Backlog at end | Faults explain | Faults | Load |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, win := range s.Windows {
-		fmt.Fprintf(&md, "| %d | %v | %.1f | %v | %d | %d | %d |\n", win.N, win.Start.Sub(s.Windows[0].Start).Round(time.Second), win.PerSecond, ms(win.EmailP99), win.Backlog, win.Explained, win.Faults)
+		fmt.Fprintf(&md, "| %d | %v | %.1f | %v | %d | %d | %d | %.1f |\n", win.N, win.Start.Sub(s.Windows[0].Start).Round(time.Second), win.PerSecond, ms(win.EmailP99), win.Backlog, win.Explained, win.Faults, win.Load)
 	}
 	md.WriteString("\n| Table | Window | Live tuples | Dead tuples | Autovacuums |\n|---|---:|---:|---:|---:|\n")
 	for _, name := range soakTableNames(s.Windows) {
