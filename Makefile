@@ -134,6 +134,15 @@ chaos-load: services build ## every service doubled, the load at half the benchm
 chaos-cluster: services build ## the production topology: three RabbitMQ nodes, a primary + synchronous standby per service, node kills and failovers under load (about 10 minutes)
 	go run ./tools/chaos --profile cluster $(CHAOS_FLAGS)
 
+# make soak's length, window and rate (empty: half the capacity a 30 s probe measures).
+SOAK_DURATION ?= 30m
+SOAK_WINDOW ?= 5m
+SOAK_RATE ?=
+
+.PHONY: soak
+soak: services build ## the system for SOAK_DURATION (30m) at half its measured capacity (or SOAK_RATE), every fault kind at a low rate; fails when a SOAK_WINDOW's (5m) rate or a process's RSS drifts (docs/chaos.md#soak)
+	go run ./tools/chaos --profile soak --duration $(SOAK_DURATION) --window $(SOAK_WINDOW) $(if $(SOAK_RATE),--rate $(SOAK_RATE)) $(CHAOS_FLAGS)
+
 # Where make chaos-current writes its reports: outside the repository, as its runs are
 # not among the ones the docs quote.
 CHAOS_CURRENT_REPORTS ?= /var/cache/bookstore/chaos-current-reports

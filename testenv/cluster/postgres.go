@@ -48,13 +48,16 @@ const synchronous = "ANY 1 (*)"
 //
 // URL names both nodes with target_session_attrs=read-write, so a client finds whichever
 // is the primary now without being told.
+//
+// StartPostgresAlone starts a Postgres of one server instead, with the server's defaults:
+// none of the above but its URL and KillPrimary.
 type Postgres struct {
 	dir  string
 	name string
 	cred *syscall.Credential
 
 	mu      sync.Mutex
-	nodes   [2]*pgNode
+	nodes   []*pgNode // two, or one for StartPostgresAlone
 	primary int
 	paused  bool
 }
@@ -97,6 +100,50 @@ func PostgresAvailable() error {
 // names and process titles. On an error everything started is stopped and removed again,
 // and the error carries the tail of the nodes' logs.
 func StartPostgres(ctx context.Context, dir, name string) (*Postgres, error) {
+	return bootPostgres(ctx, dir, name, 2, pairConf)
+}
+
+// StartPostgresAlone starts a single Postgres 15 server, with no standby, in a directory
+// of its own under dir (Root if empty), and returns once it answers queries. It keeps
+// the server's defaults but for loopback-only trust authentication and its log: every
+// autovacuum run is logged (log_autovacuum_min_duration = 0), so a run on it can show
+// its tables being cleaned. It is for a harness that needs a server whose settings this
+// machine's own does not have; Close stops and removes it, and Sweep whatever a killed
+// owner left. A single server has no standby: Promote, Rejoin, PauseStandby and
+// ResumeStandby return an error, KillPrimary kills it for good.
+func StartPostgresAlone(ctx context.Context, dir, name string) (*Postgres, error) {
+	return bootPostgres(ctx, dir, name, 1, aloneConf)
+}
+
+// pairConf is what StartPostgres adds to the primary's postgresql.conf; the standby
+// copies it.
+const pairConf = `
+# bookstore cluster harness: a primary with one synchronous standby
+wal_level = replica
+max_wal_senders = 5
+max_replication_slots = 5
+hot_standby = on
+synchronous_commit = on
+synchronous_standby_names = '` + synchronous + `'
+wal_keep_size = 256MB
+max_connections = 100
+log_min_messages = warning
+log_line_prefix = '%m [%p] '
+`
+
+// aloneConf is what StartPostgresAlone adds to the server's postgresql.conf: its log
+// only. log_min_messages = warning still writes the autovacuum lines (LOG ranks above
+// WARNING in the server's log).
+const aloneConf = `
+# bookstore harness: one server with the defaults (autovacuum on)
+log_autovacuum_min_duration = 0
+log_min_messages = warning
+log_line_prefix = '%m [%p] '
+`
+
+// bootPostgres initialises node 0 with conf added to its postgresql.conf, starts it
+// and, with two nodes, clones node 1 from it as its synchronous standby.
+func bootPostgres(ctx context.Context, dir, name string, nodes int, conf string) (*Postgres, error) {
 	if err := PostgresAvailable(); err != nil {
 		return nil, err
 	}
@@ -107,7 +154,7 @@ func StartPostgres(ctx context.Context, dir, name string) (*Postgres, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start postgres %s: %w", name, err)
 	}
-	p := &Postgres{dir: cdir, name: name, cred: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	p := &Postgres{dir: cdir, name: name, cred: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nodes: make([]*pgNode, nodes)}
 	ok := false
 	defer func() {
 		if !ok {
@@ -138,19 +185,6 @@ func StartPostgres(ctx context.Context, dir, name string) (*Postgres, error) {
 	if err := p.run(ctx, "initdb", "-D", primary.data(), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync"); err != nil {
 		return nil, err
 	}
-	conf := `
-# bookstore cluster harness: a primary with one synchronous standby
-wal_level = replica
-max_wal_senders = 5
-max_replication_slots = 5
-hot_standby = on
-synchronous_commit = on
-synchronous_standby_names = '` + synchronous + `'
-wal_keep_size = 256MB
-max_connections = 100
-log_min_messages = warning
-log_line_prefix = '%m [%p] '
-`
 	if err := appendFile(filepath.Join(primary.data(), "postgresql.conf"), conf); err != nil {
 		return nil, err
 	}
@@ -165,8 +199,10 @@ log_line_prefix = '%m [%p] '
 	if err := p.startNode(ctx, 0); err != nil {
 		return nil, err
 	}
-	if err := p.cloneStandby(ctx, 1, 0); err != nil {
-		return nil, err
+	if nodes > 1 {
+		if err := p.cloneStandby(ctx, 1, 0); err != nil {
+			return nil, err
+		}
 	}
 	ok = true
 	return p, nil
@@ -285,7 +321,7 @@ func (p *Postgres) nodeURL(i int) string {
 	return fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable&connect_timeout=5", net.JoinHostPort(n.host, strconv.Itoa(n.port)))
 }
 
-// withLogs adds the tail of both nodes' logs to err.
+// withLogs adds the tail of every node's log to err.
 func (p *Postgres) withLogs(err error) error {
 	for i, n := range p.nodes {
 		if n != nil {
@@ -323,6 +359,10 @@ func (p *Postgres) Primary() int {
 
 func (p *Postgres) standby() int { return 1 - p.Primary() }
 
+// errNoStandby is what a single server (StartPostgresAlone) answers to a call that needs
+// a standby.
+var errNoStandby = errors.New("a single Postgres server (StartPostgresAlone) has no standby")
+
 // KillPrimary kills the primary with SIGKILL, with all its processes, as a lost machine
 // loses them: its clients' connections break, and a commit it had not acknowledged is
 // either on the standby or nowhere.
@@ -336,7 +376,10 @@ func (p *Postgres) KillPrimary() error {
 	pr := n.proc
 	n.proc = nil
 	paused := p.paused
-	standby := p.nodes[1-p.primary].proc
+	var standby *proc
+	if len(p.nodes) > 1 {
+		standby = p.nodes[1-p.primary].proc
+	}
 	p.mu.Unlock()
 	if pr == nil {
 		return errors.New("kill primary: it is not running")
@@ -372,6 +415,9 @@ func killWALReceiver(postmaster int) error {
 // signal file behind and nobody to read it, and pg_ctl promote -w waited its 60 s out
 // (in two of six fresh .ci/runs).
 func (p *Postgres) Promote(ctx context.Context) error {
+	if len(p.nodes) < 2 {
+		return fmt.Errorf("promote: %w", errNoStandby)
+	}
 	ctx, cancel := context.WithTimeout(ctx, PostgresTimeout)
 	defer cancel()
 	s := p.standby()
@@ -419,6 +465,9 @@ func setSynchronous(ctx context.Context, conn *pgx.Conn, names string) error {
 // pg_basebackup of the new primary on the old one's address, and then the new primary
 // waits for it again on every commit.
 func (p *Postgres) Rejoin(ctx context.Context) error {
+	if len(p.nodes) < 2 {
+		return fmt.Errorf("rejoin: %w", errNoStandby)
+	}
 	ctx, cancel := context.WithTimeout(ctx, PostgresTimeout)
 	defer cancel()
 	primary := p.Primary()
@@ -434,6 +483,9 @@ func (p *Postgres) Rejoin(ctx context.Context) error {
 // took.
 func (p *Postgres) Failover(ctx context.Context) (FailoverTimes, error) {
 	var t FailoverTimes
+	if len(p.nodes) < 2 {
+		return t, fmt.Errorf("failover: %w", errNoStandby)
+	}
 	start := time.Now()
 	if err := p.KillPrimary(); err != nil {
 		return t, err
@@ -455,6 +507,9 @@ func (p *Postgres) Failover(ctx context.Context) (FailoverTimes, error) {
 // PauseStandby stops the standby's processes (SIGSTOP), as a partition cuts it off: it
 // receives nothing more, and the primary's commits wait for it.
 func (p *Postgres) PauseStandby() error {
+	if len(p.nodes) < 2 {
+		return fmt.Errorf("pause standby: %w", errNoStandby)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := p.nodes[1-p.primary]
@@ -467,6 +522,9 @@ func (p *Postgres) PauseStandby() error {
 
 // ResumeStandby lets a paused standby run again (SIGCONT).
 func (p *Postgres) ResumeStandby() error {
+	if len(p.nodes) < 2 {
+		return fmt.Errorf("resume standby: %w", errNoStandby)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := p.nodes[1-p.primary]
@@ -477,7 +535,7 @@ func (p *Postgres) ResumeStandby() error {
 	return n.proc.signalTree(syscall.SIGCONT)
 }
 
-// Close kills both nodes and removes the cluster's directory.
+// Close kills every node and removes the cluster's directory.
 func (p *Postgres) Close() error {
 	var errs []error
 	p.mu.Lock()
@@ -497,5 +555,15 @@ func (p *Postgres) Close() error {
 	return errors.Join(errs...)
 }
 
-// Logs returns the tail of both nodes' logs, for a failed test to print.
+// LogFiles are the nodes' server logs, by node, for a harness that keeps a copy: Close
+// removes them.
+func (p *Postgres) LogFiles() []string {
+	out := make([]string, len(p.nodes))
+	for i, n := range p.nodes {
+		out[i] = n.log()
+	}
+	return out
+}
+
+// Logs returns the tail of every node's log, for a failed test to print.
 func (p *Postgres) Logs() string { return p.withLogs(errors.New("postgres " + p.name)).Error() }

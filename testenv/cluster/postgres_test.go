@@ -198,3 +198,53 @@ func TestACommitAcknowledgedOnlyLocallyIsLostWhenTheStandbyIsPromoted(t *testing
 	}
 	t.Logf("on the promoted standby: %v (local: acknowledged and lost)", got)
 }
+
+// A server of its own, as a harness starts one when it needs settings this machine's
+// Postgres does not have, runs with the defaults (autovacuum on, its launcher running),
+// logs every autovacuum, has no standby to fail over to, and is gone once closed.
+func TestASinglePostgresServerRunsWithTheDefaultsAndHasNoStandby(t *testing.T) {
+	t.Parallel()
+	if err := PostgresAvailable(); err != nil {
+		testenv.Unavailable(t, "Postgres 15 binaries", err)
+	}
+	ctx := context.Background()
+	p, err := StartPostgresAlone(ctx, "", "alone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := p.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+		if _, err := os.Stat(p.dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("close left %s behind (%v)", p.dir, err)
+		}
+	}()
+	conn := connect(t, p.AdminURL())
+	var autovacuum, logMin string
+	if err := conn.QueryRow(ctx, "SELECT current_setting('autovacuum'), current_setting('log_autovacuum_min_duration')").Scan(&autovacuum, &logMin); err != nil {
+		t.Fatal(err)
+	}
+	if autovacuum != "on" || logMin != "0" {
+		t.Errorf("autovacuum %s, log_autovacuum_min_duration %s; want on and 0", autovacuum, logMin)
+	}
+	testenv.Eventually(t, 30*time.Second, "the autovacuum launcher runs", func() bool {
+		var n int
+		return conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum launcher'").Scan(&n) == nil && n == 1
+	})
+	if err := p.Promote(ctx); !errors.Is(err, errNoStandby) {
+		t.Errorf("Promote on a single server: %v, want errNoStandby", err)
+	}
+	if err := p.PauseStandby(); !errors.Is(err, errNoStandby) {
+		t.Errorf("PauseStandby on a single server: %v, want errNoStandby", err)
+	}
+	if _, err := p.Failover(ctx); !errors.Is(err, errNoStandby) {
+		t.Errorf("Failover on a single server: %v, want errNoStandby", err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT 1"); err != nil {
+		t.Errorf("the server after the refused failover: %v", err)
+	}
+	if len(p.LogFiles()) != 1 {
+		t.Errorf("log files %v, want one", p.LogFiles())
+	}
+}

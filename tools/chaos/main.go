@@ -6,6 +6,7 @@
 //
 //	chaos [flags]           one run of the default design (outbox + inbox); exit 1 on a violation
 //	chaos compare [flags]   the same seed and faults against the default and the wrong designs
+//	chaos --profile soak    make soak: a long load at half the measured capacity, judged per window
 //	chaos report DIR        render DIR/report.json again as report.html and the CSV files
 //	chaos figures [-check]  render the figures the docs quote from docs/reports/ (make chaos-figures)
 //	chaos figures save OUT DIR...  commit runs' reports: DIR/report.json of each, as OUT
@@ -66,6 +67,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if compare {
 		return experiment.Compare(ctx, cfg, stdout, stderr)
+	}
+	if cfg.Soak.On {
+		return experiment.Soak(ctx, cfg, stdout, stderr)
 	}
 	res, err := experiment.Run(ctx, cfg, stderr)
 	if err != nil {

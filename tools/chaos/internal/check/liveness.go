@@ -35,9 +35,11 @@ type LivenessSample struct {
 }
 
 // WaitingRow is a claimable outbox row: pending, available (its available_at passed),
-// not under a live claim, and its aggregate's previous event published. Since is when
-// it became so: the latest of its commit, its available_at, its predecessor's
-// publication and the end of its last claim's lease.
+// not under a live claim, and its aggregate's previous event published. Since is the
+// latest of its created_at, its available_at, its predecessor's publication and the end
+// of its last claim's lease. created_at is its transaction's start, not its commit,
+// which nothing records: a row whose transaction took seconds to commit has a Since
+// from before it could be claimed (checkLiveness bounds that with the samples).
 type WaitingRow struct {
 	EventID string    `json:"event_id"`
 	Type    string    `json:"type"`
@@ -169,9 +171,10 @@ type excluded struct{ from, to time.Time }
 // than the bound while a relay of its service reports ready; and after each fault the
 // backlog drains (within DrainLimit). A row's wait is counted from the latest of when it
 // became claimable, the end of the last stretch excluded for its service (a fault that
-// strikes its relay, to its end plus the grace or its backlog's drain), and the last
-// sample in which none of its service's relays was ready. Rows deferred by a refusing
-// queue (available_at in the future) and rows under a live claim are not claimable.
+// strikes its relay, to its end plus the grace or its backlog's drain), the last sample
+// in which none of its service's relays was ready, and the last sample taken before
+// the row was committed (notCommittedAt). Rows deferred by a refusing queue
+// (available_at in the future) and rows under a live claim are not claimable.
 func checkLiveness(s Snapshot) Verdict {
 	b := newVerdict(12, "liveness: a claimable outbox row is published within the bound between faults, and each fault's backlog drains")
 	l := s.Liveness
@@ -228,7 +231,8 @@ func checkLiveness(s Snapshot) Verdict {
 			windows = append(windows, excluded{f.Start, to})
 		}
 		var notReady time.Time // the last sample with no relay of svc ready
-		for _, smp := range bySvc[svc] {
+		samples := bySvc[svc]
+		for i, smp := range samples {
 			if smp.Ready == 0 {
 				notReady = smp.At
 				continue
@@ -240,7 +244,7 @@ func checkLiveness(s Snapshot) Verdict {
 			clear = latest(clear, notReady)
 			b.v.Checked++
 			for _, w := range smp.Waiting {
-				from := latest(w.Since, clear)
+				from := latest(latest(w.Since, clear), notCommittedAt(samples[:i], w))
 				wait := smp.At.Sub(from)
 				if wait > longest {
 					longest, longestAt = wait, fmt.Sprintf("%s %s (%s) at %s", svc, w.EventID, w.Type, smp.At.Format("15:04:05.000"))
@@ -263,6 +267,26 @@ func checkLiveness(s Snapshot) Verdict {
 		b.v.Checked, l.Bound, l.Grace, seen)
 	b.v.Checked += len(recs) // and each fault's recovery
 	return b.done()
+}
+
+// notCommittedAt returns the time of the last of a service's earlier samples that was
+// taken before row w was committed, zero if none was. w.Since is at least the row's
+// created_at, and a committed pending row holds the outbox's oldest pending created_at
+// at or below its own; so a sample after w.Since that did not list w and read no
+// pending row, or an oldest pending row younger than w.Since, did not see w: its
+// transaction, started at created_at, had not committed yet, and no relay could have
+// claimed it.
+func notCommittedAt(earlier []LivenessSample, w WaitingRow) time.Time {
+	for j := len(earlier) - 1; j >= 0 && !earlier[j].At.Before(w.Since); j-- {
+		s := earlier[j]
+		if s.Error != "" || slices.ContainsFunc(s.Waiting, func(o WaitingRow) bool { return o.EventID == w.EventID }) {
+			continue
+		}
+		if s.Backlog == 0 || s.OldestPending.After(w.Since) {
+			return s.At
+		}
+	}
+	return time.Time{}
 }
 
 // clearSince returns the latest end of the windows that began before t, and whether t

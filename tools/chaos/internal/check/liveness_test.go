@@ -163,3 +163,37 @@ func TestInvariant11AFaultMissedForTheSystemsStateIsReportedWithItsReason(t *tes
 		t.Errorf("notes %q, want one saying %q", v.Notes, want)
 	}
 }
+
+// A row is written at its transaction's start (created_at) and claimable only once the
+// transaction commits: a consumer's transaction that took 2.5 s under load leaves a row
+// whose created_at is 2.5 s old the moment a relay could first see it. The samples
+// before the commit prove it (none of them holds a pending row as old), and its wait
+// counts from the last of them; the same row already pending in them is caught.
+func TestInvariant12CountsARowsWaitFromTheLastSampleThatCouldNotSeeItYet(t *testing.T) {
+	s := cleanSnapshot()
+	t0 := s.Liveness.Samples[0].At
+	waitingRow(&s, "inventory", "late-commit", 8*time.Second, 11*time.Second)
+	for i := range s.Liveness.Samples {
+		smp := &s.Liveness.Samples[i]
+		if smp.Service != "inventory" {
+			continue
+		}
+		switch d := smp.At.Sub(t0); {
+		case d >= 8*time.Second && d < 10500*time.Millisecond:
+			// Not committed yet: what is pending is younger, or nothing is.
+			smp.Waiting, smp.OldestPending, smp.Backlog = nil, time.Time{}, 0
+			if d < 9*time.Second {
+				smp.OldestPending, smp.Backlog = t0.Add(8200*time.Millisecond), 3
+			}
+		}
+	}
+	if v := Check(s)[8]; !v.Passed {
+		t.Errorf("a row claimable for 0.5 s after its commit failed invariant 12: %v %v", v.Counts, v.Examples)
+	}
+
+	s = cleanSnapshot()
+	waitingRow(&s, "inventory", "pending-all-along", 8*time.Second, 11*time.Second)
+	if v := Check(s)[8]; v.Passed {
+		t.Error("a row pending and claimable for 3 s in every sample passed invariant 12")
+	}
+}

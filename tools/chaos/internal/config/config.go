@@ -49,7 +49,7 @@ type Config struct {
 	BinDir            string        // where the four service binaries are
 	ReportRoot        string        // reports are written to ReportRoot/<timestamp>[-design]
 	Prefix            string        // names of the run's databases, roles and RabbitMQ vhost, kept after the run for inspection
-	AdminURL          string        // superuser connection to Postgres
+	AdminURL          string        // superuser connection to Postgres; PostgresOwn: the run starts a server of its own
 	AMQPURL           string        // RabbitMQ, any vhost: the run uses its own
 	ManagementURL     string        // RabbitMQ management API, with credentials
 	QuietTimeout      time.Duration // how long to wait for the system to go quiet
@@ -58,6 +58,7 @@ type Config struct {
 	Progress          bool          // print a live progress line
 	Design            string        // the design's name in reports (set by compare)
 	Designs           string        // compare: which designs to run, comma-separated parts of their names; empty: all
+	Soak              SoakConfig    // the soak profile's settings (soakprofile.go)
 }
 
 // Default is `make chaos`: 5,000 orders at 20 per second, 100 faults of every kind,
@@ -168,7 +169,7 @@ func Parse(args []string, stderr io.Writer, compare bool) (Config, error) {
 	fs.BoolVar(&cfg.Doubled, "double", cfg.Doubled, "two processes of every service but the email provider: two ordering APIs with a relay each, two inventories, two notifications")
 	fs.DurationVar(&cfg.OrderingPoolWait, "ordering-pool-wait", cfg.OrderingPoolWait, "ORDERING_POOL_WAIT of every ordering process: how long a request waits for its turn at the database before 503 (0: the service's default; 1h all but turns shedding off)")
 	fs.IntVar(&cfg.PoolSize, "pool-size", cfg.PoolSize, "DATABASE_MAX_CONNS of every process (0: the services' default, 12); mind Postgres's max_connections")
-	fs.StringVar(&cfg.Profile, "profile", cfg.Profile, "load: the defaults of make chaos-load (every service doubled, the load near the system's capacity, every fault kind); cluster: the defaults of make chaos-cluster (a three-node RabbitMQ cluster, a primary and a synchronous standby per service, node kills and failovers); flags given beside it win")
+	fs.StringVar(&cfg.Profile, "profile", cfg.Profile, "load: the defaults of make chaos-load (every service doubled, the load near the system's capacity, every fault kind); cluster: the defaults of make chaos-cluster (a three-node RabbitMQ cluster, a primary and a synchronous standby per service, node kills and failovers); soak: make soak (-duration of load at half the measured capacity, every fault kind at a low rate, reported per -window); flags given beside it win")
 	fs.IntVar(&cfg.NodeLosses, "node-losses", cfg.NodeLosses, "cluster: broker_node_killed faults, and as many broker_node_stopped")
 	fs.IntVar(&cfg.Failovers, "failovers", cfg.Failovers, "cluster: postgres_failover faults (a primary killed, its standby promoted, the old primary back as its standby)")
 	fs.DurationVar(&cfg.NodeDown, "node-down", cfg.NodeDown, "cluster: how long broker_node_stopped keeps a node down; it must outlast the relays' retry budget")
@@ -192,13 +193,14 @@ func Parse(args []string, stderr io.Writer, compare bool) (Config, error) {
 	fs.StringVar(&cfg.BinDir, "bin", cfg.BinDir, "directory with the ordering, inventory, notification and emailprovider binaries (make build)")
 	fs.StringVar(&cfg.ReportRoot, "reports", cfg.ReportRoot, "directory for the reports")
 	fs.StringVar(&cfg.Prefix, "prefix", cfg.Prefix, "prefix of the run's databases, roles and vhost (reset at the start)")
-	fs.StringVar(&cfg.AdminURL, "postgres", cfg.AdminURL, "Postgres superuser URL")
+	fs.StringVar(&cfg.AdminURL, "postgres", cfg.AdminURL, "Postgres superuser URL, or own: a Postgres 15 server of the run's own with the defaults (autovacuum on), started before the system and removed after it")
 	fs.StringVar(&cfg.AMQPURL, "amqp", cfg.AMQPURL, "RabbitMQ URL (the run uses its own vhost)")
 	fs.StringVar(&cfg.ManagementURL, "rabbitmq-management", cfg.ManagementURL, "RabbitMQ management API URL with credentials")
 	fs.DurationVar(&cfg.QuietTimeout, "quiet-timeout", cfg.QuietTimeout, "how long to wait for outboxes, queues and records to settle")
 	fs.DurationVar(&cfg.LivenessBound, "liveness-bound", cfg.LivenessBound, "the longest a claimable outbox row may wait between faults while its relay reports ready")
 	fs.DurationVar(&cfg.LivenessGrace, "liveness-grace", cfg.LivenessGrace, "after a fault's end, or its backlog's drain if later, how long the liveness bound still does not apply")
 	fs.BoolVar(&cfg.Progress, "progress", cfg.Progress, "print a live progress line")
+	cfg.Soak.flags(fs)
 	if compare {
 		fs.StringVar(&cfg.Designs, "designs", cfg.Designs, "the designs to compare, comma-separated parts of their names (e.g. default,mandatory); empty: all")
 	}
@@ -285,6 +287,7 @@ func (c Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.validateCluster()...)
+	errs = append(errs, c.validateSoak()...)
 	if c.HeavyFaults < -1 {
 		errs = append(errs, errors.New("-heavy-faults must be -1 (automatic) or more"))
 	}

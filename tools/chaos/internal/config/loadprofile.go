@@ -119,8 +119,10 @@ func (c *Config) applyProfile(fs *flag.FlagSet, compare bool) error {
 	case "load":
 	case "cluster":
 		return c.applyClusterProfile(fs, compare)
+	case "soak":
+		return c.applySoakProfile(fs)
 	default:
-		return fmt.Errorf("-profile %q: want load, cluster, or none", c.Profile)
+		return fmt.Errorf("-profile %q: want load, cluster, soak, or none", c.Profile)
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })

@@ -1,10 +1,14 @@
 package experiment
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/url"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -122,7 +126,14 @@ func queueDepths(ctx context.Context, sys *harness.System) ([]check.Queue, error
 // idempotency keys), the APIs of the contracts (books, notification records, the
 // provider's emails), both outboxes, the queues and, last, the dead-letter queues, which
 // it empties.
-func collect(ctx context.Context, sys *harness.System, msgs *faults.Messages, history []check.ClientOp) (check.Snapshot, error) {
+//
+// With bulk (the soak, whose hundreds of thousands of orders would take hours at a
+// request each), the notification records and the emails are read from the
+// notification's and the provider's databases in one query each instead, and the
+// contracts' read APIs are asked for a random sample of the orders (bulkSample), whose
+// answers must be exactly what the databases gave: the same records, so the checks on
+// them are the normal run's.
+func collect(ctx context.Context, sys *harness.System, msgs *faults.Messages, history []check.ClientOp, bulk bool) (check.Snapshot, error) {
 	s := check.Snapshot{History: history, InjectedPoison: msgs.InjectedPoison()}
 	var err error
 	if s.Orders, err = collectOrders(ctx, sys); err != nil {
@@ -132,25 +143,7 @@ func collect(ctx context.Context, sys *harness.System, msgs *faults.Messages, hi
 	if s.Books, err = harness.GetAll[check.Book](ctx, "http://"+inv.HTTPAddr+"/books"); err != nil {
 		return s, fmt.Errorf("books: %w", err)
 	}
-
-	// One request per order and per client address: the contracts' read APIs, in parallel.
-	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
-	notification := sys.ProcessesOf("notification")[0]
-	for _, o := range s.Orders {
-		g.Go(func() error {
-			recs, err := harness.GetAll[check.NotificationRecord](gctx, "http://"+notification.HTTPAddr+"/notifications?order_id="+o.ID.String())
-			if err != nil {
-				return fmt.Errorf("notifications of %s: %w", o.ID, err)
-			}
-			mu.Lock()
-			s.Notifications = append(s.Notifications, recs...)
-			mu.Unlock()
-			return nil
-		})
-	}
-	provider := sys.Process("emailprovider")
+	// Every address a client used or an order holds: the emails sent to them.
 	addresses := map[string]bool{}
 	for _, op := range history {
 		addresses[op.Email] = true
@@ -158,19 +151,14 @@ func collect(ctx context.Context, sys *harness.System, msgs *faults.Messages, hi
 	for _, o := range s.Orders {
 		addresses[o.CustomerEmail] = true
 	}
-	for addr := range addresses {
-		g.Go(func() error {
-			emails, err := harness.GetAll[check.SentEmail](gctx, "http://"+provider.HTTPAddr+"/v1/emails?to="+url.QueryEscape(addr))
-			if err != nil {
-				return fmt.Errorf("emails to %s: %w", addr, err)
-			}
-			mu.Lock()
-			s.Emails = append(s.Emails, emails...)
-			mu.Unlock()
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
+	if bulk {
+		if s.Notifications, s.Emails, err = readOutcomesInBulk(ctx, sys, s.Orders, addresses); err != nil {
+			return s, err
+		}
+		if err := sampleAgrees(ctx, sys, s, sys.Cfg.Seed); err != nil {
+			return s, err
+		}
+	} else if s.Notifications, s.Emails, err = readOutcomes(ctx, sys, s.Orders, addresses); err != nil {
 		return s, err
 	}
 
@@ -188,6 +176,162 @@ func collect(ctx context.Context, sys *harness.System, msgs *faults.Messages, hi
 		return s, err
 	}
 	return s, nil
+}
+
+// readOutcomes asks the contracts' read APIs for each order's notification records and
+// each address's emails: one request per order and per address, eight at a time.
+func readOutcomes(ctx context.Context, sys *harness.System, orders []check.Order, addresses map[string]bool) ([]check.NotificationRecord, []check.SentEmail, error) {
+	var mu sync.Mutex
+	var notes []check.NotificationRecord
+	var emails []check.SentEmail
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	notification := sys.ProcessesOf("notification")[0]
+	for _, o := range orders {
+		g.Go(func() error {
+			recs, err := harness.GetAll[check.NotificationRecord](gctx, "http://"+notification.HTTPAddr+"/notifications?order_id="+o.ID.String())
+			if err != nil {
+				return fmt.Errorf("notifications of %s: %w", o.ID, err)
+			}
+			mu.Lock()
+			notes = append(notes, recs...)
+			mu.Unlock()
+			return nil
+		})
+	}
+	provider := sys.Process("emailprovider")
+	for addr := range addresses {
+		g.Go(func() error {
+			got, err := harness.GetAll[check.SentEmail](gctx, "http://"+provider.HTTPAddr+"/v1/emails?to="+url.QueryEscape(addr))
+			if err != nil {
+				return fmt.Errorf("emails to %s: %w", addr, err)
+			}
+			mu.Lock()
+			emails = append(emails, got...)
+			mu.Unlock()
+			return nil
+		})
+	}
+	err := g.Wait()
+	return notes, emails, err
+}
+
+// readOutcomesInBulk reads what readOutcomes asks the APIs for from the databases behind
+// them, a query each: the notification records of the orders, and the emails the
+// provider's account of the run (harness.ProviderAccount) sent to the addresses.
+func readOutcomesInBulk(ctx context.Context, sys *harness.System, orders []check.Order, addresses map[string]bool) ([]check.NotificationRecord, []check.SentEmail, error) {
+	ids := map[uuid.UUID]bool{}
+	for _, o := range orders {
+		ids[o.ID] = true
+	}
+	rows, err := sys.DBs["notification"].Query(ctx, `SELECT order_id, kind, status, idempotency_key, attempts FROM notifications`)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read notification records: %w", err)
+	}
+	var notes []check.NotificationRecord
+	var n check.NotificationRecord
+	_, err = pgx.ForEachRow(rows, []any{&n.OrderID, &n.Kind, &n.Status, &n.IdempotencyKey, &n.Attempts}, func() error {
+		if ids[n.OrderID] {
+			notes = append(notes, n)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("read notification records: %w", err)
+	}
+	rows, err = sys.DBs["emailprovider"].Query(ctx, `
+		SELECT id::text, idempotency_key, recipient, subject, deliveries, created_at
+		FROM emails WHERE account = $1 ORDER BY recipient, created_at, id`, harness.ProviderAccount)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read emails: %w", err)
+	}
+	var emails []check.SentEmail
+	var e check.SentEmail
+	_, err = pgx.ForEachRow(rows, []any{&e.ID, &e.IdempotencyKey, &e.To, &e.Subject, &e.Deliveries, &e.CreatedAt}, func() error {
+		if addresses[e.To] {
+			e.CreatedAt = e.CreatedAt.UTC()
+			emails = append(emails, e)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("read emails: %w", err)
+	}
+	return notes, emails, nil
+}
+
+// bulkSample is how many orders collect's bulk read checks against the APIs.
+const bulkSample = 500
+
+// sampleAgrees asks the contracts' read APIs for the notification records and emails of
+// bulkSample orders drawn with seed, and returns an error unless they are exactly the
+// records of those orders and addresses in s.
+func sampleAgrees(ctx context.Context, sys *harness.System, s check.Snapshot, seed uint64) error {
+	rng := rand.New(rand.NewPCG(seed, 0x62756c6b)) // "bulk"
+	orders := slices.Clone(s.Orders)
+	rng.Shuffle(len(orders), func(i, j int) { orders[i], orders[j] = orders[j], orders[i] })
+	orders = orders[:min(bulkSample, len(orders))]
+	ids, addresses := map[uuid.UUID]bool{}, map[string]bool{}
+	for _, o := range orders {
+		ids[o.ID], addresses[o.CustomerEmail] = true, true
+	}
+	apiNotes, apiEmails, err := readOutcomes(ctx, sys, orders, addresses)
+	if err != nil {
+		return fmt.Errorf("the APIs' sample: %w", err)
+	}
+	var dbNotes []check.NotificationRecord
+	for _, n := range s.Notifications {
+		if ids[n.OrderID] {
+			dbNotes = append(dbNotes, n)
+		}
+	}
+	var dbEmails []check.SentEmail
+	for _, e := range s.Emails {
+		if addresses[e.To] {
+			dbEmails = append(dbEmails, e)
+		}
+	}
+	byNote := func(a, b check.NotificationRecord) int {
+		return cmp.Or(strings.Compare(a.OrderID.String(), b.OrderID.String()), strings.Compare(a.Kind, b.Kind))
+	}
+	byEmail := func(a, b check.SentEmail) int { return strings.Compare(a.ID, b.ID) }
+	for _, l := range [][]check.NotificationRecord{apiNotes, dbNotes} {
+		slices.SortFunc(l, byNote)
+	}
+	for _, l := range [][]check.SentEmail{apiEmails, dbEmails} {
+		slices.SortFunc(l, byEmail)
+	}
+	if !slices.Equal(apiNotes, dbNotes) {
+		return fmt.Errorf("the notification records of %d sampled orders: the API lists %d, the database holds %d, and they differ (%s)", len(orders), len(apiNotes), len(dbNotes), firstDiff(apiNotes, dbNotes))
+	}
+	if !slices.EqualFunc(apiEmails, dbEmails, func(a, b check.SentEmail) bool { return a.ID == b.ID && sameEmail(a, b) }) {
+		return fmt.Errorf("the emails to %d sampled addresses: the API lists %d, the database holds %d, and they differ (%s)", len(addresses), len(apiEmails), len(dbEmails), firstDiff(apiEmails, dbEmails))
+	}
+	return nil
+}
+
+// sameEmail compares two readings of one email, its time to the microsecond the API
+// gives.
+func sameEmail(a, b check.SentEmail) bool {
+	a.CreatedAt, b.CreatedAt = a.CreatedAt.Truncate(time.Microsecond), b.CreatedAt.Truncate(time.Microsecond)
+	return a.CreatedAt.Equal(b.CreatedAt) && a.IdempotencyKey == b.IdempotencyKey && a.To == b.To && a.Subject == b.Subject && a.Deliveries == b.Deliveries
+}
+
+// firstDiff describes the first position where two sorted readings differ.
+func firstDiff[T any](api, db []T) string {
+	for i := range max(len(api), len(db)) {
+		var a, d any = "nothing", "nothing"
+		if i < len(api) {
+			a = api[i]
+		}
+		if i < len(db) {
+			d = db[i]
+		}
+		if fmt.Sprint(a) != fmt.Sprint(d) {
+			return fmt.Sprintf("the API's %+v, the database's %+v", a, d)
+		}
+	}
+	return "the same records"
 }
 
 func collectOrders(ctx context.Context, sys *harness.System) ([]check.Order, error) {

@@ -33,6 +33,12 @@ var ErrViolations = errors.New("invariants violated")
 // Run starts the system, loads it under the fault schedule, waits for quiet, checks
 // every invariant and writes the reports. Progress goes to progress.
 func Run(ctx context.Context, cfg config.Config, progress io.Writer) (*report.Result, error) {
+	return run(ctx, cfg, progress, nil)
+}
+
+// run is Run, and with soak, a soak: it samples the system at the end of each window and
+// adds the soak's windows and verdict to the result.
+func run(ctx context.Context, cfg config.Config, progress io.Writer, soak *soakInfo) (*report.Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -56,6 +62,13 @@ func Run(ctx context.Context, cfg config.Config, progress io.Writer) (*report.Re
 	if cfg.Cluster {
 		say("cluster: %d broker nodes killed, %d stopped for %v or more, %d Postgres failovers", cfg.NodeLosses, cfg.NodeLosses, cfg.NodeDown, cfg.Failovers)
 	}
+
+	stopPostgres, err := ownPostgres(ctx, &cfg, progress)
+	if err != nil {
+		return nil, err
+	}
+	// Stopped after the system (deferred before it), keeping its log with the run's.
+	defer stopPostgres(filepath.Join(res.ReportDir, "logs"))
 
 	var cluster *harness.Cluster
 	if cfg.Cluster {
@@ -114,6 +127,11 @@ func Run(ctx context.Context, cfg config.Config, progress io.Writer) (*report.Re
 	res.LoadStart = time.Now()
 	liveness := startLiveness(ctx, sys, cfg)
 	defer liveness.stop() // finish stops it first on the way to a verdict
+	var sampler *soakSampler
+	if soak != nil {
+		sampler = startSoak(ctx, sys, cfg, *soak, res.LoadStart)
+		defer sampler.stop()
+	}
 	faultsDone := make(chan struct{})
 	go func() { defer close(faultsDone); in.Run(loadCtx, res.LoadStart) }()
 	progressDone := make(chan struct{})
@@ -136,19 +154,30 @@ func Run(ctx context.Context, cfg config.Config, progress io.Writer) (*report.Re
 	say("%s after %v", res.Quiet.Reason, res.Quiet.Waited.Round(time.Second))
 	sampled := liveness.finish()
 
-	snap, err := collect(ctx, sys, msgs, history)
+	collectStart := time.Now()
+	snap, err := collect(ctx, sys, msgs, history, cfg.Soak.On)
 	if err != nil {
 		return nil, fmt.Errorf("collect: %w", err)
 	}
+	collected := time.Since(collectStart)
+	say("collected %d orders, %d notification records and %d emails in %v", len(snap.Orders), len(snap.Notifications), len(snap.Emails), collected.Round(time.Millisecond))
 	for _, f := range in.FaultResults() {
 		if f.Check != nil {
 			snap.FaultChecks = append(snap.FaultChecks, f)
 		}
 	}
 	snap.Faults, snap.Liveness = in.FaultResults(), sampled
+	checkStart := time.Now()
 	res.Verdicts = check.Check(snap)
 	res.Violations = check.ViolationCount(res.Verdicts)
 	res.Passed = check.Passed(res.Verdicts)
+	checked := time.Since(checkStart)
+	say("checked the invariants in %v", checked.Round(time.Millisecond))
+	if sampler != nil {
+		res.Soak = sampler.finish(ctx, snap, in.FaultResults(), res.Passed)
+		res.Soak.Collect, res.Soak.Check = collected, checked
+		res.Passed = res.Soak.Passed
+	}
 	res.Faults = in.FaultResults()
 	res.FaultCounts = report.CountFaults(res.Faults)
 	res.OutboxRecovery = check.Recoveries(sampled, res.Faults)
@@ -164,10 +193,32 @@ func Run(ctx context.Context, cfg config.Config, progress io.Writer) (*report.Re
 	res.Posts = report.SummarizePosts(res.LoadStart, res.LoadEnd, history, res.Faults, snap.Orders, snap.Emails)
 	report.AddClientRecovery(res.Faults, history, snap.Orders, snap.Emails)
 	res.Finished = time.Now()
+	writeStart := time.Now()
 	if err := report.Write(res, snap); err != nil {
 		return res, err
 	}
+	say("wrote the reports in %v; the run's end took %v from quiet", time.Since(writeStart).Round(time.Millisecond), time.Since(collectStart).Round(time.Millisecond))
 	return res, nil
+}
+
+// ownPostgres starts a Postgres server of the run's own when cfg asks for one
+// (-postgres own) and points cfg at it. stop copies the server's log into logDir, stops
+// it and removes it; without -postgres own there is nothing to stop.
+func ownPostgres(ctx context.Context, cfg *config.Config, progress io.Writer) (stop func(logDir string), err error) {
+	if !cfg.OwnPostgres() {
+		return func(string) {}, nil
+	}
+	own, err := harness.StartOwnPostgres(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("postgres of the run's own: %w", err)
+	}
+	cfg.AdminURL = own.AdminURL()
+	fmt.Fprintf(progress, "chaos: Postgres of the run's own at %s (the defaults: autovacuum on)\n", cfg.AdminURL)
+	return func(logDir string) {
+		if err := own.Close(logDir); err != nil {
+			fmt.Fprintf(progress, "chaos: stopping the run's own Postgres: %v\n", err)
+		}
+	}, nil
 }
 
 // stockBooks reads the seeded catalogue and sets its stock: plenty of most titles, and

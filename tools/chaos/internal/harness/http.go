@@ -20,8 +20,11 @@ const (
 	ReaderProviderKey       = "chaos-reader-key-0123456789abcdef0123"
 )
 
+// ProviderAccount is the provider's account both keys send and read for.
+const ProviderAccount = "bookstore"
+
 // ProviderAPIKeys is the provider's EMAILPROVIDER_API_KEYS in a chaos run.
-const ProviderAPIKeys = "bookstore:" + NotificationProviderKey + ",bookstore:" + ReaderProviderKey
+const ProviderAPIKeys = ProviderAccount + ":" + NotificationProviderKey + "," + ProviderAccount + ":" + ReaderProviderKey
 
 // getJSON GETs u and decodes its JSON answer into out.
 func getJSON(ctx context.Context, u string, out any) error {

@@ -270,6 +270,16 @@ func (p *Process) upFor() time.Duration {
 	return time.Since(p.startedAt)
 }
 
+// Pid returns the process id of the current process, 0 while it is down.
+func (p *Process) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.exited() {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // Held reports whether a heavy fault keeps the process frozen or down.
 func (p *Process) Held() bool {
 	p.mu.Lock()

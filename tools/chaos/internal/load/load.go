@@ -108,12 +108,17 @@ func Plan(cfg config.Config, books []uuid.UUID, baseURLs []string) *OrderLoad {
 }
 
 // Run sends every operation at its time and returns when all have ended.
-func (l *OrderLoad) Run(ctx context.Context) []check.ClientOp {
+func (l *OrderLoad) Run(ctx context.Context) []check.ClientOp { return l.RunSending(ctx, ctx) }
+
+// RunSending is Run that starts no operation once sending ends, and returns when the
+// operations it started have ended (each within ctx). With a rate beyond what the system
+// answers, the in-flight cap makes it a closed loop of that many customers.
+func (l *OrderLoad) RunSending(ctx, sending context.Context) []check.ClientOp {
 	start := time.Now()
 	sem := make(chan struct{}, l.maxInFlight)
 	var wg sync.WaitGroup
 	for i := range l.Ops {
-		if !harness.Sleep(ctx, time.Until(start.Add(l.at[i]))) {
+		if !harness.Sleep(sending, time.Until(start.Add(l.at[i]))) {
 			break
 		}
 		select {
@@ -124,10 +129,10 @@ func (l *OrderLoad) Run(ctx context.Context) []check.ClientOp {
 			l.Delayed.Add(1)
 			select {
 			case sem <- struct{}{}:
-			case <-ctx.Done():
+			case <-sending.Done():
 			}
 		}
-		if ctx.Err() != nil {
+		if sending.Err() != nil {
 			break
 		}
 		l.Sent.Add(1)

@@ -305,6 +305,7 @@ func PrintSummary(w io.Writer, r *Result) {
 			fmt.Fprintf(w, "  (%d) %s: %s: %s\n", v.Invariant, e.Kind, e.Subject, e.Detail)
 		}
 	}
+	PrintSoak(w, r.Soak)
 	fmt.Fprintf(w, "\nreport: %s\n", filepath.Join(r.ReportDir, "report.html"))
 }
 
@@ -387,6 +388,11 @@ func Write(r *Result, snap check.Snapshot) error {
 	}
 	if err := write("snapshot.json", snap); err != nil {
 		return err
+	}
+	if r.Soak != nil {
+		if err := writeSoak(r.ReportDir, r.Soak); err != nil {
+			return err
+		}
 	}
 	var sum strings.Builder
 	PrintSummary(&sum, r)

@@ -54,4 +54,5 @@ type Result struct {
 	// OutboxRecovery is each fault's recovery of the outboxes (invariant 12's samples):
 	// from its end to a publication again and to the drain of what was written before.
 	OutboxRecovery []check.FaultRecovery `json:"outbox_recovery,omitempty"`
+	Soak           *SoakReport           `json:"soak,omitempty"` // make soak's windows and verdict (soak.go)
 }
