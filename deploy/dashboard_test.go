@@ -435,7 +435,7 @@ func startSystem(t *testing.T, binaries map[string]string, services []string, am
 			"EMAILPROVIDER_ADMIN": "1",
 			"PROVIDER_TIMEOUT":    "500ms", // notification gives up on a stalled send sooner
 			// notification's key at the provider, and the test's own in the same account
-			"EMAILPROVIDER_API_KEYS": "bookstore:" + dashboardNotificationKey + ",bookstore:" + dashboardKey,
+			"EMAILPROVIDER_API_KEYS": "bookstore:" + dashboardNotificationKey + ":send,read,bookstore:" + dashboardKey + ":send,read,admin",
 			"EMAILPROVIDER_API_KEY":  dashboardNotificationKey,
 		}
 		if u, ok := sys.urls["emailprovider"]; ok {

@@ -21,7 +21,7 @@ const (
 )
 
 // ProviderAPIKeys is the provider's EMAILPROVIDER_API_KEYS in a chaos run.
-const ProviderAPIKeys = "bookstore:" + NotificationProviderKey + ",bookstore:" + ReaderProviderKey
+const ProviderAPIKeys = "bookstore:" + NotificationProviderKey + ":send,read,bookstore:" + ReaderProviderKey + ":read,admin"
 
 // getJSON GETs u and decodes its JSON answer into out.
 func getJSON(ctx context.Context, u string, out any) error {
