@@ -40,6 +40,7 @@ echo "` + name + ` admin ${DATABASE_ADMIN_URL-unset}"
 echo "` + name + ` amqp ${AMQP_URL-unset}"
 echo "` + name + ` db ${DATABASE_URL-unset}"
 echo "` + name + ` inventory-admin ${INVENTORY_ADMIN-unset} provider-admin ${EMAILPROVIDER_ADMIN-unset}"
+echo "` + name + ` provider-keys ${EMAILPROVIDER_API_KEYS-unset} provider-key ${EMAILPROVIDER_API_KEY-unset}"
 echo "` + name + ` args [$*] pid $$ ORDERING_RELAY=${ORDERING_RELAY-unset} STOREFRONT_RELAY_PID=${STOREFRONT_RELAY_PID-unset}"
 trap 'echo TERM > "` + filepath.Join(dir, name) + `${1:+-$1}.stopped"; exit 0' TERM
 if [[ -n "` + exit + `" ]]; then sleep 1; echo "` + name + ` failing"; exit ` + exit + `; fi
@@ -411,4 +412,58 @@ func TestRunScriptRunsTheRelayApartWithDemos(t *testing.T) {
 	}
 	interrupt(t, cmd, out, done)
 	checkStopped(t, bin, out, "ordering", "ordering-relay", "emailprovider", "storefront")
+}
+
+// TestRunScriptGivesEachProcessOnlyTheSecretsItUses: make run hands each secret only to
+// the process that uses it. The provider's list of keys goes to the provider alone, each
+// caller's own key to that caller, the local superuser's URL to the services that own a
+// database, never the storefront; and the storefront's key may read, and administer the
+// provider's faults only with its demos on, never send.
+func TestRunScriptGivesEachProcessOnlyTheSecretsItUses(t *testing.T) {
+	t.Parallel()
+	all := []string{"ordering", "inventory", "notification", "emailprovider", "storefront"}
+	for _, demos := range []string{"0", "1"} {
+		t.Run("STOREFRONT_DEMOS="+demos, func(t *testing.T) {
+			t.Parallel()
+			bin := t.TempDir()
+			for _, name := range all {
+				standIn(t, bin, name, "")
+			}
+			cmd, out, done := startRunScript(t, bin, "STOREFRONT_DEMOS="+demos)
+			waitOutput(t, out, "running: ")
+			for _, name := range all {
+				waitOutput(t, out, fmt.Sprintf("%-14s | %s args", name, name))
+			}
+			interrupt(t, cmd, out, done)
+
+			line := regexp.MustCompile(`(?m)^(\S+) +\| \S+ (admin|provider-keys) (\S+)(?: provider-key (\S+))?$`)
+			admin, keys, key := map[string]string{}, map[string]string{}, map[string]string{}
+			for _, m := range line.FindAllStringSubmatch(out.String(), -1) {
+				if m[2] == "admin" {
+					admin[m[1]] = m[3]
+				} else {
+					keys[m[1]], key[m[1]] = m[3], m[4]
+				}
+			}
+			for _, name := range all {
+				if name != "emailprovider" && keys[name] != "unset" {
+					t.Errorf("%s holds the provider's list of keys: %s", name, keys[name])
+				}
+				if (name == "notification" || name == "storefront") == (key[name] == "unset") {
+					t.Errorf("%s's EMAILPROVIDER_API_KEY: %s, want one for notification and the storefront only", name, key[name])
+				}
+				if (name == "storefront") != (admin[name] == "unset") {
+					t.Errorf("%s's DATABASE_ADMIN_URL: %s, want one for every service with a database and none for the storefront", name, admin[name])
+				}
+			}
+			storefrontScopes := "read"
+			if demos == "1" {
+				storefrontScopes = "read,admin"
+			}
+			want := "bookstore:" + key["notification"] + ":send,read,bookstore:" + key["storefront"] + ":" + storefrontScopes
+			if keys["emailprovider"] != want {
+				t.Errorf("the provider's EMAILPROVIDER_API_KEYS = %s, want %s", keys["emailprovider"], want)
+			}
+		})
+	}
 }

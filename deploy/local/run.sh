@@ -5,7 +5,9 @@
 # 127.0.0.1 only); variables set in this shell (LOG_LEVEL=debug, OTEL_EXPORTER_OTLP_ENDPOINT,
 # ...) reach all four. One more is set here: DATABASE_ADMIN_URL, the local superuser, so
 # each service creates its own role and database on a fresh machine (the services' own
-# default is empty: no superuser unless given one). Set it empty to start without it.
+# default is empty: no superuser unless given one), given to the four services that own
+# a database and not to the storefront. Set it empty to start without it. Every secret
+# made here goes only to the process that uses it.
 # And INVENTORY_ADMIN=1, which lets inventory take PUT /books/{id} (creating books and
 # setting their stock; off by default): `make run` listens on loopback only and is where
 # one tries the system out. INVENTORY_ADMIN=0 in this shell runs without it.
@@ -39,8 +41,10 @@
 set -uo pipefail
 
 # `-`, not `:-`: DATABASE_ADMIN_URL= (set, empty) is kept, and the services then assume
-# their roles and databases exist.
-export DATABASE_ADMIN_URL="${DATABASE_ADMIN_URL-postgres://postgres@localhost:5432/postgres?sslmode=disable}"
+# their roles and databases exist. Not exported: the services with a database get it,
+# below, and the storefront does not.
+database_admin_url="${DATABASE_ADMIN_URL-postgres://postgres@localhost:5432/postgres?sslmode=disable}"
+unset DATABASE_ADMIN_URL
 export INVENTORY_ADMIN="${INVENTORY_ADMIN:-1}"
 # With traces sent somewhere (OTEL_EXPORTER_OTLP_ENDPOINT), the storefront links each
 # step to its trace in a Jaeger on localhost:16686 unless JAEGER_URL says where.
@@ -53,13 +57,20 @@ if [[ ${STOREFRONT_DEMOS:-0} == 1 ]]; then
   export EMAILPROVIDER_ADMIN="${EMAILPROVIDER_ADMIN:-1}"
 fi
 
-# The email provider answers only its callers: notification, which sends, and the
-# storefront, which shows each order's email, each with an API key of its own in account
-# bookstore (32 hex characters, made afresh for each run).
+# The email provider answers only its callers, each with an API key of its own in account
+# bookstore (32 hex characters, made afresh for each run) and the scopes it needs:
+# notification sends and reads what it sent; the storefront only reads each order's
+# email, and with demos on also sets the provider's faults (admin). The list goes to the
+# provider alone, each key to its caller alone.
 random_key() { od -An -N16 -tx1 /dev/urandom | tr -d ' \n'; }
 notification_provider_key="$(random_key)"
 storefront_provider_key="$(random_key)"
-export EMAILPROVIDER_API_KEYS="bookstore:$notification_provider_key,bookstore:$storefront_provider_key"
+storefront_provider_scopes=read
+if [[ $demos == 1 ]]; then
+  storefront_provider_scopes=read,admin
+fi
+provider_api_keys="bookstore:$notification_provider_key:send,read,bookstore:$storefront_provider_key:$storefront_provider_scopes"
+unset EMAILPROVIDER_API_KEYS EMAILPROVIDER_API_KEY
 
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 bin_dir="${BIN_DIR:-$root/bin}"
@@ -131,8 +142,10 @@ for i in "${!services[@]}"; do
   fi
   if [[ $name != storefront ]]; then
     vars+=("DATABASE_URL=postgres://$name:$name-dev@localhost:5432/$name?sslmode=disable")
+    vars+=("DATABASE_ADMIN_URL=$database_admin_url")
   fi
   case $name in
+  emailprovider) vars+=("EMAILPROVIDER_API_KEYS=$provider_api_keys") ;;
   notification) vars+=("EMAILPROVIDER_API_KEY=$notification_provider_key") ;;
   storefront) vars+=("EMAILPROVIDER_API_KEY=$storefront_provider_key") ;;
   esac
