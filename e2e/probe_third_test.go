@@ -1,9 +1,18 @@
 package e2e
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/bookstore-go/bookstore/services/contracts"
+	"github.com/bookstore-go/bookstore/services/platform/broker"
+	"github.com/bookstore-go/bookstore/services/platform/event"
+	"github.com/bookstore-go/bookstore/testenv"
 )
 
 // The third security review's probes, against the running system: each caller may do
@@ -47,5 +56,42 @@ func TestTheStorefrontsKeyMayReadButNotSend(t *testing.T) {
 	}
 	if forged := s.emailsTo("forged.recipient@example.org"); len(forged) != 0 {
 		t.Errorf("the storefront's key sent: %+v", forged)
+	}
+}
+
+// A stock event for an order ordering never placed, published on bookstore.events by a
+// broker user that is not inventory's (an administrator's login, another service's user),
+// reaches ordering's and notification's queues and is dead-lettered by both, unread:
+// no record, no email to the recipient it names, whose reason text would have been the
+// email's body.
+func TestAStockEventFromAnyoneButInventoryIsDeadLetteredAndEmailsNobody(t *testing.T) {
+	t.Parallel()
+	s := startSystem(t, nil)
+	stranger := testenv.BrokerUser(t, s.AMQPURL)
+	order := uuid.Must(uuid.NewV7())
+	env, err := event.New(contracts.InventorySource, contracts.StockRejected, order.String(), 1, contracts.StockRejectedData{
+		OrderID: order, CustomerEmail: "forged.recipient@example.org", Reason: "verify your account at https://example.org/phish",
+		Lines: []contracts.Line{{BookID: uuid.MustParse(bookID(1)), Quantity: 1}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(env)
+	sut.Publish(t, stranger, broker.Message{RoutingKey: env.Type, Publishing: broker.EventPublishing(env.ID, env.Type, "inventory", env.Time, body)})
+
+	for _, c := range []struct{ service, queue string }{
+		{"ordering", contracts.QueueOrderingStockEvents}, {"notification", contracts.QueueNotificationStockEvents},
+	} {
+		dlq := broker.Queue{Name: c.queue}.DLQ()
+		testenv.Eventually(t, 30*time.Second, "the forged event in "+dlq, func() bool { return testenv.QueueDepth(t, s.AMQPURL, dlq) == 1 })
+		if got := testenv.Metric(t, s.URL[c.service], "bookstore_consumer_poison_total", `queue="`+c.queue+`"`, `reason="producer"`); got != 1 {
+			t.Errorf("%s's poison{reason=producer} = %v, want 1", c.service, got)
+		}
+	}
+	if got := s.notifications(order.String()); len(got) != 0 {
+		t.Errorf("notification made %d records of the forged event: %+v", len(got), got)
+	}
+	if got := s.emailsTo("forged.recipient@example.org"); len(got) != 0 {
+		t.Errorf("the forged event was emailed: %+v", got)
 	}
 }

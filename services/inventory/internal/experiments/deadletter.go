@@ -63,6 +63,7 @@ func (l *Lab) InboxSameIDDifferentContent(ctx context.Context) (DeadLetterResult
 		Queue:       contracts.QueueInventoryOrderPlaced,
 		Topology:    contracts.Topology,
 		Types:       stock.OrderEventTypes,
+		Producer:    conn.Login(), // the experiment publishes ordering's events itself, below
 		Concurrency: 1,
 	}, svc.HandleOrderEvent)
 	if err != nil {
