@@ -712,3 +712,17 @@ func TestComposeGivesTheStorefrontsProviderKeyReadOnly(t *testing.T) {
 		t.Errorf("the k8s local overlay's emailprovider-api-keys lacks %q", want)
 	}
 }
+
+// TestComposeRotatesEveryContainersLog: a client that makes a service log what it
+// refuses, or a container that logs in a loop, cannot fill the disk: every container's
+// log is rotated, a few files of a few MB each.
+func TestComposeRotatesEveryContainersLog(t *testing.T) {
+	t.Parallel()
+	p := loadCompose(t, []string{"*"}, composeFile)
+	for name, s := range p.Services {
+		l := s.Logging
+		if l == nil || l.Driver != "json-file" || l.Options["max-size"] == "" || l.Options["max-file"] == "" {
+			t.Errorf("%s: logging %+v, want json-file with max-size and max-file", name, l)
+		}
+	}
+}

@@ -175,3 +175,58 @@ func TestThousandsOfIdleConnectionsLeaveAServiceAnsweringInBoundedMemory(t *test
 		t.Errorf("ordering's memory grew by %d KB with %d idle connections, want at most 40 MB", grown, n)
 	}
 }
+
+// Refused requests are logged at a bounded rate against the running system: 2,000 404s
+// to ordering from one client write a few dozen access lines, the rest counted in
+// bookstore_http_refused_unlogged_total; and the storefront's journey of an order nobody
+// placed asks ordering alone, so inventory and notification log nothing of it.
+func TestRefusedRequestsLogAtABoundedRateAndAnUnknownJourneyAsksOrderingAlone(t *testing.T) {
+	t.Parallel()
+	s := startSystem(t, nil)
+	sf := sut.StartProcess(t, testenv.Build(t, "github.com/bookstore-go/bookstore/services/storefront/cmd/storefront"), nil, map[string]string{
+		"ORDERING_URL": s.URL["ordering"], "INVENTORY_URL": s.URL["inventory"], "NOTIFICATION_URL": s.URL["notification"],
+		"EMAILPROVIDER_URL": s.URL["emailprovider"],
+	})
+	id := uuid.Must(uuid.NewV7()).String()
+	resp, err := http.Get(sf.Base + "/api/orders/" + id + "/journey")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("the journey of an order nobody placed: %d, want 404", resp.StatusCode)
+	}
+	testenv.Eventually(t, 10*time.Second, "ordering's line of the unknown order", func() bool { return strings.Contains(s.logs("ordering"), id) })
+	for _, service := range []string{"inventory", "notification"} {
+		if strings.Contains(s.logs(service), id) {
+			t.Errorf("%s was asked about the unknown order %s", service, id)
+		}
+	}
+	if got := strings.Count(s.logs("ordering"), id); got != 1 {
+		t.Errorf("ordering logged the unknown order %d times, want once", got)
+	}
+
+	accessLines := func(service string) int { return strings.Count(s.logs(service), `"msg":"http request"`) }
+
+	before, beforeBytes := accessLines("ordering"), len(s.logs("ordering"))
+	const n = 2000
+	client := &http.Client{}
+	start := time.Now()
+	for i := range n {
+		resp, err := client.Get(s.URL["ordering"] + "/no-such-path-" + strconv.Itoa(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	elapsed := time.Since(start)
+	lines, grew := accessLines("ordering")-before, len(s.logs("ordering"))-beforeBytes
+	t.Logf("%d refused requests in %v: %d access lines, %d log bytes (%d a request)", n, elapsed, lines, grew, grew/n)
+	if max := 20 + int(elapsed.Seconds()*5) + 1; lines > max {
+		t.Errorf("%d refused requests in %v wrote %d access lines, want at most %d", n, elapsed, lines, max)
+	}
+	if got := testenv.Metric(t, s.URL["ordering"], "bookstore_http_refused_unlogged_total"); int(got)+lines < n {
+		t.Errorf("bookstore_http_refused_unlogged_total = %v beside %d lines, want the %d refusals between them", got, lines, n)
+	}
+}
