@@ -123,7 +123,6 @@ func (s *statusRecorder) WriteHeader(code int) {
 	s.ResponseWriter.WriteHeader(code)
 }
 
-
 // The access log's sampling of requests that went wrong, per API and per class (4xx,
 // 5xx): RefusedLogBurst lines at once, then RefusedLogRate a second. 13,174 refused
 // requests in 3 s from one connection once wrote 5.7 MB of log, and compose keeps a
