@@ -49,7 +49,7 @@ func Serve(ctx context.Context, addr string, hosts Hosts, h http.Handler, log *s
 	}
 	ln := newLimitListener(tcp, MaxConns)
 	srv := &http.Server{
-		Handler:           RequireHost(hosts, h),
+		Handler:           closeAfterTransferCoding(RequireHost(hosts, h)),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      WriteTimeout,
@@ -154,4 +154,20 @@ func (l *limitListener) track(c net.Conn, state http.ConnState) {
 			l.conns[c] = connState{since: time.Now()}
 		}
 	}
+}
+
+// closeAfterTransferCoding closes the connection after answering a request whose body
+// came in a transfer coding (chunked). net/http reads such a body by its coding and drops
+// a Content-Length sent beside it, as RFC 9112 §6.3 asks, but keeps the connection open,
+// where the RFC says it must be closed: a proxy in front that went by the Content-Length
+// would have forwarded the rest of the bytes as a request of their own (smuggling). The
+// Content-Length is gone by the time a handler runs, so every request with a transfer
+// coding closes its connection; the services' own clients send sized bodies.
+func closeAfterTransferCoding(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(r.TransferEncoding) > 0 {
+			w.Header().Set("Connection", "close")
+		}
+		h.ServeHTTP(w, r)
+	})
 }

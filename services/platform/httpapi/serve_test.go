@@ -114,3 +114,36 @@ func TestAnIdleConnectionIsClosedSoon(t *testing.T) {
 	}
 	t.Logf("an idle connection closed after %v", time.Since(start))
 }
+
+// A request that declares both Content-Length and Transfer-Encoding is answered and its
+// connection closed (RFC 9112 §6.3): a proxy in front that went by the Content-Length
+// would take the rest of the bytes for the next request, and the server must not serve
+// what the proxy never saw as one. The request pipelined behind it gets no answer.
+func TestARequestWithContentLengthAndTransferEncodingClosesItsConnection(t *testing.T) {
+	t.Parallel()
+	addr := serveOK(t)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	smuggled := "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" +
+		"GET /smuggled HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+	if _, err := io.WriteString(c, smuggled); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	r := bufio.NewReader(c)
+	first, err := http.ReadResponse(r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, first.Body)
+	first.Body.Close()
+	if second, err := http.ReadResponse(r, nil); err == nil {
+		t.Fatalf("the request pipelined behind Content-Length and Transfer-Encoding was answered %s; want the connection closed after the first", second.Status)
+	}
+	if !first.Close {
+		t.Errorf("the answer to Content-Length with Transfer-Encoding did not say Connection: close")
+	}
+}
