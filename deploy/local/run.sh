@@ -22,7 +22,12 @@
 # And each broker client's AMQP_URL: ordering, inventory and notification log in to the
 # local RabbitMQ as their own users, with the permissions deploy/rabbitmq/definitions.json
 # gives them under docker compose too (services.sh creates them; the password is compose's,
-# <user>-dev). An AMQP_URL set in this shell goes to all of them instead. Likewise each
+# <user>-dev), on a virtual host of their own, RABBITMQ_VHOST (default bookstore), which
+# this script prepares through RABBITMQ_MANAGEMENT_URL (rabbitmq-users.sh): the users'
+# permissions and the policies there, no permission at all for guest, whose password
+# everyone knows, and an administrator, <vhost>-admin, with a password made afresh for
+# each run and printed below, as compose's broker has admin instead of guest. An AMQP_URL
+# set in this shell goes to all of them instead, and the broker is left as it is. Likewise each
 # service's DATABASE_URL names its role with compose's password, <service>-dev: the local
 # Postgres trusts loopback and ignores it, compose's checks it (`make run SERVERS=compose`
 # runs against compose's Postgres and RabbitMQ; docs/docker.md). Every log line is
@@ -74,6 +79,23 @@ unset EMAILPROVIDER_API_KEYS EMAILPROVIDER_API_KEY
 
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 bin_dir="${BIN_DIR:-$root/bin}"
+
+# The services' vhost on the broker, unless this shell chose one AMQP_URL for all.
+vhost=""
+if [[ -z ${AMQP_URL+set} ]]; then
+  vhost="${RABBITMQ_VHOST:-bookstore}"
+  if [[ ! $vhost =~ ^[A-Za-z0-9._-]+$ ]]; then
+    echo "RABBITMQ_VHOST=$vhost: want letters, digits, '.', '_' and '-' only" >&2
+    exit 1
+  fi
+  broker_admin="$vhost-admin"
+  broker_admin_password="$(random_key)"
+  if ! RABBITMQ_VHOST="$vhost" RABBITMQ_ADMIN_USER="$broker_admin" RABBITMQ_ADMIN_PASSWORD="$broker_admin_password" \
+    "$root/deploy/local/rabbitmq-users.sh"; then
+    echo "could not prepare the services' vhost $vhost on the broker (RABBITMQ_MANAGEMENT_URL, see above)" >&2
+    exit 1
+  fi
+fi
 ready_timeout="${READY_TIMEOUT:-30}"
 services=(ordering inventory notification emailprovider storefront)
 ports=(8081 8082 8083 8084 8080)
@@ -138,7 +160,7 @@ for i in "${!services[@]}"; do
   # and the storefront use no broker.
   vars=()
   if [[ -z ${AMQP_URL+set} && $name != emailprovider && $name != storefront ]]; then
-    vars+=("AMQP_URL=amqp://$name:$name-dev@localhost:5672/")
+    vars+=("AMQP_URL=amqp://$name:$name-dev@localhost:5672/$vhost")
   fi
   if [[ $name != storefront ]]; then
     vars+=("DATABASE_URL=postgres://$name:$name-dev@localhost:5432/$name?sslmode=disable")
@@ -201,14 +223,19 @@ fi
 
 # The services block of urls.sh; Jaeger, Grafana and the rest come with `make up`.
 "$root/deploy/urls.sh" | sed -n '1,/^$/p'
-# Its login: RABBITMQ_MANAGEMENT_URL's (admin / admin under SERVERS=compose), else guest's.
-login="guest / guest"
-if [[ ${RABBITMQ_MANAGEMENT_URL-} == *://*:*@* ]]; then
-  login="${RABBITMQ_MANAGEMENT_URL#*://}"
-  login="${login%%@*}"
-  login="${login%%:*} / ${login#*:}"
+# Its login: the services' vhost's administrator, made above; with one AMQP_URL for all,
+# RABBITMQ_MANAGEMENT_URL's (admin / admin under SERVERS=compose), else guest's.
+if [[ -n $vhost ]]; then
+  echo "  RabbitMQ management   http://localhost:15672                ($broker_admin / $broker_admin_password; vhost $vhost, where the services log in as ordering, inventory, notification and guest may do nothing)"
+else
+  login="guest / guest"
+  if [[ ${RABBITMQ_MANAGEMENT_URL-} == *://*:*@* ]]; then
+    login="${RABBITMQ_MANAGEMENT_URL#*://}"
+    login="${login%%@*}"
+    login="${login%%:*} / ${login#*:}"
+  fi
+  echo "  RabbitMQ management   http://localhost:15672                ($login; every service logs in with this shell's AMQP_URL)"
 fi
-echo "  RabbitMQ management   http://localhost:15672                ($login; the services log in as ordering, inventory, notification)"
 echo
 echo "running: ${names[*]} (Ctrl-C stops them)"
 
