@@ -100,15 +100,17 @@ func newLimitListener(ln net.Listener, max int) *limitListener {
 	return &limitListener{Listener: ln, max: max, conns: map[net.Conn]connState{}}
 }
 
-// Accept returns the next connection it has room for.
+// Accept returns the next connection it has room for, its requests' header sections
+// checked (strictConn).
 func (l *limitListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
 		}
-		if l.admit(c) {
-			return c, nil
+		sc := &strictConn{Conn: c}
+		if l.admit(sc) {
+			return sc, nil
 		}
 		_ = c.Close()
 	}
