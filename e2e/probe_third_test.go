@@ -243,3 +243,54 @@ func TestATitleWithControlOrBidiCharactersIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// The framing probes against the running system: a body labelled gzip is 415 naming
+// Content-Encoding, and places no order; a request with Content-Length beside
+// Transfer-Encoding, a bare LF or a folded header gets its answer (400 for the last two)
+// and its connection closed, so the request smuggled behind it is never served.
+func TestAMisframedOrEncodedRequestIsRefusedAndItsConnectionClosed(t *testing.T) {
+	t.Parallel()
+	s := startSystem(t, nil)
+	s.setStock(bookID(1), "Dune", 10)
+	order := `{"customer_email":"ada@example.com","lines":[{"book_id":"` + bookID(1) + `","quantity":1}]}`
+	p := probe{method: "POST", path: "/orders", header: []string{"Idempotency-Key", "gzip-probe", "Content-Encoding", "gzip"}, body: order, status: 415, names: "Content-Encoding"}
+	if status, problem, raw := send(t, s.URL["ordering"], p); status != p.status || problem == nil || !strings.Contains(raw, p.names) {
+		t.Errorf("a JSON body labelled gzip: %d %s, want 415 naming Content-Encoding", status, raw)
+	}
+	if st := changes(t, s); st.orders != 0 {
+		t.Errorf("a JSON body labelled gzip placed %d orders", st.orders)
+	}
+
+	addr := strings.TrimPrefix(s.URL["ordering"], "http://")
+	smuggled := "GET /orders/" + bookID(9) + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+	for name, raw := range map[string]string{
+		"Content-Length beside Transfer-Encoding": "POST /orders HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nIdempotency-Key: te\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+		"a bare LF":       "GET /healthz HTTP/1.1\nHost: 127.0.0.1\n\n",
+		"a folded header": "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Probe: a\r\n b\r\n\r\n",
+	} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(c, raw+smuggled); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		r := bufio.NewReader(c)
+		first, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Errorf("%s: no answer: %v", name, err)
+			c.Close()
+			continue
+		}
+		_, _ = io.Copy(io.Discard, first.Body)
+		first.Body.Close()
+		if name != "Content-Length beside Transfer-Encoding" && first.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s: answered %s, want 400", name, first.Status)
+		}
+		if second, err := http.ReadResponse(r, nil); err == nil {
+			t.Errorf("%s: the request smuggled behind it was answered %s; want the connection closed", name, second.Status)
+		}
+		c.Close()
+	}
+}
