@@ -22,7 +22,7 @@ import (
 	"github.com/bookstore-go/bookstore/testenv"
 )
 
-// The third security review's probes, against the running system: each caller may do
+// Probes of what each caller may do, against the running system: each caller may do
 // what its role needs and no more, events are taken only from their producer, and what a
 // client sends bounds its connections, log lines and answers.
 
@@ -133,7 +133,7 @@ func fds(t *testing.T, pid int) int {
 // One client holding thousands of idle keep-alive connections to ordering: the service
 // keeps at most httpapi.MaxConns (1,024) of them, closing the idle ones past it, so its
 // file descriptors stay bounded, its memory grows no further from 3,000 connections to
-// 6,000 (about 23 KB a connection before: 68 MB for 3,000), and /healthz answers at once.
+// 6,000 (about 23 KB a connection held), and /healthz answers at once.
 func TestThousandsOfIdleConnectionsLeaveAServiceAnsweringInBoundedMemory(t *testing.T) {
 	t.Parallel()
 	s := startSystem(t, nil)

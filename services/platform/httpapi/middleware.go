@@ -124,9 +124,9 @@ func (s *statusRecorder) WriteHeader(code int) {
 }
 
 // The access log's sampling of requests that went wrong, per API and per class (4xx,
-// 5xx): RefusedLogBurst lines at once, then RefusedLogRate a second. 13,174 refused
-// requests in 3 s from one connection once wrote 5.7 MB of log, and compose keeps a
-// service's log whole.
+// 5xx): RefusedLogBurst lines at once, then RefusedLogRate a second. A line is about
+// 400 bytes, and one connection can be refused thousands of times a second: unsampled,
+// a client would choose how fast the log grows.
 const (
 	RefusedLogBurst = 20
 	RefusedLogRate  = 5.0 // lines a second

@@ -27,9 +27,9 @@ const ShutdownTimeout = 10 * time.Second
 // MaxConns bounds the connections one listener holds open. Past it, a new connection
 // takes the place of the one idle longest (a keep-alive between requests, or one that
 // has sent nothing yet), and is closed at once only when every one is busy with a
-// request. An idle connection costs a server about 23 KB and a file descriptor: 20,000
-// from one client once used up a service's descriptors (accept4: too many open files)
-// and its /healthz with them.
+// request. An idle connection costs a server about 23 KB and a file descriptor, so
+// without a bound one client holding connections open would choose the service's memory
+// and could use up its descriptors (accept4: too many open files), /healthz's with them.
 const MaxConns = 1024
 
 // IdleTimeout is how long a keep-alive connection may wait for its next request: long
