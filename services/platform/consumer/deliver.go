@@ -209,7 +209,7 @@ func (c *Consumer) process(ctx context.Context, d amqp.Delivery) (inbox.Outcome,
 func (c *Consumer) decode(d amqp.Delivery) (event.Envelope, error) {
 	replay := d.Exchange == "" // straight into the queue: an operator's dlq replay
 	if !replay && d.UserId != c.cfg.Producer {
-		return event.Envelope{}, event.Poison(event.ReasonProducer, fmt.Errorf("published by broker user %q, want %q", event.Truncate(d.UserId), c.cfg.Producer))
+		return event.Envelope{}, event.Poison(event.ReasonProducer, fmt.Errorf("published by broker user %s, want %q", event.Truncate(d.UserId), c.cfg.Producer))
 	}
 	if err := admit(d, c.cfg.MaxMessageSize); err != nil {
 		return event.Envelope{}, err
@@ -222,7 +222,7 @@ func (c *Consumer) decode(d amqp.Delivery) (event.Envelope, error) {
 		return env, event.Poison(event.ReasonInvalidEnvelope, fmt.Errorf("message_id %q differs from event id %q", d.MessageId, env.ID))
 	}
 	if !replay && d.RoutingKey != env.Type {
-		return env, event.Poison(event.ReasonRoutingKey, fmt.Errorf("routed under %q, its type is %q", event.Truncate(d.RoutingKey), env.Type))
+		return env, event.Poison(event.ReasonRoutingKey, fmt.Errorf("routed under %s, its type is %q", event.Truncate(d.RoutingKey), env.Type))
 	}
 	return env, nil
 }
