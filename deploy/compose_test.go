@@ -718,3 +718,42 @@ func TestURLsScriptPrintsEveryPublishedUI(t *testing.T) {
 		}
 	}
 }
+
+// TestComposeGivesTheStorefrontsProviderKeyReadOnly: at the provider, notification's key
+// may send and read, the storefront's only read, and administer the faults only when
+// STOREFRONT_DEMOS asks for its panel; the k8s local overlay lists the same scopes.
+func TestComposeGivesTheStorefrontsProviderKeyReadOnly(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		environ          []string
+		storefrontScopes string
+	}{{nil, "read"}, {[]string{"STOREFRONT_DEMOS=1", "EMAILPROVIDER_ADMIN=1"}, "read,admin"}} {
+		p := loadComposeEnv(t, c.environ, nil, composeFile)
+		want := "bookstore:" + env(p.Services["notification"], "EMAILPROVIDER_API_KEY") + ":send,read," +
+			"bookstore:" + env(p.Services["storefront"], "EMAILPROVIDER_API_KEY") + ":" + c.storefrontScopes
+		if got := env(p.Services["emailprovider"], "EMAILPROVIDER_API_KEYS"); got != want {
+			t.Errorf("%v: the provider's EMAILPROVIDER_API_KEYS = %q, want %q", c.environ, got, want)
+		}
+	}
+	overlay, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "k8s", "overlays", "local", "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "keys=bookstore:notification-dev-key-0123456789abcd:send,read,bookstore:storefront-dev-key-0123456789abcdef:read\n"; !strings.Contains(string(overlay), want) {
+		t.Errorf("the k8s local overlay's emailprovider-api-keys lacks %q", want)
+	}
+}
+
+// TestComposeRotatesEveryContainersLog: a client that makes a service log what it
+// refuses, or a container that logs in a loop, cannot fill the disk: every container's
+// log is rotated, a few files of a few MB each.
+func TestComposeRotatesEveryContainersLog(t *testing.T) {
+	t.Parallel()
+	p := loadCompose(t, []string{"*"}, composeFile)
+	for name, s := range p.Services {
+		l := s.Logging
+		if l == nil || l.Driver != "json-file" || l.Options["max-size"] == "" || l.Options["max-file"] == "" {
+			t.Errorf("%s: logging %+v, want json-file with max-size and max-file", name, l)
+		}
+	}
+}

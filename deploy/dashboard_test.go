@@ -404,7 +404,8 @@ func TestDashboardMetricsAreExported(t *testing.T) {
 
 // system is the running service processes of one test.
 type system struct {
-	urls map[string]string // service -> http://127.x.y.z:port
+	urls  map[string]string // service -> http://127.x.y.z:port
+	users map[string]string // broker service -> the AMQP URL of its own user on the test's vhost
 }
 
 // startSystem starts the services in dependency order (the provider before notification)
@@ -412,11 +413,19 @@ type system struct {
 // sut.StartProcess, which waits for its /readyz and prints its log if the test fails.
 func startSystem(t *testing.T, binaries map[string]string, services []string, amqpURL string) system {
 	t.Helper()
-	sys := system{urls: map[string]string{}}
+	sys := system{urls: map[string]string{}, users: map[string]string{}}
 	// Each service logs in to RabbitMQ as its docker compose user would: the permissions
-	// of definitions.json, tried by the real binaries doing their real work.
+	// of definitions.json, tried by the real binaries doing their real work. Each
+	// consumer takes its events from its producer's user (CONSUMER_PRODUCER, since the
+	// users here are the test's own copies of ordering and inventory).
 	defs := readDefinitions(t)
 	compose := loadCompose(t, nil, composeFile)
+	for _, name := range []string{"ordering", "inventory", "notification"} {
+		if slices.Contains(services, name) {
+			sys.users[name] = serviceUserURL(t, defs, compose, amqpURL, name)
+		}
+	}
+	producer := map[string]string{"inventory": "ordering", "ordering": "inventory", "notification": "inventory"}
 	order := []string{"emailprovider", "notification", "inventory", "ordering"}
 	for _, name := range order {
 		if !slices.Contains(services, name) {
@@ -427,7 +436,7 @@ func startSystem(t *testing.T, binaries map[string]string, services []string, am
 		adminURL, dbURL := testenv.Database(t, name)
 		serviceAMQPURL := amqpURL
 		if _, reads := vars["AMQP_URL"]; reads {
-			serviceAMQPURL = serviceUserURL(t, defs, compose, amqpURL, name)
+			serviceAMQPURL = sys.users[name]
 		}
 		all := map[string]string{
 			"DATABASE_URL": dbURL, "DATABASE_ADMIN_URL": adminURL, "AMQP_URL": serviceAMQPURL,
@@ -435,11 +444,14 @@ func startSystem(t *testing.T, binaries map[string]string, services []string, am
 			"EMAILPROVIDER_ADMIN": "1",
 			"PROVIDER_TIMEOUT":    "500ms", // notification gives up on a stalled send sooner
 			// notification's key at the provider, and the test's own in the same account
-			"EMAILPROVIDER_API_KEYS": "bookstore:" + dashboardNotificationKey + ",bookstore:" + dashboardKey,
+			"EMAILPROVIDER_API_KEYS": "bookstore:" + dashboardNotificationKey + ":send,read,bookstore:" + dashboardKey + ":send,read,admin",
 			"EMAILPROVIDER_API_KEY":  dashboardNotificationKey,
 		}
 		if u, ok := sys.urls["emailprovider"]; ok {
 			all["EMAILPROVIDER_URL"] = u
+		}
+		if u, ok := sys.users[producer[name]]; ok {
+			all["CONSUMER_PRODUCER"] = testenv.Login(u)
 		}
 		if name == "ordering" {
 			// drive makes a publish the broker returns by unbinding inventory's queue;
@@ -489,7 +501,7 @@ func drive(t *testing.T, sys system, amqpURL string) {
 		t.Fatal(err)
 	}
 	for _, env := range []event.Envelope{reserved, reserved, placed, placed} {
-		publishEvent(t, amqpURL, env)
+		publishEvent(t, sys, env)
 	}
 	for _, key := range []string{contracts.OrderPlaced, contracts.StockRejected} {
 		sut.PublishPoison(t, amqpURL, broker.Message{RoutingKey: key, Publishing: amqp.Publishing{MessageId: uuid.NewString(), Type: key, ContentType: event.ContentType, Body: []byte("not json")}})
@@ -509,7 +521,7 @@ func drive(t *testing.T, sys system, amqpURL string) {
 		})
 		// A plain send, and a client retrying one at the provider (a replay).
 		faults(`{"fail_rate":0,"ambiguous_rate":0,"latency":"0s"}`)
-		publishEvent(t, amqpURL, stockReserved(t, uuid.New()))
+		publishEvent(t, sys, stockReserved(t, uuid.New()))
 		email := `{"to":"retry@example.com","subject":"retried","text":"sent once"}`
 		key := uuid.NewString()
 		httpDo(t, http.MethodPost, provider+"/v1/emails", key, email, http.StatusAccepted)
@@ -565,22 +577,23 @@ func stockReserved(t testing.TB, order uuid.UUID) event.Envelope {
 	return env
 }
 
-// publishEvent publishes an envelope with the AMQP properties of the contracts.
-func publishEvent(t testing.TB, amqpURL string, env event.Envelope) {
+// publishEvent publishes an envelope with the AMQP properties of the contracts, as its
+// producer: logged in as the producing service's user, with a publisher of its own.
+func publishEvent(t testing.TB, sys system, env event.Envelope) {
 	t.Helper()
 	data, err := json.Marshal(env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	publish(t, amqpURL, env.Type, amqp.Publishing{
-		MessageId: env.ID, Type: env.Type, ContentType: event.ContentType,
-		AppId: strings.TrimPrefix(env.Source, "bookstore/"), Body: data,
-	})
-}
-
-func publish(t testing.TB, amqpURL, key string, msg amqp.Publishing) {
-	t.Helper()
-	sut.Publish(t, amqpURL, broker.Message{RoutingKey: key, Publishing: msg})
+	producer := strings.TrimPrefix(env.Source, "bookstore/")
+	conn := broker.NewConn(sys.users[producer], "dashboard-"+producer)
+	defer conn.Close()
+	pub := broker.NewPublisher(conn, contracts.Topology, 10*time.Second)
+	defer pub.Close()
+	msg := broker.Message{RoutingKey: env.Type, Publishing: broker.EventPublishing(env.ID, env.Type, producer, env.Time, data)}
+	if err := pub.PublishBatch(context.Background(), []broker.Message{msg})[0]; err != nil {
+		t.Fatalf("publish %s as %s: %v", env.Type, producer, err)
+	}
 }
 
 // The API keys notification and this test hold at the email provider.

@@ -2,7 +2,9 @@ package deploy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -20,6 +22,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/testenv"
 )
 
@@ -40,6 +43,7 @@ echo "` + name + ` admin ${DATABASE_ADMIN_URL-unset}"
 echo "` + name + ` amqp ${AMQP_URL-unset}"
 echo "` + name + ` db ${DATABASE_URL-unset}"
 echo "` + name + ` inventory-admin ${INVENTORY_ADMIN-unset} provider-admin ${EMAILPROVIDER_ADMIN-unset}"
+echo "` + name + ` provider-keys ${EMAILPROVIDER_API_KEYS-unset} provider-key ${EMAILPROVIDER_API_KEY-unset}"
 echo "` + name + ` args [$*] pid $$ ORDERING_RELAY=${ORDERING_RELAY-unset} STOREFRONT_RELAY_PID=${STOREFRONT_RELAY_PID-unset}"
 trap 'echo TERM > "` + filepath.Join(dir, name) + `${1:+-$1}.stopped"; exit 0' TERM
 if [[ -n "` + exit + `" ]]; then sleep 1; echo "` + name + ` failing"; exit ` + exit + `; fi
@@ -69,7 +73,8 @@ func (b *syncBuffer) String() string {
 }
 
 // startRunScript runs run.sh on the stand-ins in binDir, without the DATABASE_ADMIN_URL
-// and AMQP_URL of the test's own environment, with extraEnv.
+// and AMQP_URL of the test's own environment, with a vhost of the test's own for the
+// services, and with extraEnv.
 func startRunScript(t *testing.T, binDir string, extraEnv ...string) (*exec.Cmd, *syncBuffer, chan error) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(repoRoot(t), "deploy", "local", "run.sh"))
@@ -79,7 +84,15 @@ func startRunScript(t *testing.T, binDir string, extraEnv ...string) (*exec.Cmd,
 			environ = append(environ, kv)
 		}
 	}
-	cmd.Env = append(environ, "BIN_DIR="+binDir, "READY_TIMEOUT=1", "LOG_LEVEL=debug")
+	// The services' vhost, which run.sh prepares on the local broker: one of the test's
+	// own, deleted with its administrator when the test ends.
+	vhost := testenv.Name("run")
+	t.Cleanup(func() {
+		managementDelete(t, "/api/vhosts/"+vhost)
+		managementDelete(t, "/api/users/"+vhost+"-admin")
+	})
+	cmd.Env = append(environ, "BIN_DIR="+binDir, "READY_TIMEOUT=1", "LOG_LEVEL=debug",
+		"RABBITMQ_MANAGEMENT_URL="+testenv.ManagementURL(), "RABBITMQ_VHOST="+vhost)
 	cmd.Env = append(cmd.Env, extraEnv...)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -246,7 +259,7 @@ func runScriptAMQPURLs(t *testing.T) map[string]string {
 // twice on the local broker and checks that each service user then has exactly the
 // permissions and topic permissions definitions.json gives it on "/", that guest is
 // untouched, and that a connection made with the AMQP_URL run.sh gives a service is that
-// service's user, as the management API sees it.
+// service's user on run.sh's vhost, as the management API sees it.
 func TestLocalBrokerUsers(t *testing.T) {
 	t.Parallel()
 	d := readDefinitions(t)
@@ -331,7 +344,7 @@ func TestLocalBrokerUsers(t *testing.T) {
 			continue
 		}
 		defer conn.Close()
-		wantUser[connName] = name + " on /"
+		wantUser[connName] = name + " on " + strings.TrimPrefix(u.Path, "/")
 	}
 	gotUser := map[string]string{}
 	// The management API lists a connection once its stats are first collected.
@@ -411,4 +424,128 @@ func TestRunScriptRunsTheRelayApartWithDemos(t *testing.T) {
 	}
 	interrupt(t, cmd, out, done)
 	checkStopped(t, bin, out, "ordering", "ordering-relay", "emailprovider", "storefront")
+}
+
+// TestRunScriptGivesEachProcessOnlyTheSecretsItUses: make run hands each secret only to
+// the process that uses it. The provider's list of keys goes to the provider alone, each
+// caller's own key to that caller, the local superuser's URL to the services that own a
+// database, never the storefront; and the storefront's key may read, and administer the
+// provider's faults only with its demos on, never send.
+func TestRunScriptGivesEachProcessOnlyTheSecretsItUses(t *testing.T) {
+	t.Parallel()
+	all := []string{"ordering", "inventory", "notification", "emailprovider", "storefront"}
+	for _, demos := range []string{"0", "1"} {
+		t.Run("STOREFRONT_DEMOS="+demos, func(t *testing.T) {
+			t.Parallel()
+			bin := t.TempDir()
+			for _, name := range all {
+				standIn(t, bin, name, "")
+			}
+			cmd, out, done := startRunScript(t, bin, "STOREFRONT_DEMOS="+demos)
+			waitOutput(t, out, "running: ")
+			for _, name := range all {
+				waitOutput(t, out, fmt.Sprintf("%-14s | %s args", name, name))
+			}
+			interrupt(t, cmd, out, done)
+
+			line := regexp.MustCompile(`(?m)^(\S+) +\| \S+ (admin|provider-keys) (\S+)(?: provider-key (\S+))?$`)
+			admin, keys, key := map[string]string{}, map[string]string{}, map[string]string{}
+			for _, m := range line.FindAllStringSubmatch(out.String(), -1) {
+				if m[2] == "admin" {
+					admin[m[1]] = m[3]
+				} else {
+					keys[m[1]], key[m[1]] = m[3], m[4]
+				}
+			}
+			for _, name := range all {
+				if name != "emailprovider" && keys[name] != "unset" {
+					t.Errorf("%s holds the provider's list of keys: %s", name, keys[name])
+				}
+				if (name == "notification" || name == "storefront") == (key[name] == "unset") {
+					t.Errorf("%s's EMAILPROVIDER_API_KEY: %s, want one for notification and the storefront only", name, key[name])
+				}
+				if (name == "storefront") != (admin[name] == "unset") {
+					t.Errorf("%s's DATABASE_ADMIN_URL: %s, want one for every service with a database and none for the storefront", name, admin[name])
+				}
+			}
+			storefrontScopes := "read"
+			if demos == "1" {
+				storefrontScopes = "read,admin"
+			}
+			want := "bookstore:" + key["notification"] + ":send,read,bookstore:" + key["storefront"] + ":" + storefrontScopes
+			if keys["emailprovider"] != want {
+				t.Errorf("the provider's EMAILPROVIDER_API_KEYS = %s, want %s", keys["emailprovider"], want)
+			}
+		})
+	}
+}
+
+// managementDelete deletes what path names through the management API; a missing one is
+// no error.
+func managementDelete(t *testing.T, path string) {
+	t.Helper()
+	m := broker.Management{URL: testenv.ManagementURL()}
+	if err := m.Do(context.Background(), http.MethodDelete, path, "", nil); err != nil && !errors.Is(err, broker.ErrNotFound) {
+		t.Logf("%v", err)
+	}
+}
+
+// TestRunScriptGivesTheServicesAVHostWithoutGuest: make run's services log in to a
+// vhost of their own, where guest, whose password everyone knows, may do nothing, and
+// whose administrator has a password made afresh for each run, printed for the user: as
+// compose's broker has admin instead of guest.
+func TestRunScriptGivesTheServicesAVHostWithoutGuest(t *testing.T) {
+	t.Parallel()
+	adminLine := regexp.MustCompile(`RabbitMQ management +http://localhost:15672 +\((\S+) / (\S+); vhost (\S+),`)
+	run := func() (user, password, vhost string) {
+		t.Helper()
+		bin := t.TempDir()
+		standIn(t, bin, "ordering", "")
+		cmd, out, done := startRunScript(t, bin)
+		waitOutput(t, out, "running: ordering")
+		interrupt(t, cmd, out, done)
+		m := adminLine.FindStringSubmatch(out.String())
+		if m == nil {
+			t.Fatalf("run.sh prints no administrator of the services' vhost:\n%s", out)
+		}
+		if !strings.Contains(out.String(), "ordering amqp amqp://ordering:ordering-dev@localhost:5672/"+m[3]+"\n") {
+			t.Errorf("ordering does not log in to vhost %s:\n%s", m[3], out)
+		}
+		return m[1], m[2], m[3]
+	}
+	user, password, vhost := run()
+	base, err := url.Parse(testenv.AMQPBase())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := func(user, password string) error {
+		u := *base
+		u.User, u.Path = url.UserPassword(user, password), "/"+vhost
+		conn, err := amqp.Dial(u.String())
+		if err == nil {
+			conn.Close()
+		}
+		return err
+	}
+	if err := dial("guest", "guest"); err == nil {
+		t.Errorf("guest logs in to the services' vhost %s", vhost)
+	}
+	if err := dial(user, password); err != nil {
+		t.Errorf("the printed administrator %s cannot log in to %s: %v", user, vhost, err)
+	}
+	if err := dial("ordering", "ordering-dev"); err != nil {
+		t.Errorf("ordering cannot log in to %s: %v", vhost, err)
+	}
+	var perms []defPermission
+	if err := json.Unmarshal(management(t, http.MethodGet, "/api/vhosts/"+url.PathEscape(vhost)+"/permissions", nil), &perms); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range perms {
+		if p.User == "guest" {
+			t.Errorf("guest has permissions on %s: %+v", vhost, p)
+		}
+	}
+	if _, second, _ := run(); second == password {
+		t.Errorf("two runs printed the same administrator's password")
+	}
 }

@@ -15,7 +15,7 @@ func TestTheProviderKnowsItsCallersAndAStrangerCannotTakeAnOrdersEmail(t *testin
 	t.Parallel()
 	const strangerKey = "e2e-stranger-key-0123456789abcdef0123"
 	s := startSystem(t, map[string]map[string]string{
-		"emailprovider": {"EMAILPROVIDER_API_KEYS": "bookstore:" + notificationKey + ",bookstore:" + readerKey + ",stranger:" + strangerKey},
+		"emailprovider": {"EMAILPROVIDER_API_KEYS": "bookstore:" + notificationKey + ":send,read,bookstore:" + readerKey + ":send,read,admin,stranger:" + strangerKey},
 	})
 	s.setStock(bookID(1), "Dune", 10)
 

@@ -44,8 +44,9 @@ type system struct {
 }
 
 // The API keys notification and the tests hold at the email provider, both of account
-// bookstore: the tests read what notification sent, as the storefront does. Every
-// request the tests send carries readerKey; the other services ignore it.
+// bookstore: the tests read what notification sent, as the storefront does, and hold
+// every scope to arrange the rest. Every request the tests send carries readerKey; the
+// other services ignore it.
 const (
 	notificationKey = "e2e-notification-key-0123456789abcdef"
 	readerKey       = "e2e-reader-key-0123456789abcdef012345"
@@ -83,7 +84,7 @@ func startServices(t testing.TB, amqpURL string, serversOf func(name string) ser
 		}
 		switch name {
 		case "emailprovider":
-			env["EMAILPROVIDER_API_KEYS"] = "bookstore:" + notificationKey + ",bookstore:" + readerKey
+			env["EMAILPROVIDER_API_KEYS"] = "bookstore:" + notificationKey + ":send,read,bookstore:" + readerKey + ":send,read,admin"
 		case "notification":
 			env["EMAILPROVIDER_URL"] = s.URL["emailprovider"]
 			env["EMAILPROVIDER_API_KEY"] = notificationKey

@@ -548,7 +548,7 @@ func runBarePipeline(b *testing.B, orders, concurrency int) bareRun {
 	consumed := &countdown{total: int64(orders), done: make(chan struct{})}
 	c, err := consumer.New(consumeConn, tel, consumer.Config{
 		Name: "bare", Queue: contracts.QueueInventoryOrderPlaced, Topology: contracts.Topology, Types: []string{contracts.OrderPlaced},
-		Concurrency: concurrency, Healthy: consumerPool.Ping, // prefetch and retries: the defaults, as inventory's
+		Concurrency: concurrency, Healthy: consumerPool.Ping, Producer: testenv.Login(amqpURL), // prefetch and retries: the defaults, as inventory's
 	}, consumed.handler(consumerPool))
 	if err != nil {
 		b.Fatal(err)

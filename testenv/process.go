@@ -150,6 +150,9 @@ func (s System) StartProcess(t testing.TB, bin string, args []string, env map[st
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
+	if producer, ok := oneUserProducer(env); ok {
+		cmd.Env = append(cmd.Env, "CONSUMER_PRODUCER="+producer)
+	}
 	p := &Process{Name: filepath.Base(bin), Base: "http://" + addr, cmd: cmd, log: &logBuffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.log, p.log
 	if err := cmd.Start(); err != nil {

@@ -104,6 +104,9 @@ func (s System) publish(t testing.TB, amqpURL string, msgs ...broker.Message) {
 		confirms := make([]*amqp.DeferredConfirmation, len(pending))
 		for i, m := range pending {
 			m.Publishing.DeliveryMode = amqp.Persistent
+			if m.Publishing.UserId == "" {
+				m.Publishing.UserId = Login(amqpURL) // as broker.Publisher signs what it publishes
+			}
 			dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, s.Topology.Exchange, m.RoutingKey, true, false, m.Publishing)
 			if err != nil {
 				t.Fatalf("publish %s: %v", m.Publishing.MessageId, err)

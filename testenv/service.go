@@ -37,6 +37,9 @@ func (s System) StartInProcess(t testing.TB, run RunFunc, env map[string]string)
 	if vars["DATABASE_MAX_CONNS"] == "" {
 		vars["DATABASE_MAX_CONNS"] = strconv.Itoa(PoolSize)
 	}
+	if producer, ok := oneUserProducer(vars); ok {
+		vars["CONSUMER_PRODUCER"] = producer
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	exited := make(chan struct{})
 	var runErr error
@@ -107,4 +110,17 @@ func PollReady(ctx context.Context, base string, exited <-chan struct{}) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// oneUserProducer returns the CONSUMER_PRODUCER of a service under test whose AMQP_URL
+// logs in as the tests' own broker user (TEST_AMQP_URL's, guest): the tests log every
+// service in as that one user, so each publishes as it, and each consumer takes its
+// events from it. A service logged in as its own user (the contract's, as the deploy
+// tests do it) or given a producer keeps its own.
+func oneUserProducer(env map[string]string) (string, bool) {
+	u := env["AMQP_URL"]
+	if u == "" || env["CONSUMER_PRODUCER"] != "" || Login(u) != Login(servers.amqpBase) {
+		return "", false
+	}
+	return Login(u), true
 }

@@ -21,8 +21,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -238,4 +240,40 @@ func LoopbackAddr() (string, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().String(), nil
+}
+
+// BrokerUser creates a broker user of its own for the test, with every permission on the
+// vhost of amqpURL (one host, as VHost returns it), deletes it when the test ends, and
+// returns amqpURL logged in as it: a publisher other than the one a consumer expects.
+func BrokerUser(t testing.TB, amqpURL string) string {
+	t.Helper()
+	name := Name("user")
+	const password = "test-password"
+	u, err := url.Parse(amqpURL)
+	if err != nil {
+		t.Fatalf("BrokerUser: %v", err)
+	}
+	vhost := strings.TrimPrefix(u.Path, "/")
+	m := broker.Management{URL: servers.managementURL}
+	ctx := context.Background()
+	if err := m.Do(ctx, http.MethodPut, "/api/users/"+url.PathEscape(name), `{"password":"`+password+`","tags":""}`, nil); err != nil {
+		t.Fatalf("BrokerUser: %v", err)
+	}
+	t.Cleanup(func() { _ = m.Do(context.Background(), http.MethodDelete, "/api/users/"+url.PathEscape(name), "", nil) })
+	perms := `{"configure":".*","write":".*","read":".*"}`
+	if err := m.Do(ctx, http.MethodPut, "/api/permissions/"+url.PathEscape(vhost)+"/"+url.PathEscape(name), perms, nil); err != nil {
+		t.Fatalf("BrokerUser: %v", err)
+	}
+	u.User = url.UserPassword(name, password)
+	return u.String()
+}
+
+// Login is the broker user amqpURL logs in as (guest when it names none): the user-id of
+// what a test publishes there, and the Producer of a consumer that takes it.
+func Login(amqpURL string) string {
+	e, err := broker.ParseEndpoints(amqpURL)
+	if err != nil {
+		return ""
+	}
+	return e.Login()
 }

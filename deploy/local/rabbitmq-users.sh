@@ -14,6 +14,12 @@
 #
 #   RABBITMQ_MANAGEMENT_URL  the management API with its credentials
 #                            (default http://guest:guest@localhost:15672)
+#   RABBITMQ_VHOST           the virtual host to give the users (default "/", the file's);
+#                            another is created if missing, and guest has no permission
+#                            on it (`make run`'s vhost, deploy/local/run.sh)
+#   RABBITMQ_ADMIN_USER, RABBITMQ_ADMIN_PASSWORD
+#                            with RABBITMQ_VHOST: an administrator to create (or whose
+#                            password to replace), with every permission on that vhost
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -24,7 +30,8 @@ exec python3 - <<'PY'
 import base64, json, os, sys, urllib.error, urllib.parse, urllib.request
 
 SERVICES = ("ordering", "inventory", "notification")  # the email provider uses no broker
-VHOST = "/"
+FILE_VHOST = "/"  # the definitions file's
+VHOST = os.environ.get("RABBITMQ_VHOST") or FILE_VHOST
 
 with open(os.environ["DEFINITIONS"]) as f:
     d = json.load(f)
@@ -50,6 +57,8 @@ def call(method, path, body=None, missing_ok=False):
 put = lambda path, body: call("PUT", path, body)
 
 q = lambda s: urllib.parse.quote(s, safe="")
+if VHOST != FILE_VHOST:
+    put(f"/vhosts/{q(VHOST)}", {})
 users = {u["name"]: u for u in d["users"]}
 for name in SERVICES:
     if name not in users:
@@ -58,7 +67,7 @@ for name in SERVICES:
     put(f"/users/{q(name)}", {"password_hash": u["password_hash"],
                               "hashing_algorithm": u["hashing_algorithm"],
                               "tags": ",".join(u.get("tags", []))})
-    perms = [p for p in d.get("permissions", []) if p["user"] == name and p["vhost"] == VHOST]
+    perms = [p for p in d.get("permissions", []) if p["user"] == name and p["vhost"] == FILE_VHOST]
     if len(perms) != 1:
         sys.exit(f"rabbitmq-users: {len(perms)} permission entries for {name} on {VHOST}, want 1")
     p = perms[0]
@@ -67,7 +76,7 @@ for name in SERVICES:
     # Exactly the file's topic permissions: the API deletes a user's topic permissions on
     # a vhost only all at once, so an exchange the file no longer names clears them first.
     want = {tp["exchange"]: {"exchange": tp["exchange"], "write": tp["write"], "read": tp["read"]}
-            for tp in d.get("topic_permissions", []) if tp["user"] == name and tp["vhost"] == VHOST}
+            for tp in d.get("topic_permissions", []) if tp["user"] == name and tp["vhost"] == FILE_VHOST}
     path = f"/topic-permissions/{q(VHOST)}/{q(name)}"
     have = call("GET", path, missing_ok=True) or []
     if any(tp["exchange"] not in want for tp in have):
@@ -78,7 +87,19 @@ for name in SERVICES:
 # The file's policies on the vhost (the dead-letter queues' delivery limit), as compose's
 # broker imports them.
 for pol in d.get("policies", []):
-    if pol["vhost"] == VHOST:
+    if pol["vhost"] == FILE_VHOST:
         put(f"/policies/{q(VHOST)}/{q(pol['name'])}",
             {k: pol[k] for k in ("pattern", "apply-to", "priority", "definition")})
+
+# A vhost of its own (`make run`'s): no guest, whose password everyone knows, and an
+# administrator of the caller's, as compose's broker has admin instead of guest.
+if VHOST != FILE_VHOST:
+    call("DELETE", f"/permissions/{q(VHOST)}/guest", missing_ok=True)
+    call("DELETE", f"/topic-permissions/{q(VHOST)}/guest", missing_ok=True)
+    admin, password = os.environ.get("RABBITMQ_ADMIN_USER"), os.environ.get("RABBITMQ_ADMIN_PASSWORD")
+    if admin:
+        if not password:
+            sys.exit("rabbitmq-users: RABBITMQ_ADMIN_USER without RABBITMQ_ADMIN_PASSWORD")
+        put(f"/users/{q(admin)}", {"password": password, "tags": "administrator"})
+        put(f"/permissions/{q(VHOST)}/{q(admin)}", {"configure": ".*", "write": ".*", "read": ".*"})
 PY

@@ -5,7 +5,9 @@
 # 127.0.0.1 only); variables set in this shell (LOG_LEVEL=debug, OTEL_EXPORTER_OTLP_ENDPOINT,
 # ...) reach all four. One more is set here: DATABASE_ADMIN_URL, the local superuser, so
 # each service creates its own role and database on a fresh machine (the services' own
-# default is empty: no superuser unless given one). Set it empty to start without it.
+# default is empty: no superuser unless given one), given to the four services that own
+# a database and not to the storefront. Set it empty to start without it. Every secret
+# made here goes only to the process that uses it.
 # And INVENTORY_ADMIN=1, which lets inventory take PUT /books/{id} (creating books and
 # setting their stock; off by default): `make run` listens on loopback only and is where
 # one tries the system out. INVENTORY_ADMIN=0 in this shell runs without it.
@@ -20,7 +22,12 @@
 # And each broker client's AMQP_URL: ordering, inventory and notification log in to the
 # local RabbitMQ as their own users, with the permissions deploy/rabbitmq/definitions.json
 # gives them under docker compose too (services.sh creates them; the password is compose's,
-# <user>-dev). An AMQP_URL set in this shell goes to all of them instead. Likewise each
+# <user>-dev), on a virtual host of their own, RABBITMQ_VHOST (default bookstore), which
+# this script prepares through RABBITMQ_MANAGEMENT_URL (rabbitmq-users.sh): the users'
+# permissions and the policies there, no permission at all for guest, whose password
+# everyone knows, and an administrator, <vhost>-admin, with a password made afresh for
+# each run and printed below, as compose's broker has admin instead of guest. An AMQP_URL
+# set in this shell goes to all of them instead, and the broker is left as it is. Likewise each
 # service's DATABASE_URL names its role with compose's password, <service>-dev: the local
 # Postgres trusts loopback and ignores it, compose's checks it (`make run SERVERS=compose`
 # runs against compose's Postgres and RabbitMQ; docs/docker.md). Every log line is
@@ -39,8 +46,10 @@
 set -uo pipefail
 
 # `-`, not `:-`: DATABASE_ADMIN_URL= (set, empty) is kept, and the services then assume
-# their roles and databases exist.
-export DATABASE_ADMIN_URL="${DATABASE_ADMIN_URL-postgres://postgres@localhost:5432/postgres?sslmode=disable}"
+# their roles and databases exist. Not exported: the services with a database get it,
+# below, and the storefront does not.
+database_admin_url="${DATABASE_ADMIN_URL-postgres://postgres@localhost:5432/postgres?sslmode=disable}"
+unset DATABASE_ADMIN_URL
 export INVENTORY_ADMIN="${INVENTORY_ADMIN:-1}"
 # With traces sent somewhere (OTEL_EXPORTER_OTLP_ENDPOINT), the storefront links each
 # step to its trace in a Jaeger on localhost:16686 unless JAEGER_URL says where.
@@ -53,16 +62,40 @@ if [[ ${STOREFRONT_DEMOS:-0} == 1 ]]; then
   export EMAILPROVIDER_ADMIN="${EMAILPROVIDER_ADMIN:-1}"
 fi
 
-# The email provider answers only its callers: notification, which sends, and the
-# storefront, which shows each order's email, each with an API key of its own in account
-# bookstore (32 hex characters, made afresh for each run).
+# The email provider answers only its callers, each with an API key of its own in account
+# bookstore (32 hex characters, made afresh for each run) and the scopes it needs:
+# notification sends and reads what it sent; the storefront only reads each order's
+# email, and with demos on also sets the provider's faults (admin). The list goes to the
+# provider alone, each key to its caller alone.
 random_key() { od -An -N16 -tx1 /dev/urandom | tr -d ' \n'; }
 notification_provider_key="$(random_key)"
 storefront_provider_key="$(random_key)"
-export EMAILPROVIDER_API_KEYS="bookstore:$notification_provider_key,bookstore:$storefront_provider_key"
+storefront_provider_scopes=read
+if [[ $demos == 1 ]]; then
+  storefront_provider_scopes=read,admin
+fi
+provider_api_keys="bookstore:$notification_provider_key:send,read,bookstore:$storefront_provider_key:$storefront_provider_scopes"
+unset EMAILPROVIDER_API_KEYS EMAILPROVIDER_API_KEY
 
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 bin_dir="${BIN_DIR:-$root/bin}"
+
+# The services' vhost on the broker, unless this shell chose one AMQP_URL for all.
+vhost=""
+if [[ -z ${AMQP_URL+set} ]]; then
+  vhost="${RABBITMQ_VHOST:-bookstore}"
+  if [[ ! $vhost =~ ^[A-Za-z0-9._-]+$ ]]; then
+    echo "RABBITMQ_VHOST=$vhost: want letters, digits, '.', '_' and '-' only" >&2
+    exit 1
+  fi
+  broker_admin="$vhost-admin"
+  broker_admin_password="$(random_key)"
+  if ! RABBITMQ_VHOST="$vhost" RABBITMQ_ADMIN_USER="$broker_admin" RABBITMQ_ADMIN_PASSWORD="$broker_admin_password" \
+    "$root/deploy/local/rabbitmq-users.sh"; then
+    echo "could not prepare the services' vhost $vhost on the broker (RABBITMQ_MANAGEMENT_URL, see above)" >&2
+    exit 1
+  fi
+fi
 ready_timeout="${READY_TIMEOUT:-30}"
 services=(ordering inventory notification emailprovider storefront)
 ports=(8081 8082 8083 8084 8080)
@@ -127,12 +160,14 @@ for i in "${!services[@]}"; do
   # and the storefront use no broker.
   vars=()
   if [[ -z ${AMQP_URL+set} && $name != emailprovider && $name != storefront ]]; then
-    vars+=("AMQP_URL=amqp://$name:$name-dev@localhost:5672/")
+    vars+=("AMQP_URL=amqp://$name:$name-dev@localhost:5672/$vhost")
   fi
   if [[ $name != storefront ]]; then
     vars+=("DATABASE_URL=postgres://$name:$name-dev@localhost:5432/$name?sslmode=disable")
+    vars+=("DATABASE_ADMIN_URL=$database_admin_url")
   fi
   case $name in
+  emailprovider) vars+=("EMAILPROVIDER_API_KEYS=$provider_api_keys") ;;
   notification) vars+=("EMAILPROVIDER_API_KEY=$notification_provider_key") ;;
   storefront) vars+=("EMAILPROVIDER_API_KEY=$storefront_provider_key") ;;
   esac
@@ -188,14 +223,19 @@ fi
 
 # The services block of urls.sh; Jaeger, Grafana and the rest come with `make up`.
 "$root/deploy/urls.sh" | sed -n '1,/^$/p'
-# Its login: RABBITMQ_MANAGEMENT_URL's (admin / admin under SERVERS=compose), else guest's.
-login="guest / guest"
-if [[ ${RABBITMQ_MANAGEMENT_URL-} == *://*:*@* ]]; then
-  login="${RABBITMQ_MANAGEMENT_URL#*://}"
-  login="${login%%@*}"
-  login="${login%%:*} / ${login#*:}"
+# Its login: the services' vhost's administrator, made above; with one AMQP_URL for all,
+# RABBITMQ_MANAGEMENT_URL's (admin / admin under SERVERS=compose), else guest's.
+if [[ -n $vhost ]]; then
+  echo "  RabbitMQ management   http://localhost:15672                ($broker_admin / $broker_admin_password; vhost $vhost, where the services log in as ordering, inventory, notification and guest may do nothing)"
+else
+  login="guest / guest"
+  if [[ ${RABBITMQ_MANAGEMENT_URL-} == *://*:*@* ]]; then
+    login="${RABBITMQ_MANAGEMENT_URL#*://}"
+    login="${login%%@*}"
+    login="${login%%:*} / ${login#*:}"
+  fi
+  echo "  RabbitMQ management   http://localhost:15672                ($login; every service logs in with this shell's AMQP_URL)"
 fi
-echo "  RabbitMQ management   http://localhost:15672                ($login; the services log in as ordering, inventory, notification)"
 echo
 echo "running: ${names[*]} (Ctrl-C stops them)"
 

@@ -31,6 +31,25 @@ var Topology = broker.Topology{
 	},
 }
 
+// The producers of the contracts: the broker user of the one service that may publish
+// the events each queue takes, which each message of theirs carries as its AMQP user-id
+// (broker.Publisher sets it; RabbitMQ refuses a user-id other than the login). Ordering
+// publishes the order events, inventory the stock events; a consumer dead-letters any
+// other publisher's delivery (consumer.Config.Producer). The users are those of
+// deploy/rabbitmq/definitions.json, the k8s overlays and `make run`; CONSUMER_PRODUCER
+// names another where the services log in otherwise (the tests' one user).
+const (
+	ProducerOrderEvents = "ordering"
+	ProducerStockEvents = "inventory"
+)
+
+// Producers maps each queue to the broker user whose events it takes.
+var Producers = map[string]string{
+	QueueInventoryOrderPlaced:    ProducerOrderEvents,
+	QueueOrderingStockEvents:     ProducerStockEvents,
+	QueueNotificationStockEvents: ProducerStockEvents,
+}
+
 // What each service declares on start, and all its broker user may configure (deploy's
 // tests check the definitions file's permissions against these): both exchanges, and the
 // queue it consumes with its dead-letter queue and bindings. A publisher declares

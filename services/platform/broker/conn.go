@@ -77,6 +77,9 @@ func NewConn(url, name string) *Conn {
 	return &Conn{endpoints: e, badURL: err, name: name}
 }
 
+// Login is the user the connection logs in as (Endpoints.Login).
+func (c *Conn) Login() string { return c.endpoints.Login() }
+
 // Channel returns a new channel, dialling first if the connection is missing or closed.
 // Its errors wrap ErrUnavailable.
 func (c *Conn) Channel(ctx context.Context) (*amqp.Channel, error) {

@@ -237,6 +237,16 @@ func (e Endpoints) User() string {
 	return u.User.Username()
 }
 
+// Login returns the user the connection logs in as: User, or guest when the URL names
+// none, as amqp091-go then logs in. It is the user-id the broker lets the connection's
+// messages carry.
+func (e Endpoints) Login() string {
+	if u := e.User(); u != "" {
+		return u
+	}
+	return "guest"
+}
+
 // WithVHost returns the endpoints with the path set to the virtual host vhost, escaped;
 // the query stays.
 func (e Endpoints) WithVHost(vhost string) Endpoints {

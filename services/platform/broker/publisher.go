@@ -157,6 +157,9 @@ func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message) []error {
 			continue
 		}
 		m.Publishing.DeliveryMode = amqp.Persistent
+		// Who published it, which the broker checks against the login: a consumer takes
+		// an event only from its producer (consumer.Config.Producer).
+		m.Publishing.UserId = p.conn.Login()
 		confirms[i], errs[i] = ch.PublishWithDeferredConfirmWithContext(ctx, p.topology.Exchange, m.RoutingKey, true, false, m.Publishing)
 		if errs[i] != nil {
 			errs[i] = fmt.Errorf("%w: publish: %w", ErrUnavailable, errs[i])

@@ -37,3 +37,22 @@ func TestAPublisherBindsTheQueuesItsEventsNeed(t *testing.T) {
 		t.Errorf("the queue received %d messages, want the one published once it existed", len(got))
 	}
 }
+
+// A publisher sets its login as every message's AMQP user-id, which the broker checks
+// against the connection's user: a consumer can tell who published each event.
+func TestAPublisherSetsItsLoginAsEveryMessagesUserID(t *testing.T) {
+	vhostURL := testenv.VHost(t)
+	sut.Channel(t, vhostURL) // the queue, bound
+	conn := broker.NewConn(vhostURL, "user-id")
+	t.Cleanup(func() { _ = conn.Close() })
+	pub := broker.NewPublisher(conn, testenv.ExampleTopology, 5*time.Second)
+	t.Cleanup(pub.Close)
+	if err := pub.PublishBatch(context.Background(), []broker.Message{example("00000000-0000-7000-8000-000000000021")})[0]; err != nil {
+		t.Fatal(err)
+	}
+	e, _ := broker.ParseEndpoints(vhostURL)
+	got := sut.Drain(t, vhostURL, testenv.ExampleQueue, 200*time.Millisecond)
+	if len(got) != 1 || got[0].UserId == "" || got[0].UserId != e.Login() {
+		t.Fatalf("the queue received %d messages, the first with user-id %q; want one with the login %q", len(got), got[0].UserId, e.Login())
+	}
+}

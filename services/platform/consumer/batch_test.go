@@ -61,7 +61,7 @@ func (b *batchRun) start(t *testing.T, tune ...func(*consumer.Config)) *consumer
 	b.metrics = srv.URL
 	conn := broker.NewConn(b.amqpURL, "consumer-test")
 	cfg := consumer.Config{
-		Name: "test", Queue: testenv.ExampleQueue, Types: []string{testenv.ExampleType}, Topology: sut.Topology,
+		Name: "test", Queue: testenv.ExampleQueue, Types: []string{testenv.ExampleType}, Topology: sut.Topology, Producer: testenv.Login(b.amqpURL),
 		Concurrency: 2, Batch: b.handleBatch, BatchSize: 16,
 		RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond, Healthy: b.db.Ping,
 	}

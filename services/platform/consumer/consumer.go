@@ -44,12 +44,21 @@ type BatchHandler func(ctx context.Context, msgs []inbox.Message) ([]inbox.Outco
 
 // Config tunes a Consumer.
 type Config struct {
-	Name        string          // the consumer's name: inbox key and metric label, e.g. "inventory"
-	Queue       string          // the queue to consume, one of Topology's
-	Topology    broker.Topology // what the consumer declares on every channel it opens: its own part of the system (broker.Topology.Subset), at least Queue
-	Types       []string        // the event types the handler knows; any other type is poison
-	Prefetch    int             // unacked deliveries the broker may push (default 2×Concurrency×BatchSize)
-	Concurrency int             // handlers running at once (default 4)
+	Name     string          // the consumer's name: inbox key and metric label, e.g. "inventory"
+	Queue    string          // the queue to consume, one of Topology's
+	Topology broker.Topology // what the consumer declares on every channel it opens: its own part of the system (broker.Topology.Subset), at least Queue
+	Types    []string        // the event types the handler knows; any other type is poison
+	// Producer is the broker user whose events the queue takes: the AMQP user-id its
+	// publisher sets (broker.Publisher sets its login, and RabbitMQ refuses a user-id
+	// other than the publishing connection's login). A delivery through the exchange with
+	// another user-id, or none, is poison ReasonProducer before a byte of it is read, and
+	// one routed under a key other than its envelope's type is poison ReasonRoutingKey. A
+	// delivery through the default exchange, straight into the queue, is an operator's
+	// replay of a dead letter (dlq replay): only an administrator may publish there, and
+	// it is taken whatever its user-id. Required.
+	Producer    string
+	Prefetch    int // unacked deliveries the broker may push (default 2×Concurrency×BatchSize)
+	Concurrency int // handlers running at once (default 4)
 	// Batch, if set, takes the deliveries that have arrived together, up to BatchSize
 	// (default 16), in one call. Under light load each message still goes alone and at
 	// once: a batch is only what was already waiting.
@@ -108,6 +117,9 @@ type Consumer struct {
 // New returns a consumer of cfg.Queue. Give it a broker.Conn that does not publish: see
 // broker.Conn.
 func New(conn *broker.Conn, tel *telemetry.Telemetry, cfg Config, handle Handler) (*Consumer, error) {
+	if cfg.Producer == "" {
+		return nil, fmt.Errorf("consumer %s: no Producer: the broker user whose events %s takes", cfg.Name, cfg.Queue)
+	}
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 4)
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, 16)
 	if cfg.Batch == nil {

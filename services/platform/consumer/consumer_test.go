@@ -104,7 +104,7 @@ func (h *harness) runWith(t *testing.T, handle consumer.Handler, tune ...func(*c
 	h.metricsURL = srv.URL
 	conn := broker.NewConn(h.amqpURL, "consumer-test")
 	cfg := consumer.Config{
-		Name: "test", Queue: testenv.ExampleQueue, Types: []string{testenv.ExampleType}, Topology: sut.Topology,
+		Name: "test", Queue: testenv.ExampleQueue, Types: []string{testenv.ExampleType}, Topology: sut.Topology, Producer: testenv.Login(h.amqpURL),
 		Concurrency: 2, RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond,
 		Healthy: h.db.Ping,
 	}
@@ -164,7 +164,7 @@ func (h *harness) callsOf(id string) int {
 func (h *harness) publish(t *testing.T, id, typ string, body []byte) {
 	t.Helper()
 	err := h.ch.PublishWithContext(context.Background(), sut.Topology.Exchange, testenv.ExampleType, true, false,
-		amqp.Publishing{MessageId: id, Type: typ, ContentType: event.ContentType, DeliveryMode: amqp.Persistent, Body: body})
+		amqp.Publishing{MessageId: id, Type: typ, ContentType: event.ContentType, DeliveryMode: amqp.Persistent, UserId: testenv.Login(h.amqpURL), Body: body})
 	if err != nil {
 		t.Fatal(err)
 	}

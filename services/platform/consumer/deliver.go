@@ -201,7 +201,16 @@ func (c *Consumer) process(ctx context.Context, d amqp.Delivery) (inbox.Outcome,
 // another content type than the events', is refused before it is parsed: whoever could
 // publish it (a producer's bug, or anyone holding a broker user) would otherwise have the
 // consumer parse, store and republish it, and its handler write it into the database.
+//
+// Before the gate, the delivery must come from the queue's producer (Config.Producer):
+// anyone else who can publish on the exchange, an administrator's login or another
+// service's user, could otherwise have the consumer act on an event its producer never
+// sent.
 func (c *Consumer) decode(d amqp.Delivery) (event.Envelope, error) {
+	replay := d.Exchange == "" // straight into the queue: an operator's dlq replay
+	if !replay && d.UserId != c.cfg.Producer {
+		return event.Envelope{}, event.Poison(event.ReasonProducer, fmt.Errorf("published by broker user %s, want %q", event.Truncate(d.UserId), c.cfg.Producer))
+	}
 	if err := admit(d, c.cfg.MaxMessageSize); err != nil {
 		return event.Envelope{}, err
 	}
@@ -211,6 +220,9 @@ func (c *Consumer) decode(d amqp.Delivery) (event.Envelope, error) {
 	}
 	if d.MessageId != "" && d.MessageId != env.ID {
 		return env, event.Poison(event.ReasonInvalidEnvelope, fmt.Errorf("message_id %q differs from event id %q", d.MessageId, env.ID))
+	}
+	if !replay && d.RoutingKey != env.Type {
+		return env, event.Poison(event.ReasonRoutingKey, fmt.Errorf("routed under %s, its type is %q", event.Truncate(d.RoutingKey), env.Type))
 	}
 	return env, nil
 }

@@ -54,7 +54,7 @@ func TestAPrimaryDyingMidStatementSpendsNoDeliveryWhenTheNextHostTakesOver(t *te
 	t.Cleanup(metrics.Close)
 	conn := broker.NewConn(h.amqpURL, "consumer-test")
 	c, err := consumer.New(conn, tel, consumer.Config{
-		Name: "test", Queue: testenv.ExampleQueue, Types: []string{testenv.ExampleType}, Topology: sut.Topology,
+		Name: "test", Queue: testenv.ExampleQueue, Types: []string{testenv.ExampleType}, Topology: sut.Topology, Producer: testenv.Login(h.amqpURL),
 		Concurrency: 1, RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond, Healthy: h.db.Ping,
 	}, handle)
 	if err != nil {

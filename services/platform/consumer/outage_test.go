@@ -122,7 +122,7 @@ func TestShutdownReturnsPrefetchedDeliveriesUnstarted(t *testing.T) {
 	conn := broker.NewConn(h.amqpURL, "consumer-test")
 	defer conn.Close()
 	c, err := consumer.New(conn, tel, consumer.Config{
-		Name: "test", Queue: testenv.ExampleQueue, Types: []string{testenv.ExampleType}, Topology: sut.Topology,
+		Name: "test", Queue: testenv.ExampleQueue, Types: []string{testenv.ExampleType}, Topology: sut.Topology, Producer: testenv.Login(h.amqpURL),
 		Concurrency: 1, Prefetch: 10,
 	}, handle)
 	if err != nil {

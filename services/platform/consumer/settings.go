@@ -14,6 +14,9 @@ type Retry struct {
 	// MaxMessageSize is Config.MaxMessageSize. It sits with the retry pacing because it is
 	// a consumer's too, and every service that consumes declares these.
 	MaxMessageSize int
+	// Producer, when set, replaces Config.Producer: the broker user whose events the
+	// consumer takes, where the services log in otherwise than the contract says.
+	Producer string
 }
 
 // RetryVariables returns the variables of a consumer's retry pacing for config.Parse,
@@ -27,6 +30,7 @@ func RetryVariables(max string) (*Retry, []config.Var) {
 		config.Duration("CONSUMER_RETRY_MAX", max, "the longest of those waits", &r.Max),
 		config.OneOf("CONSUMER_ON_REFUSAL", "pause", "pause: a delivery whose work the database refuses (a privilege, an undefined table, a read-only standby) is held and tried again, spending no delivery; requeue: it is requeued as the message's own failure (the wrong way, for make chaos-compare)",
 			[]string{"pause", "requeue"}, &r.OnRefusal),
+		config.String("CONSUMER_PRODUCER", "", "the broker user whose events the consumer takes (the AMQP user-id of its producer's messages; any other is dead-lettered unread); empty: the contract's, the producing service's own user (ordering for order events, inventory for stock events)", &r.Producer),
 		config.Int("CONSUMER_MAX_MESSAGE_SIZE", strconv.Itoa(DefaultMaxMessageSize), "the largest message body the consumer reads, in bytes; a larger one is dead-lettered at once, unread (the broker's max_message_size is the bound above it)", &r.MaxMessageSize),
 	}
 }

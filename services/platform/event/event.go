@@ -83,6 +83,13 @@ const (
 	// ReasonContentType: the message's AMQP content type is not ContentType; its bytes
 	// are not read as an event whatever they hold.
 	ReasonContentType = "content-type"
+	// ReasonProducer: the message's AMQP user-id, which the broker checks against the
+	// publisher's login, is not the producer the consumer takes the queue's events from
+	// (or is missing); its bytes are not read.
+	ReasonProducer = "producer"
+	// ReasonRoutingKey: the message was routed under a key other than its envelope's
+	// type, so the topic permission the broker checked on the key was not the type's.
+	ReasonRoutingKey = "routing-key"
 )
 
 // PoisonError marks a message that can never succeed, whatever the retry.

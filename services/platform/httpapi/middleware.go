@@ -4,10 +4,13 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
@@ -16,9 +19,17 @@ import (
 )
 
 // Instrument wraps an API with a server span per request, an access log line carrying the
-// trace id, and recovery from a panicking handler. The span continues an incoming
+// trace id (for a request answered 4xx or 5xx, sampled: RefusedLogRate), and recovery
+// from a panicking handler. The span continues an incoming
 // traceparent only when tel.TrustIncoming; otherwise it links to it.
 func Instrument(tel *telemetry.Telemetry, h http.Handler) http.Handler {
+	unlogged, err := tel.Meter("httpapi").Int64Counter("bookstore.http.refused.unlogged",
+		metric.WithDescription("Requests answered 4xx or 5xx whose access log line was left out, past the log's rate (RefusedLogRate); the HTTP metrics count every request."))
+	if err != nil {
+		otel.Handle(err)
+	}
+	refused := &sampler{rate: RefusedLogRate, burst: RefusedLogBurst}
+	failed := &sampler{rate: RefusedLogRate, burst: RefusedLogBurst}
 	logged := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
@@ -44,15 +55,33 @@ func Instrument(tel *telemetry.Telemetry, h http.Handler) http.Handler {
 			// (LOG_LEVEL=debug). A line per order costs more than the order's own SQL at
 			// a few hundred orders a second, and the trace and the metrics already
 			// count every request.
+			// A request that went wrong is a client's to repeat as fast as it likes, so
+			// those lines are sampled: at most RefusedLogBurst at once and RefusedLogRate
+			// a second after that, each saying how many went unlogged before it, which
+			// bookstore_http_refused_unlogged_total counts too.
 			level := slog.LevelDebug
+			var s *sampler
 			switch {
 			case rec.status >= 500:
-				level = slog.LevelError
+				level, s = slog.LevelError, failed
 			case rec.status >= 400:
-				level = slog.LevelInfo
+				level, s = slog.LevelInfo, refused
 			}
-			tel.Logger.Log(r.Context(), level, "http request", "method", Excerpt(r.Method), "path", Excerpt(r.URL.Path),
-				"status", rec.status, "duration_ms", time.Since(start).Milliseconds())
+			attrs := []any{"method", Excerpt(r.Method), "path", Excerpt(r.URL.Path),
+				"status", rec.status, "duration_ms", time.Since(start).Milliseconds()}
+			if s != nil {
+				ok, skipped := s.take(time.Now())
+				if !ok {
+					if unlogged != nil {
+						unlogged.Add(r.Context(), 1)
+					}
+					return
+				}
+				if skipped > 0 {
+					attrs = append(attrs, "unlogged_before", skipped)
+				}
+			}
+			tel.Logger.Log(r.Context(), level, "http request", attrs...)
 		}()
 		h.ServeHTTP(rec, r)
 	})
@@ -92,4 +121,45 @@ type statusRecorder struct {
 func (s *statusRecorder) WriteHeader(code int) {
 	s.status = code
 	s.ResponseWriter.WriteHeader(code)
+}
+
+// The access log's sampling of requests that went wrong, per API and per class (4xx,
+// 5xx): RefusedLogBurst lines at once, then RefusedLogRate a second. A line is about
+// 400 bytes, and one connection can be refused thousands of times a second: unsampled,
+// a client would choose how fast the log grows.
+const (
+	RefusedLogBurst = 20
+	RefusedLogRate  = 5.0 // lines a second
+)
+
+// sampler is a token bucket of log lines: burst lines at once, rate a second after
+// that. It counts what it refused since the last line it let through.
+type sampler struct {
+	rate  float64
+	burst int
+
+	mu      sync.Mutex
+	tokens  float64
+	last    time.Time
+	skipped int
+}
+
+// take reports whether a line may be written at now and, if so, how many were refused
+// since the last one.
+func (s *sampler) take(now time.Time) (ok bool, skipped int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.last.IsZero() {
+		s.tokens = float64(s.burst)
+	} else {
+		s.tokens = min(float64(s.burst), s.tokens+now.Sub(s.last).Seconds()*s.rate)
+	}
+	s.last = now
+	if s.tokens < 1 {
+		s.skipped++
+		return false, 0
+	}
+	s.tokens--
+	skipped, s.skipped = s.skipped, 0
+	return true, skipped
 }

@@ -8,8 +8,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -191,5 +193,36 @@ func TestATrustedCallersTraceIsTheParentWithABoundedTracestate(t *testing.T) {
 	}
 	if len(clientTracestate) != 428 {
 		t.Fatalf("the client's tracestate is %d bytes, want the probe's 428", len(clientTracestate))
+	}
+}
+
+// Refused requests are logged at a bounded rate, whatever a client sends: 10,000 404s in
+// a burst write a few dozen lines (each saying how many refusals went unlogged before
+// it), not 10,000, and every refusal left out of the log is counted in
+// bookstore_http_refused_unlogged_total.
+func TestRefusedRequestsAreLoggedAtABoundedRate(t *testing.T) {
+	t.Parallel()
+	var log strings.Builder
+	api, tel := instrumented(t, &log)
+	const n = 10_000
+	start := time.Now()
+	for range n {
+		api.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/no-such-path", nil))
+	}
+	elapsed := time.Since(start)
+	lines := strings.Count(log.String(), `"msg":"http request"`)
+	t.Logf("%d refused requests in %v: %d log lines, %d bytes", n, elapsed, lines, len(log.String()))
+	if max := httpapi.RefusedLogBurst + int(elapsed.Seconds()*httpapi.RefusedLogRate) + 1; lines > max {
+		t.Errorf("%d refused requests in %v wrote %d log lines, want at most %d", n, elapsed, lines, max)
+	}
+	if lines == 0 {
+		t.Fatalf("no refused request was logged at all")
+	}
+	m := regexp.MustCompile(`(?m)^bookstore_http_refused_unlogged_total(?:\{[^}]*\})? (\d+)`).FindStringSubmatch(scrape(t, tel))
+	if m == nil {
+		t.Fatalf("no bookstore_http_refused_unlogged_total in /metrics")
+	}
+	if unlogged, _ := strconv.Atoi(m[1]); unlogged+lines != n {
+		t.Errorf("%d lines and %d counted unlogged, want the %d refusals between them", lines, unlogged, n)
 	}
 }

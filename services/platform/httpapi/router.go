@@ -59,7 +59,7 @@ func routePath(req *http.Request) string {
 
 // requireJSONBody refuses, with a 415 problem, a request to a route that takes a body
 // (POST, PUT, PATCH) that has one unless its Content-Type is application/json (or a +json
-// type) in UTF-8; a request with no body passes, unless a browser says it comes from
+// type) in UTF-8 and it has no Content-Encoding other than identity; a request with no body passes, unless a browser says it comes from
 // another origin (403). A request to no route passes on, to be answered 404 or 405 for
 // what it is.
 func requireJSONBody(routes chi.Routes) func(http.Handler) http.Handler {
@@ -84,10 +84,13 @@ func requireJSONBody(routes chi.Routes) func(http.Handler) http.Handler {
 				next.ServeHTTP(w, req)
 				return
 			}
-			if detail := jsonMediaType(req.Header.Values("Content-Type")); detail != "" &&
-				routes.Match(chi.NewRouteContext(), req.Method, routePath(req)) {
+			field, detail := "Content-Type", jsonMediaType(req.Header.Values("Content-Type"))
+			if detail == "" {
+				field, detail = "Content-Encoding", identityCoding(req.Header.Values("Content-Encoding"))
+			}
+			if detail != "" && routes.Match(chi.NewRouteContext(), req.Method, routePath(req)) {
 				p := NewProblem(http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type", detail)
-				p.Errors = []FieldError{{Field: "Content-Type", Detail: detail}}
+				p.Errors = []FieldError{{Field: field, Detail: detail}}
 				WriteProblem(w, p)
 				return
 			}
@@ -111,6 +114,20 @@ func crossOrigin(req *http.Request) string {
 	}
 	if u, err := url.Parse(origin); err != nil || u.Host != req.Host {
 		return "Origin " + quoteHeader(origin) + " is another origin; a request without a body is taken only from the same origin"
+	}
+	return ""
+}
+
+// identityCoding says what is wrong with a request's Content-Encoding headers, or "" when
+// they name no coding but identity: the APIs read a body as it is sent, so a body in
+// gzip, or one labelled gzip and sent plain, would be read as other than what it is.
+func identityCoding(values []string) string {
+	for _, v := range values {
+		for _, coding := range strings.Split(v, ",") {
+			if c := strings.TrimSpace(coding); c != "" && !strings.EqualFold(c, "identity") {
+				return "Content-Encoding " + quoteHeader(c) + " is not accepted; send the body as it is (identity)"
+			}
+		}
 	}
 	return ""
 }

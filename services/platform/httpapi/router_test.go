@@ -202,3 +202,34 @@ func TestServerRefusesHeadersBeyond64KiB(t *testing.T) {
 		t.Errorf("a %d-byte header: %d, want 431", 2*httpapi.MaxHeaderBytes, got)
 	}
 }
+
+// A body in a content coding other than identity is refused with a 415 naming
+// Content-Encoding, before the handler reads it: a handler would read gzip as the JSON it
+// is declared to be, or plain JSON labelled gzip as what it says, and either way act on
+// a body other than the one sent. identity, the absence of a coding, passes.
+func TestABodyInAContentCodingIsRefused(t *testing.T) {
+	t.Parallel()
+	api := exampleAPI()
+	for _, coding := range []string{"gzip", "deflate", "br", "GZIP", "identity, gzip", "x-unknown"} {
+		req := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(`{"name":"a"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Encoding", coding)
+		rec := httptest.NewRecorder()
+		api.ServeHTTP(rec, req)
+		var p httpapi.Problem
+		_ = json.Unmarshal(rec.Body.Bytes(), &p)
+		if rec.Code != http.StatusUnsupportedMediaType || len(p.Errors) != 1 || p.Errors[0].Field != "Content-Encoding" {
+			t.Errorf("Content-Encoding %q: %d %s, want 415 naming Content-Encoding", coding, rec.Code, rec.Body)
+		}
+	}
+	for _, coding := range []string{"identity", "Identity"} {
+		req := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(`{"name":"a"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Encoding", coding)
+		rec := httptest.NewRecorder()
+		api.ServeHTTP(rec, req)
+		if rec.Code == http.StatusUnsupportedMediaType {
+			t.Errorf("Content-Encoding %q: %d %s, want it taken as no coding", coding, rec.Code, rec.Body)
+		}
+	}
+}

@@ -242,7 +242,7 @@ func (s *Start) relaySettings() *outbox.EnvSettings {
 }
 
 // Consume consumes cfg.Queue on conn with handle from Wait on, with the retry pacing of
-// RetryVariables; it pauses while the database is down (an outage spends no delivery),
+// RetryVariables and its CONSUMER_PRODUCER, when set, as cfg.Producer; it pauses while the database is down (an outage spends no delivery),
 // exports the depth of the queue's DLQ, is checked by /readyz as "consumer", and runs the
 // inbox's clean-up beside it.
 func (s *Start) Consume(conn *broker.Conn, cfg consumer.Config, handle consumer.Handler) error {
@@ -252,6 +252,9 @@ func (s *Start) Consume(conn *broker.Conn, cfg consumer.Config, handle consumer.
 	cfg.RetryBase, cfg.RetryMax = s.retry.Base, s.retry.Max
 	cfg.RequeueRefused = s.retry.OnRefusal == "requeue"
 	cfg.MaxMessageSize = s.retry.MaxMessageSize
+	if s.retry.Producer != "" {
+		cfg.Producer = s.retry.Producer
+	}
 	cfg.Healthy = s.pool.Ping
 	c, err := consumer.New(conn, s.tel, cfg, handle)
 	if err != nil {

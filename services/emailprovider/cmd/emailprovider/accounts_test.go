@@ -66,3 +66,38 @@ func TestAKeyIsItsAccountsOwnAndOnlyCallersWithAnAPIKeyAreServed(t *testing.T) {
 		t.Fatalf("the stranger lists bookstore's emails: %+v", list)
 	}
 }
+
+// A key may do what its scopes say and nothing more: the storefront's read-only key reads
+// its account's emails but is refused a send, so it cannot send to a recipient of its
+// choosing nor take an order's predictable key before notification does; and a key
+// without admin is refused the faults even where EMAILPROVIDER_ADMIN=1 allows them.
+func TestAKeyMayDoOnlyWhatItsScopesAllow(t *testing.T) {
+	t.Parallel()
+	const readerKey = "test-reader-key-0123456789abcdef0123"
+	p := start(t, "EMAILPROVIDER_ADMIN", "1",
+		"EMAILPROVIDER_API_KEYS", "bookstore:"+bookstoreKey+":send,read,bookstore:"+readerKey+":read")
+	reader := p.as(readerKey)
+	const key = "order/018f2b1e-0000-7000-8000-00000000cafe/order-cancelled"
+
+	for _, r := range []response{
+		reader.must(t, http.MethodPost, "/v1/emails", key, emailBody("eve@example.org", "Squatted")),
+		reader.must(t, http.MethodPut, "/admin/faults", "", `{"fail_rate": 1}`),
+		p.must(t, http.MethodPut, "/admin/faults", "", `{"fail_rate": 1}`),
+	} {
+		var problem struct{ Type, Detail string }
+		_ = json.Unmarshal(r.body, &problem)
+		if r.status != http.StatusForbidden || r.header.Get("Content-Type") != "application/problem+json" ||
+			!strings.HasSuffix(problem.Type, "#forbidden") || !strings.Contains(problem.Detail, "scope") {
+			t.Fatalf("a key without the route's scope: %d %s, want 403 forbidden naming the scope", r.status, r.body)
+		}
+	}
+	wantStatus(t, "notification sends under the key the reader tried first",
+		p.must(t, http.MethodPost, "/v1/emails", key, emailBody("ada@example.com", "Order cancelled")), http.StatusAccepted)
+	got := reader.must(t, http.MethodGet, "/v1/emails/"+key, "", "")
+	wantStatus(t, "the reader reads the account's email", got, http.StatusOK)
+	if !strings.Contains(string(got.body), `"to":"ada@example.com"`) {
+		t.Fatalf("the reader finds %s under %s, want notification's email to ada", got.body, key)
+	}
+	wantStatus(t, "the reader lists", reader.must(t, http.MethodGet, "/v1/emails?to=ada@example.com", "", ""), http.StatusOK)
+	wantStatus(t, "the reader reads the faults", reader.must(t, http.MethodGet, "/admin/faults", "", ""), http.StatusOK)
+}

@@ -34,7 +34,8 @@ type provider struct {
 }
 
 // The API keys of the tests' two accounts: bookstore's, which the tests send as unless
-// they say otherwise, and a stranger's.
+// they say otherwise and which holds every scope, and a stranger's, with the default
+// scopes (send, read).
 const (
 	bookstoreKey = "test-bookstore-key-0123456789abcdef"
 	strangerKey  = "test-stranger-key-0123456789abcdef0"
@@ -55,7 +56,7 @@ func start(t *testing.T, extra ...string) provider {
 		"DATABASE_URL":           db,
 		"DATABASE_ADMIN_URL":     admin,
 		"LOG_LEVEL":              "warn",
-		"EMAILPROVIDER_API_KEYS": "bookstore:" + bookstoreKey + ",stranger:" + strangerKey,
+		"EMAILPROVIDER_API_KEYS": "bookstore:" + bookstoreKey + ":send,read,admin,stranger:" + strangerKey,
 	}
 	for i := 0; i+1 < len(extra); i += 2 {
 		vars[extra[i]] = extra[i+1]

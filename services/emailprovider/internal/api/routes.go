@@ -14,19 +14,21 @@ import (
 )
 
 // NewServer returns the provider's whole HTTP API. adminEnabled allows PUT /admin/faults.
-// The emails and the faults answer only callers with an API key; the probes, metrics and
+// The emails and the faults answer only callers with an API key, each route only a key
+// with its scope (send, read, admin: APIKeys); the probes, metrics and
 // this API's document are for anyone who reaches the port, as in every service.
 func NewServer(svc *emails.Service, faults *emails.Faults, adminEnabled bool, keys APIKeys, tel *telemetry.Telemetry, ready ...httpapi.Check) http.Handler {
 	r := httpapi.NewRouter()
 	r.Group(func(r chi.Router) {
 		r.Use(keys.authenticate)
-		r.Post("/v1/emails", sendEmail(svc, tel))
-		r.Get("/v1/emails", listEmails(svc, tel))
+		// Each route asks for the scope it needs of the caller's key (ScopeSend, ...).
+		r.With(require(ScopeSend)).Post("/v1/emails", sendEmail(svc, tel))
+		r.With(require(ScopeRead)).Get("/v1/emails", listEmails(svc, tel))
 		// The key may contain slashes (notification's are order/<id>/<kind>), so the rest
 		// of the path is the key, escaped or not.
-		r.Get("/v1/emails/*", getEmail(svc, tel))
-		r.Get("/admin/faults", getFaults(faults))
-		r.Put("/admin/faults", putFaults(faults, adminEnabled, tel))
+		r.With(require(ScopeRead)).Get("/v1/emails/*", getEmail(svc, tel))
+		r.With(require(ScopeRead)).Get("/admin/faults", getFaults(faults))
+		r.With(require(ScopeAdmin)).Put("/admin/faults", putFaults(faults, adminEnabled, tel))
 	})
 	httpapi.Document(r, apidocs.OpenAPI("emailprovider"))
 	httpapi.Probes(r, tel, ready...)

@@ -81,6 +81,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	ordersCfg := consumer.Config{
 		Name:        stock.ConsumerName,
 		Queue:       contracts.QueueInventoryOrderPlaced,
+		Producer:    contracts.Producers[contracts.QueueInventoryOrderPlaced],
 		Topology:    contracts.InventoryTopology,
 		Types:       stock.OrderEventTypes,
 		Concurrency: concurrency,

@@ -20,7 +20,7 @@ import (
 // broker dead-letters it.
 func relayed(t *testing.T, env event.Envelope) amqp.Publishing {
 	t.Helper()
-	return amqp.Publishing{MessageId: env.ID, Type: env.Type, ContentType: event.ContentType, AppId: "ordering", Body: marshal(t, env)}
+	return amqp.Publishing{MessageId: env.ID, Type: env.Type, ContentType: event.ContentType, AppId: "ordering", UserId: testenv.Login(testenv.AMQPBase()), Body: marshal(t, env)}
 }
 
 // inOrder reports whether each of subs occurs in s, in this order.

@@ -97,6 +97,7 @@ func (l *Lab) startConsumer(ctx context.Context, conn *broker.Conn, cfg consumer
 		Queue:       contracts.QueueInventoryOrderPlaced,
 		Topology:    contracts.Topology,
 		Types:       stock.OrderEventTypes,
+		Producer:    conn.Login(), // the experiments publish ordering's events themselves
 		Concurrency: 1,
 		RetryBase:   cfg.RetryBase,
 		RetryMax:    cfg.RetryMax,

@@ -426,7 +426,7 @@ func TestBatchedConsumerReservesEachOrderOnceWhenEveryMessageArrivesTwice(t *tes
 	conn := broker.NewConn(amqpURL, "inventory-test")
 	c, err := consumer.New(conn, tel, consumer.Config{
 		Name: stock.ConsumerName, Queue: contracts.QueueInventoryOrderPlaced, Topology: contracts.Topology, Types: stock.OrderEventTypes,
-		Concurrency: 4, Batch: svc.HandleOrderEvents, Healthy: pool.Ping,
+		Concurrency: 4, Batch: svc.HandleOrderEvents, Healthy: pool.Ping, Producer: testenv.Login(amqpURL),
 		RetryBase: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond,
 	}, svc.HandleOrderEvent)
 	if err != nil {

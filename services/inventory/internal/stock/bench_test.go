@@ -93,7 +93,7 @@ func BenchmarkConsumerAgainstBareAck(b *testing.B) {
 		conn := broker.NewConn(amqpURL, "bench")
 		c, err := consumer.New(conn, tel, consumer.Config{
 			Name: stock.ConsumerName, Queue: contracts.QueueInventoryOrderPlaced, Topology: contracts.Topology, Types: stock.OrderEventTypes, Concurrency: concurrency,
-			Batch: countingBatch,
+			Batch: countingBatch, Producer: testenv.Login(amqpURL),
 		}, counting)
 		if err != nil {
 			b.Fatal(err)
@@ -145,7 +145,7 @@ func fill(b *testing.B, ch *amqp.Channel, exchange, key string, n int, books []u
 				b.Fatal(err)
 			}
 			dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, true, false, amqp.Publishing{
-				MessageId: env.ID, Type: env.Type, DeliveryMode: amqp.Persistent, ContentType: event.ContentType, Body: body,
+				MessageId: env.ID, Type: env.Type, DeliveryMode: amqp.Persistent, ContentType: event.ContentType, Body: body, UserId: testenv.Login(testenv.AMQPBase()),
 			})
 			if err != nil {
 				b.Fatal(err)

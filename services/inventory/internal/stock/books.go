@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/store"
 )
 
@@ -75,6 +76,10 @@ func (r PutBookRequest) Valid() map[string]string {
 		problems["title"] = "is required"
 	case !utf8.ValidString(*r.Title) || utf8.RuneCountInString(*r.Title) > MaxTitleLen:
 		problems["title"] = fmt.Sprintf("must be at most %d characters", MaxTitleLen)
+	case contracts.TextProblem(*r.Title, utf8.UTFMax*MaxTitleLen) != "":
+		// The text rule of an event's free text: no control or invisible formatting
+		// character (a bidi override, ESC, BEL), which a page would show as it is.
+		problems["title"] = contracts.TextProblem(*r.Title, utf8.UTFMax*MaxTitleLen)
 	}
 	switch {
 	case r.OnHand == nil:

@@ -80,6 +80,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	err = s.Consume(conn, consumer.Config{
 		Name:        notifications.ConsumerName,
 		Queue:       contracts.QueueNotificationStockEvents,
+		Producer:    contracts.Producers[contracts.QueueNotificationStockEvents],
 		Topology:    contracts.NotificationTopology,
 		Types:       notifications.StockEventTypes,
 		Concurrency: concurrency,

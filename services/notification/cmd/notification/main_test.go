@@ -64,7 +64,7 @@ func (w *world) startProvider(t *testing.T, extra ...string) *testenv.Process {
 		"DATABASE_ADMIN_URL": w.providerAdmin,
 		// notification's key, and the tests' own key in the same account to read and
 		// arrange what the provider holds (as the storefront's does).
-		"EMAILPROVIDER_API_KEYS": "bookstore:" + notificationKey + ",bookstore:" + providerKey,
+		"EMAILPROVIDER_API_KEYS": "bookstore:" + notificationKey + ":send,read,bookstore:" + providerKey + ":send,read,admin",
 		// Its one caller is notification, whose trace it continues, as compose has it.
 		"OTEL_TRUST_INCOMING": "1",
 	}, extra))

@@ -109,6 +109,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	err = s.Consume(s.BrokerConn("consume"), consumer.Config{
 		Name:        orders.ConsumerName,
 		Queue:       contracts.QueueOrderingStockEvents,
+		Producer:    contracts.Producers[contracts.QueueOrderingStockEvents],
 		Topology:    contracts.OrderingTopology,
 		Types:       orders.StockEventTypes,
 		Concurrency: concurrency,

@@ -68,7 +68,7 @@ func startSystem(t *testing.T) *system {
 		switch name {
 		case "emailprovider":
 			env["EMAILPROVIDER_ADMIN"] = "1" // the break-it panel's ambiguous answers
-			env["EMAILPROVIDER_API_KEYS"] = "bookstore:" + notificationKey + ",bookstore:" + storefrontKey
+			env["EMAILPROVIDER_API_KEYS"] = "bookstore:" + notificationKey + ":send,read,bookstore:" + storefrontKey + ":read,admin"
 		case "inventory":
 			env["INVENTORY_ADMIN"] = "1" // the test sets the stock with PUT /books/{id}
 		case "notification":

@@ -74,15 +74,18 @@ type found struct {
 	emails map[string]*Email
 }
 
-// journey reads the order's journey from the services' public APIs, all at once.
+// journey reads the order's journey from the services' public APIs: the order first,
+// and only for an order ordering knows the rest, all at once. An id nobody placed then
+// costs one request to ordering, not one to each service, each answered 404 and logged.
 func (s *Server) journey(ctx context.Context, id string) (Journey, error) {
 	var (
 		f            = found{emails: map[string]*Email{}}
-		errOrder     error
 		errOptionals = make([]error, 3)
 	)
+	if err := s.api.get(ctx, s.api.urls.Ordering+"/orders/"+id, &f.order); err != nil {
+		return Journey{}, err
+	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { errOrder = s.api.get(gctx, s.api.urls.Ordering+"/orders/"+id, &f.order); return nil })
 	g.Go(func() error {
 		errOptionals[0] = s.api.get(gctx, s.api.urls.Ordering+"/orders/"+id+"/events", &f.events)
 		return nil
@@ -102,9 +105,6 @@ func (s *Server) journey(ctx context.Context, id string) (Journey, error) {
 		return nil
 	})
 	_ = g.Wait()
-	if errOrder != nil {
-		return Journey{}, errOrder
-	}
 	if err := errors.Join(errOptionals...); err != nil {
 		return Journey{}, err
 	}

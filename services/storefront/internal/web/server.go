@@ -312,7 +312,7 @@ func (s *Server) putFaults(w http.ResponseWriter, r *http.Request) {
 	var se *statusError
 	if errors.As(err, &se) && se.Status == http.StatusForbidden {
 		httpapi.WriteProblem(w, httpapi.NewProblem(http.StatusForbidden, "admin-disabled", "Provider admin disabled",
-			"the email provider refuses PUT /admin/faults: start it with EMAILPROVIDER_ADMIN=1"))
+			"the email provider refuses PUT /admin/faults: start it with EMAILPROVIDER_ADMIN=1, and give the storefront's key the admin scope in its EMAILPROVIDER_API_KEYS"))
 		return
 	}
 	if err != nil {

@@ -135,11 +135,18 @@ func (m *Messages) duplicate(ctx context.Context, service string, events, copies
 	m.mu.Lock()
 	m.rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
 	m.mu.Unlock()
+	login, err := broker.ParseEndpoints(m.sys.AMQPURL)
+	if err != nil {
+		return 0, err
+	}
 	n := 0
 	for _, r := range all[:min(events, len(all))] {
 		for range copies {
+			// As the producer's own copy: signed with the run's one broker user, which
+			// every service logs in as and each consumer takes its events from.
 			err := m.publish(ctx, contracts.Exchange, r.typ, amqp.Publishing{
 				MessageId: r.id, Type: r.typ, ContentType: event.ContentType, AppId: service, Body: []byte(r.body),
+				UserId: login.Login(),
 			})
 			if err != nil {
 				return n, err

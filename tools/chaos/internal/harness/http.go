@@ -24,7 +24,7 @@ const (
 const ProviderAccount = "bookstore"
 
 // ProviderAPIKeys is the provider's EMAILPROVIDER_API_KEYS in a chaos run.
-const ProviderAPIKeys = ProviderAccount + ":" + NotificationProviderKey + "," + ProviderAccount + ":" + ReaderProviderKey
+const ProviderAPIKeys = ProviderAccount + ":" + NotificationProviderKey + ":send,read," + ProviderAccount + ":" + ReaderProviderKey + ":read,admin"
 
 // getJSON GETs u and decodes its JSON answer into out.
 func getJSON(ctx context.Context, u string, out any) error {

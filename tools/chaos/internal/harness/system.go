@@ -285,6 +285,9 @@ func (s *System) newProcess(ctx context.Context, name, service string, args, ext
 			return nil, err
 		}
 		env = append(env, "AMQP_URL="+amqpURL)
+		// Every process of a run logs in as the harness's one broker user, so each
+		// consumer takes its events from that user.
+		env = append(env, "CONSUMER_PRODUCER="+amqpBase.Login())
 		env = append(env, s.Cfg.DesignEnv()...)
 	}
 	if service == "notification" {
