@@ -527,6 +527,12 @@ func (in *Injector) queueFault(ctx context.Context, f *check.Fault) {
 	if late {
 		time.Sleep(f.Duration)
 		if unbound {
+			// The check needs an event of the queue's types published while it is
+			// unbound; when its publishers are held up by another fault meanwhile, wait
+			// for one rather than judge a lull.
+			for deadline := time.Now().Add(unboundWaitLimit); time.Now().Before(deadline) && !in.publishedSince(ctx, f.Target, thawed.Add(time.Second)); {
+				time.Sleep(100 * time.Millisecond)
+			}
 			c = in.checkBound(ctx, f.Target, thawed)
 		}
 		release()
@@ -596,6 +602,31 @@ func (m *Messages) declareUnbound(queue string) error {
 		return err
 	}
 	return nil
+}
+
+// unboundWaitLimit is how much longer than its length queue_unbound keeps a queue
+// unbound, its consumers down, waiting for an event of its types to be published.
+const unboundWaitLimit = 15 * time.Second
+
+// publishedSince reports whether an event of a type bound to queue in the contracts was
+// published since t.
+func (in *Injector) publishedSince(ctx context.Context, queue string, t time.Time) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	for _, q := range contracts.Topology.Queues {
+		if q.Name != queue {
+			continue
+		}
+		for _, key := range q.Bindings {
+			producer := strings.SplitN(key, ".", 2)[0]
+			var n int
+			err := in.sys.DBs[producer].QueryRow(ctx, `SELECT count(*) FROM outbox WHERE state = 'published' AND event_type = $1 AND published_at >= $2`, key, t).Scan(&n)
+			if err == nil && n > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // checkBound is queue_unbound's own check, made while the queue's consumers are still
