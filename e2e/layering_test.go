@@ -148,12 +148,14 @@ func serviceOf(importPath string) string {
 }
 
 // isDomain reports whether a package holds a service's use cases: services/<service>/internal/<x>
-// where x is not HTTP (api, the storefront's web), generated SQL (store) or the
-// experiments that drive a whole consumer to show a failure.
+// where x is not HTTP (api, the storefront's web), generated SQL (store), the
+// experiments that drive a whole consumer to show a failure, or the wrong designs, which
+// plug in at the consumer's seam (a consumer.Handler wrapper, a consumer that acks on
+// arrival) and so must know it.
 func isDomain(importPath string) bool {
 	parts := strings.Split(strings.TrimPrefix(importPath, module), "/")
 	return len(parts) == 4 && parts[0] == "services" && isService(parts[1]) && parts[2] == "internal" &&
-		!slices.Contains([]string{"api", "web", "store", "experiments"}, parts[3])
+		!slices.Contains([]string{"api", "web", "store", "experiments", "wrongways"}, parts[3])
 }
 
 func isService(name string) bool {
