@@ -8,10 +8,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/bookstore-go/bookstore/services/platform/broker"
+	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
 )
 
 // Config is one chaos run. Every field has a flag; the zero-flag run is the default
@@ -45,6 +48,7 @@ type Config struct {
 	RelayTwin         string        // RELAY_TWIN of ordering and inventory: refuse | share
 	ConsumerOnRefusal string        // CONSUMER_ON_REFUSAL of every consumer: pause | requeue
 	HeavyFaults       int           // faults of each heavy kind (check.HeavyKinds; long_transaction at most one); -1: FaultsPerKind/20, at least 1
+	HeavyKinds        []string      // the heavy kinds the run injects; empty: every one
 	BrokerRestart     bool          // also restart RabbitMQ itself (rabbitmqctl stop_app/start_app)
 	BinDir            string        // where the four service binaries are
 	ReportRoot        string        // reports are written to ReportRoot/<timestamp>[-design]
@@ -189,6 +193,10 @@ func Parse(args []string, stderr io.Writer, compare bool) (Config, error) {
 	fs.StringVar(&cfg.RelayTwin, "relay-twin", cfg.RelayTwin, "refuse | share (RELAY_TWIN): share lets a second process under a live relay's RELAY_ID relay too")
 	fs.StringVar(&cfg.ConsumerOnRefusal, "consumer-on-refusal", cfg.ConsumerOnRefusal, "pause | requeue (CONSUMER_ON_REFUSAL): requeue spends a delivery on the database refusing a privilege")
 	fs.IntVar(&cfg.HeavyFaults, "heavy-faults", cfg.HeavyFaults, "faults of each heavy kind (broker_alarm, queue_deleted, late_consumer, relay_twin, privilege_revoked, queue_unbound, queue_full, consumer_timeout, exchange_deleted, session_killed, half_open, hopeless; long_transaction at most one); -1: a twentieth of -faults, at least 1")
+	fs.Func("heavy-kinds", "only these heavy kinds, comma-separated (default: every one)", func(v string) error {
+		cfg.HeavyKinds = strings.Split(v, ",")
+		return nil
+	})
 	fs.BoolVar(&cfg.BrokerRestart, "broker-restart", cfg.BrokerRestart, "also restart RabbitMQ itself (rabbitmqctl stop_app/start_app; affects everything on this machine)")
 	fs.StringVar(&cfg.BinDir, "bin", cfg.BinDir, "directory with the ordering, inventory, notification and emailprovider binaries (make build)")
 	fs.StringVar(&cfg.ReportRoot, "reports", cfg.ReportRoot, "directory for the reports")
@@ -288,6 +296,11 @@ func (c Config) Validate() error {
 	}
 	errs = append(errs, c.validateCluster()...)
 	errs = append(errs, c.validateSoak()...)
+	for _, k := range c.HeavyKinds {
+		if !slices.Contains(check.HeavyKinds, k) {
+			errs = append(errs, fmt.Errorf("-heavy-kinds: %q is not a heavy kind (%s)", k, strings.Join(check.HeavyKinds, ", ")))
+		}
+	}
 	if c.HeavyFaults < -1 {
 		errs = append(errs, errors.New("-heavy-faults must be -1 (automatic) or more"))
 	}

@@ -160,6 +160,9 @@ func scheduleHeavy(cfg config.Config, processes []string, outages []check.Fault)
 	}
 	var out []check.Fault
 	for _, kind := range check.HeavyKinds {
+		if len(cfg.HeavyKinds) > 0 && !slices.Contains(cfg.HeavyKinds, kind) {
+			continue
+		}
 		for i := range n {
 			f := check.Fault{Kind: kind}
 			// How long the fault keeps the system busy, for keeping it clear of outages: a

@@ -239,3 +239,24 @@ func TestTheScheduleCapsTheWorkQueuesWithAPolicyThatNacks(t *testing.T) {
 		t.Errorf("queue_full policy with --delivery-limit 5: %s, %v", body, err)
 	}
 }
+
+func TestARunGivenHeavyKindsSchedulesOnlyThoseHeavyFaults(t *testing.T) {
+	cfg := config.Default
+	cfg.HeavyFaults, cfg.HeavyKinds = 2, []string{check.FaultQueueUnbound}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	heavy := map[string]int{}
+	for _, f := range Schedule(cfg, testProcesses, smokeLinks) {
+		if check.IsHeavy(f.Kind) {
+			heavy[f.Kind]++
+		}
+	}
+	if want := map[string]int{check.FaultQueueUnbound: 2}; !reflect.DeepEqual(heavy, want) {
+		t.Errorf("heavy faults %v, want %v", heavy, want)
+	}
+	cfg.HeavyKinds = []string{"queue_unbond"}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), `"queue_unbond" is not a heavy kind`) {
+		t.Errorf("an unknown heavy kind: %v", err)
+	}
+}
