@@ -217,6 +217,8 @@ func (in *Injector) setCheck(f *check.Fault, c check.FaultCheck) {
 // connection closed while blocked never redials, and its rows wait for good.
 func (in *Injector) brokerAlarm(ctx context.Context, f *check.Fault) {
 	reason := "low on memory (chaos broker_alarm " + strconv.Itoa(f.ID) + ")"
+	in.guard.enter(everyPublisher) // not while a queue_full compares rates
+	defer in.guard.leave(everyPublisher)
 	blocked := 0
 	for _, a := range in.sys.AlarmProxies() {
 		blocked += a.Block(harness.PublishConnMatch, reason)
@@ -916,6 +918,23 @@ func (in *Injector) queueFull(ctx context.Context, f *check.Fault) {
 		in.guard.enter(p.Name)
 		defer in.guard.leave(p.Name)
 	}
+	// The other types' rates are compared only with their producers left alone, in the
+	// cap and in a baseline window of the same length just before it: a producer killed
+	// or cut off in either, or catching up after that, moves its rate for reasons of its
+	// own.
+	quiet := otherProducers(in.sys, f.Target)
+	var baseline time.Time
+	var rateSkipped string
+	switch {
+	case len(otherTypes(f.Target)) == 0 || load.Err() != nil:
+	case !in.guard.protect(30*time.Second, quiet...):
+		rateSkipped = "rate not compared: other faults held " + strings.Join(quiet, ", ") + " for 30 s"
+	default:
+		defer in.guard.unprotect(quiet...)
+		time.Sleep(queueFullSettle)
+		baseline = time.Now()
+		time.Sleep(f.Duration)
+	}
 	const policy = "chaos-queue-full"
 	body, err := queueFullBody(in.sys.Cfg.DeliveryLimit, f.Target)
 	if err == nil {
@@ -958,7 +977,10 @@ func (in *Injector) queueFull(ctx context.Context, f *check.Fault) {
 	f.End = end
 	began := f.Start
 	in.mu.Unlock()
-	rate := in.queueFullRate(ctx, f.Target, began, end, load.Err() == nil)
+	rate := rateCheck{detail: rateSkipped}
+	if !baseline.IsZero() {
+		rate = in.queueFullRate(ctx, f.Target, baseline, began, end, load.Err() == nil)
+	}
 
 	for {
 		pending, perr := pendingBefore(ctx, in.sys, end)

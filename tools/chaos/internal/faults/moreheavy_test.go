@@ -2,6 +2,7 @@ package faults
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/config"
+	"github.com/bookstore-go/bookstore/tools/chaos/internal/harness"
 )
 
 // The new heavy kinds come as few as the other heavy ones, and each cycles through its
@@ -286,5 +288,23 @@ func TestAMeasuringFaultGivesUpWhatItHoldsAtItsBound(t *testing.T) {
 	b.done()
 	if strings.Join(order, ",") != "targets,topology" {
 		t.Errorf("given up %v, want targets then topology, once each", order)
+	}
+}
+
+// A queue_full on notification's queue compares ordering's events, so it keeps faults off
+// ordering's processes, their links and every publisher while it measures: in a default
+// run the old check blamed the cap for ordering being killed eight times under it
+// ("other types published at 0.31 of their rate before").
+func TestQueueFullKeepsFaultsOffTheProducersWhoseRateItCompares(t *testing.T) {
+	sys := &harness.System{}
+	for _, p := range []struct{ name, service string }{{"ordering", "ordering"}, {"ordering-relay", "ordering"},
+		{"inventory-1", "inventory"}, {"notification", "notification"}, {"emailprovider", "emailprovider"}} {
+		sys.Procs = append(sys.Procs, &harness.Process{Name: p.name, Service: p.service})
+	}
+	got := otherProducers(sys, contracts.QueueNotificationStockEvents)
+	want := []string{everyPublisher, "ordering", "ordering-postgres", "ordering-rabbitmq", "client-ordering",
+		"ordering-relay", "ordering-relay-postgres", "ordering-relay-rabbitmq", "client-ordering-relay"}
+	if !slices.Equal(got, want) {
+		t.Errorf("otherProducers = %v, want %v", got, want)
 	}
 }

@@ -58,22 +58,49 @@ func otherTypes(queue string) []string {
 	return out
 }
 
-// rateRatio is the rate during a window set against the rate during the window of the
-// same length just before it, from the two counts; not checked when the one before had
-// fewer than queueFullMinEvents.
+// queueFullSettle is how long a queue_full waits, its other types' producers left alone,
+// before its baseline window starts: a producer restarted or reconnected just before
+// catches up on its backlog for a few seconds, faster than its rate.
+const queueFullSettle = 3 * time.Second
+
+// everyPublisher is the guard's name for every publishing connection at once, which a
+// broker alarm blocks: a queue_full comparing rates keeps alarms off.
+const everyPublisher = "every-publisher"
+
+// otherProducers names what a queue_full on queue keeps other faults off while it
+// compares rates: the processes producing its otherTypes, their links (client's too) and
+// every publisher (a broker alarm).
+func otherProducers(sys *harness.System, queue string) []string {
+	services := map[string]bool{}
+	for _, t := range otherTypes(queue) {
+		services[strings.SplitN(t, ".", 2)[0]] = true
+	}
+	out := []string{everyPublisher}
+	for _, p := range sys.Procs {
+		if services[p.Service] {
+			out = append(out, p.Name, p.Name+"-postgres", p.Name+"-rabbitmq", "client-"+p.Name)
+		}
+	}
+	return out
+}
+
+// rateRatio is the rate during a window set against the rate during the baseline window
+// before it, from the two counts; not checked when the baseline had fewer than
+// queueFullMinEvents.
 func rateRatio(before, during int) rateCheck {
 	if before < queueFullMinEvents {
 		return rateCheck{detail: fmt.Sprintf("rate not compared: %d events of the other types in the window before", before)}
 	}
 	r := float64(during) / float64(before)
-	return rateCheck{checked: true, ratio: r, detail: fmt.Sprintf("other types published at %.2f of their rate before (%d during, %d in as long before)", r, during, before)}
+	return rateCheck{checked: true, ratio: r, detail: fmt.Sprintf("other types published at %.2f of their rate before (%d during, %d in a baseline as long, their producers left alone in both)", r, during, before)}
 }
 
 // queueFullRate compares the published rate of the event types queue_full's queue does
-// not take (otherTypes) while the queue refused, from start to end, with their rate in
-// as long a window just before. Only a window the load ran through is compared
-// (loadRan): after the load nothing new is written, and the rate falls for that alone.
-func (in *Injector) queueFullRate(ctx context.Context, queue string, start, end time.Time, loadRan bool) rateCheck {
+// not take (otherTypes) while the queue refused, from start to end, with their rate from
+// baseline to start, the same length or longer. Only a window the load ran through is
+// compared (loadRan): after the load nothing new is written, and the rate falls for that
+// alone.
+func (in *Injector) queueFullRate(ctx context.Context, queue string, baseline, start, end time.Time, loadRan bool) rateCheck {
 	types := otherTypes(queue)
 	if len(types) == 0 {
 		return rateCheck{detail: "rate not compared: no other type is produced while " + queue + "'s consumers are down"}
@@ -81,12 +108,13 @@ func (in *Injector) queueFullRate(ctx context.Context, queue string, start, end 
 	if !loadRan {
 		return rateCheck{detail: "rate not compared: the load ended before the cap came off"}
 	}
-	before, err1 := publishedBetween(ctx, in.sys, types, start.Add(-end.Sub(start)), start)
+	before, err1 := publishedBetween(ctx, in.sys, types, baseline, start)
 	during, err2 := publishedBetween(ctx, in.sys, types, start, end)
 	if err := cmpOrErr(err1, err2); err != nil {
 		return rateCheck{detail: "rate not compared: " + err.Error()}
 	}
-	return rateRatio(before, during)
+	// Per second of each: the policy's PUT makes the baseline a little shorter than the cap.
+	return rateRatio(int(float64(before)*float64(end.Sub(start))/float64(start.Sub(baseline))), during)
 }
 
 // publishedBetween counts the events of types published (by their outbox's
