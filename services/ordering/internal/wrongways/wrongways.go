@@ -43,7 +43,9 @@ type Events interface {
 // written into the outbox. Its embedded orders.Service answers the reads (GetOrder,
 // OrderEvents); PlaceOrder and CancelOrder are its own, and answer as the service's do,
 // with the same errors and bodies, the same Idempotency-Key scopes and the failpoint
-// contracts.OrderingBeforeCommit after the event's InTx.
+// contracts.OrderingBeforeCommit after the event's InTx. They shed no load: a request
+// waits for a connection as long as its client does (ORDERING_POOL_WAIT bounds only the
+// service's own).
 type Orders struct {
 	*orders.Service
 	pool          *pgxpool.Pool
