@@ -16,12 +16,13 @@ const MaxAddressLen = 254
 
 // AddressProblem says what is wrong with s as a customer's email address, or "" when it
 // is one: the one rule for an address wherever one enters the system, ordering's
-// customer, the email provider's recipient, and the addresses event data carries. A plain
+// customer and the addresses event data carries. The email provider, a third party, has
+// a looser rule of its own for a recipient, which every address taken here keeps. A plain
 // address (no display name, no comments) whose domain is a name on the internet: two or
 // more dot-separated labels of letters, digits and inner hyphens, not an IP literal nor a
-// single label such as localhost (mail into the shop's own network). No control or format
-// character (the bidi overrides among them), which would make the address read
-// differently from what it is on every page that shows it.
+// single label such as localhost (mail into the shop's own network). No white space,
+// control or format character (the bidi overrides among them), which would make the
+// address read differently from what it is on every page that shows it.
 //
 // An address must also read as what it is, and in one form only: it is in Unicode NFC;
 // its local part has no compatibility form (a full-width ａ is not an a); its domain is
@@ -44,8 +45,8 @@ func AddressProblem(s string) string {
 		return "must be at most 254 characters"
 	}
 	for _, r := range s {
-		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == unicode.ReplacementChar {
-			return "must not contain control or invisible formatting characters"
+		if unicode.IsSpace(r) || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == unicode.ReplacementChar {
+			return "must not contain white space, control or invisible formatting characters"
 		}
 	}
 	if !norm.NFC.IsNormalString(s) {

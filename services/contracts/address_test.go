@@ -27,6 +27,7 @@ func TestAnAddressMustNameAMailboxOnTheInternet(t *testing.T) {
 		{"ada@", false},
 		{"@example.com", false},
 		{"Ada <ada@example.com>", false},
+		{"ada\u2028@example.com", false},
 		{"ada@example.com (Ada)", false},
 		{"a@localhost", false},
 		{"a@[127.0.0.1]", false},

@@ -1,5 +1,5 @@
 // Command emailprovider stands in for a third-party email API with Idempotency-Keys. It
-// records every email it sends, answers "did you send key K?", relays to SMTP when
+// records every email it sends, answers "did you send key K?", forwards it over SMTP when
 // SMTP_ADDR is set, and injects its own faults on request.
 //
 //	emailprovider          the API on :8084
@@ -34,8 +34,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		config.String("EMAILPROVIDER_LATENCY", "0s", "added to every request, e.g. 200ms; a send spends it holding its key", &latency),
 		config.Int("EMAILPROVIDER_GROUP_COMMIT", "32", "the most sends one transaction commits: sends arriving while another commits share the next; 1: each its own transaction", &groupCommit),
 		config.String("EMAILPROVIDER_ADMIN", "0", "1: allow PUT /admin/faults to change the faults at run time", &admin),
-		config.String("SMTP_ADDR", "", "host:port of an SMTP server (Mailpit) to relay sent emails to; empty: record only", &smtpAddr),
-		config.String("SMTP_FROM", "bookstore@example.com", "sender address of relayed emails", &smtpFrom),
+		config.String("SMTP_ADDR", "", "host:port of an SMTP server (Mailpit) to forward sent emails to; empty: record only", &smtpAddr),
+		config.String("SMTP_FROM", "bookstore@example.com", "sender address of forwarded emails", &smtpFrom),
 	)
 	if done, err := s.Parse(ctx, args, getenv, stdout); done {
 		return err // --help or a wrong variable
@@ -60,12 +60,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	var relay emails.Relay
+	var forward emails.Forwarder
 	if smtpAddr != "" {
-		relay = emails.SMTPRelay{Addr: smtpAddr, From: smtpFrom, Timeout: 5 * time.Second}
+		forward = emails.SMTPForwarder{Addr: smtpAddr, From: smtpFrom, Timeout: 5 * time.Second}
 	}
 	faults := emails.NewFaults(initial, ctx.Done())
-	svc, err := emails.NewService(pool, faults, relay, groupCommit, s.Log, tel.Tracer("emails"), tel.Meter("emailprovider"))
+	svc, err := emails.NewService(pool, faults, forward, groupCommit, s.Log, tel.Tracer("emails"), tel.Meter("emailprovider"))
 	if err != nil {
 		return err
 	}

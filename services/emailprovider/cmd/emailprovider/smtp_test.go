@@ -12,7 +12,7 @@ import (
 	"github.com/bookstore-go/bookstore/testenv"
 )
 
-// The relay to an SMTP server (Mailpit in docker compose): each sent email once.
+// Forwarding to an SMTP server (Mailpit in docker compose): each sent email once.
 
 // smtpServer is a minimal SMTP server standing in for Mailpit: it accepts one message per
 // connection and hands over what arrived after DATA.
@@ -64,9 +64,9 @@ func smtpServer(t *testing.T) (addr string, messages <-chan string) {
 	return ln.Addr().String(), out
 }
 
-func TestSentEmailsAreRelayedOnceOverSMTP(t *testing.T) {
+func TestSentEmailsAreForwardedOnceOverSMTP(t *testing.T) {
 	t.Parallel()
-	t.Run("relays each sent email once", func(t *testing.T) {
+	t.Run("forwards each sent email once", func(t *testing.T) {
 		t.Parallel()
 		addr, messages := smtpServer(t)
 		p := start(t, "SMTP_ADDR", addr)
@@ -76,18 +76,18 @@ func TestSentEmailsAreRelayedOnceOverSMTP(t *testing.T) {
 		select {
 		case m := <-messages:
 			if !strings.Contains(m, "To: mel@example.com") || !strings.Contains(m, "Subject: Order 42 confirmed") || !strings.Contains(m, "X-Idempotency-Key: smtp-1") {
-				t.Fatalf("relayed message:\n%s", m)
+				t.Fatalf("forwarded message:\n%s", m)
 			}
 		case <-time.After(10 * time.Second):
-			t.Fatal("nothing was relayed")
+			t.Fatal("nothing was forwarded")
 		}
 		select {
 		case m := <-messages:
-			t.Fatalf("the replay was relayed again:\n%s", m)
+			t.Fatalf("the replay was forwarded again:\n%s", m)
 		case <-time.After(300 * time.Millisecond):
 		}
 	})
-	t.Run("a relay failure keeps the record", func(t *testing.T) {
+	t.Run("a failure to forward keeps the record", func(t *testing.T) {
 		t.Parallel()
 		p := start(t, "SMTP_ADDR", testenv.FreeAddr(t)) // nothing listens there
 		wantStatus(t, "send", p.must(t, http.MethodPost, "/v1/emails", "smtp-2", emailBody("nell@example.com", "s")), http.StatusAccepted)
@@ -96,7 +96,7 @@ func TestSentEmailsAreRelayedOnceOverSMTP(t *testing.T) {
 		}
 		metrics := string(p.must(t, http.MethodGet, "/metrics", "", "").body)
 		if !strings.Contains(metrics, "bookstore_emailprovider_smtp_failures_total 1") {
-			t.Fatalf("metrics do not count the relay failure:\n%s", grep(metrics, "bookstore_"))
+			t.Fatalf("metrics do not count the failure to forward:\n%s", grep(metrics, "bookstore_"))
 		}
 	})
 }

@@ -26,7 +26,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/emailprovider/internal/store"
 	"github.com/bookstore-go/bookstore/services/platform/backoff"
 	"github.com/bookstore-go/bookstore/services/platform/idempotency"
@@ -56,7 +55,7 @@ func (r Request) Valid() map[string]string {
 	case r.To == "":
 		problems["to"] = "is required"
 	default:
-		if p := contracts.AddressProblem(r.To); p != "" {
+		if p := addressProblem(r.To); p != "" {
 			problems["to"] = p
 		}
 	}
@@ -86,7 +85,7 @@ type Email struct {
 }
 
 // Delivered is an email as the GET forms show it: with its recipient, subject, the hash
-// of its content (contracts.EmailContentHash), by which a caller reconciling a key
+// of its content (contentHash), by which a caller reconciling a key
 // tells the email it meant from another, and how many times it was actually delivered.
 type Delivered struct {
 	Email
@@ -115,30 +114,30 @@ var (
 	ErrRecipientRefused = errors.New("the provider refuses every email to this recipient (injected fault); nothing was sent")
 )
 
-// Relay hands a sent email on to a real mail server (Mailpit in docker compose).
-type Relay interface {
-	Relay(ctx context.Context, key string, req Request) error
+// Forwarder hands a sent email on to a real mail server (Mailpit in docker compose).
+type Forwarder interface {
+	Forward(ctx context.Context, key string, req Request) error
 }
 
 // Service runs the provider's use cases against its database.
 type Service struct {
-	pool   *pgxpool.Pool
-	faults *Faults
-	relay  Relay      // nil: emails are only recorded
-	group  *committer // nil: every send commits alone
-	log    *slog.Logger
-	tracer trace.Tracer
-	m      metrics
+	pool    *pgxpool.Pool
+	faults  *Faults
+	forward Forwarder  // nil: emails are only recorded
+	group   *committer // nil: every send commits alone
+	log     *slog.Logger
+	tracer  trace.Tracer
+	m       metrics
 }
 
-// NewService returns the provider. relay may be nil. groupCommit is the most emails one
+// NewService returns the provider. forward may be nil. groupCommit is the most emails one
 // transaction sends (group.go); 1 sends each in a transaction of its own.
-func NewService(pool *pgxpool.Pool, faults *Faults, relay Relay, groupCommit int, log *slog.Logger, tracer trace.Tracer, meter metric.Meter) (*Service, error) {
+func NewService(pool *pgxpool.Pool, faults *Faults, forward Forwarder, groupCommit int, log *slog.Logger, tracer trace.Tracer, meter metric.Meter) (*Service, error) {
 	m, err := newMetrics(meter)
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{pool: pool, faults: faults, relay: relay, log: log, tracer: tracer, m: m}
+	s := &Service{pool: pool, faults: faults, forward: forward, log: log, tracer: tracer, m: m}
 	if groupCommit > 1 {
 		s.group = &committer{s: s, max: groupCommit}
 	}
@@ -194,7 +193,7 @@ func (s *Service) Send(ctx context.Context, account, key string, req Request) (S
 		s.m.replays.Add(ctx, 1)
 	} else {
 		s.m.sent.Add(ctx, 1)
-		s.relayEmail(ctx, key, req)
+		s.forwardEmail(ctx, key, req)
 	}
 	if roll.ambiguous {
 		s.m.faults.Add(ctx, 1, metric.WithAttributes(attribute.String("fault", "ambiguous")))
@@ -253,7 +252,7 @@ func (s *Service) sendAlone(ctx context.Context, e outgoing, latency time.Durati
 	if err == nil {
 		// The commit is not cut short when the caller gives up. A COMMIT interrupted by a
 		// cancelled context may have committed all the same: the email recorded as sent,
-		// and found by the caller's reconciliation, but never counted or relayed here.
+		// and found by the caller's reconciliation, but never counted or forwarded here.
 		// Once the email is written, the provider finishes what it started, as a real
 		// one would.
 		err = tx.Commit(context.WithoutCancel(ctx))
@@ -281,16 +280,16 @@ func (e outgoing) record() (store.Email, error) {
 	}, nil
 }
 
-// relayEmail passes a committed email on to the SMTP server. The record is already
-// committed and stays the truth: a relay failure is logged and counted, never undone, and
-// a crash before the relay loses only the copy in Mailpit.
-func (s *Service) relayEmail(ctx context.Context, key string, req Request) {
-	if s.relay == nil {
+// forwardEmail passes a committed email on to the SMTP server. The record is already
+// committed and stays the truth: a failure to forward is logged and counted, never
+// undone, and a crash before forwarding loses only the copy in Mailpit.
+func (s *Service) forwardEmail(ctx context.Context, key string, req Request) {
+	if s.forward == nil {
 		return
 	}
-	if err := s.relay.Relay(ctx, key, req); err != nil {
-		s.m.relayFailures.Add(ctx, 1)
-		s.log.WarnContext(ctx, "smtp relay failed; the email stays recorded as sent", "idempotency_key", key, "err", err)
+	if err := s.forward.Forward(ctx, key, req); err != nil {
+		s.m.forwardFailures.Add(ctx, 1)
+		s.log.WarnContext(ctx, "forwarding over smtp failed; the email stays recorded as sent", "idempotency_key", key, "err", err)
 	}
 }
 
@@ -354,14 +353,14 @@ func delivered(r store.Email) Delivered {
 		},
 		To:            r.Recipient,
 		Subject:       r.Subject,
-		ContentSHA256: contracts.EmailContentHash(r.Subject, r.Body),
+		ContentSHA256: contentHash(r.Subject, r.Body),
 		Deliveries:    int(r.Deliveries),
 	}
 }
 
 type metrics struct {
-	sent, replays, faults, relayFailures, groupFallbacks metric.Int64Counter
-	groupSize                                            metric.Int64Histogram
+	sent, replays, faults, forwardFailures, groupFallbacks metric.Int64Counter
+	groupSize                                              metric.Int64Histogram
 }
 
 func newMetrics(m metric.Meter) (metrics, error) {
@@ -370,7 +369,7 @@ func newMetrics(m metric.Meter) (metrics, error) {
 	out.sent = in.Counter("bookstore.emailprovider.sent", "Emails sent: first requests of their Idempotency-Key.")
 	out.replays = in.Counter("bookstore.emailprovider.replays", "Requests answered from a key's stored response, sending nothing.")
 	out.faults = in.Counter("bookstore.emailprovider.faults", "Injected faults that fired, by fault.")
-	out.relayFailures = in.Counter("bookstore.emailprovider.smtp_failures", "Sent emails the SMTP relay could not pass on.")
+	out.forwardFailures = in.Counter("bookstore.emailprovider.smtp_failures", "Sent emails that could not be forwarded over SMTP.")
 	out.groupSize = in.Int64Histogram("bookstore.emailprovider.group_commit_size", "Sends committed together in one group transaction (two or more).",
 		metric.WithExplicitBucketBoundaries(2, 4, 8, 16, 32, 64))
 	out.groupFallbacks = in.Counter("bookstore.emailprovider.group_commit_fallbacks", "Group transactions that failed, their emails then sent one at a time.")

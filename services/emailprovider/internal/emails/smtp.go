@@ -11,17 +11,17 @@ import (
 	"unicode/utf8"
 )
 
-// SMTPRelay passes every sent email on to an SMTP server, such as Mailpit in docker
+// SMTPForwarder passes every sent email on to an SMTP server, such as Mailpit in docker
 // compose, so a reader can see the emails in a browser. It uses no authentication or TLS:
 // it is meant for a local catch-all server only.
-type SMTPRelay struct {
+type SMTPForwarder struct {
 	Addr    string // host:port
 	From    string
 	Timeout time.Duration // for the whole conversation
 }
 
-// Relay sends one email over SMTP.
-func (r SMTPRelay) Relay(ctx context.Context, key string, req Request) error {
+// Forward sends one email over SMTP.
+func (r SMTPForwarder) Forward(ctx context.Context, key string, req Request) error {
 	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
 	defer cancel()
 	var d net.Dialer
@@ -79,7 +79,7 @@ var lineEnds = strings.NewReplacer("\r\n", "\r\n", "\r", "\r\n", "\n", "\r\n")
 // crlf returns text with every line end (CRLF, a bare CR, a bare LF) written as CRLF,
 // the only line end SMTP has. A bare CR or LF passed on would be a line end to some
 // servers and not to others; "\r.\r\n" then ends DATA at a lenient server while the
-// relay's dot-stuffing, which looks only after CRLF, lets it through, and the rest of
+// sender's dot-stuffing, which looks only after CRLF, lets it through, and the rest of
 // the text is read as commands (SMTP smuggling). Once every line end is CRLF, the
 // DATA writer of net/smtp stuffs every line that starts with a dot, and no text can
 // hold the end marker.
@@ -87,7 +87,7 @@ func crlf(text string) string { return lineEnds.Replace(text) }
 
 // encodeHeader returns v as a header value that is ASCII and reads back as v. Printable
 // ASCII without "=?" is written as it is. Anything else is RFC 2047 encoded, or a mail
-// client shows mojibake and a strict relay refuses the message; and so is ASCII that
+// client shows mojibake and a strict server refuses the message; and so is ASCII that
 // holds "=?", which a client would otherwise decode as an encoded word the sender never
 // wrote. mime.BEncoding would pass that through, so the words are made here: base64 of at
 // most 45 bytes of whole characters each (72 characters a word, under RFC 2047's 75),

@@ -103,8 +103,8 @@ func TestATextCannotEndSMTPDataEarly(t *testing.T) {
 	addr, data := dataServer(t)
 	const smuggled = "MAIL FROM:<eve@example.com>\r\nRCPT TO:<ada@example.com>\r\nDATA\r\nFrom: bank\r\n\r\nsmuggled"
 	text := "hello\r.\r\n" + smuggled + "\n.\n" + smuggled + "\r\n.\r" + smuggled + "\n.\r\n" + smuggled + "\r.\n" + smuggled + "\r\r.\r\r" + "bye"
-	relay := SMTPRelay{Addr: addr, From: "bookstore@example.com", Timeout: 10 * time.Second}
-	if err := relay.Relay(t.Context(), "order/1/order-confirmed", Request{To: "ada@example.com", Subject: "s", Text: text}); err != nil {
+	forward := SMTPForwarder{Addr: addr, From: "bookstore@example.com", Timeout: 10 * time.Second}
+	if err := forward.Forward(t.Context(), "order/1/order-confirmed", Request{To: "ada@example.com", Subject: "s", Text: text}); err != nil {
 		t.Fatal(err)
 	}
 	raw := <-data

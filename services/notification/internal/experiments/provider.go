@@ -9,7 +9,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/bookstore-go/bookstore/services/contracts"
+	"github.com/bookstore-go/bookstore/services/notification/internal/provider"
 )
 
 // Provider is an email provider in-process that answers the two calls notification's
@@ -86,7 +86,7 @@ func (p *Provider) send(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Idempotency-Key is required", http.StatusBadRequest)
 		return
 	}
-	var m struct{ To, Subject, Text string }
+	var m provider.Message
 	if err := json.NewDecoder(r.Body).Decode(&m); err != nil {
 		http.Error(w, "unreadable body", http.StatusBadRequest)
 		return
@@ -97,7 +97,7 @@ func (p *Provider) send(w http.ResponseWriter, r *http.Request) {
 	if replayed {
 		p.counts.Replayed++
 	} else {
-		e = sentEmail{ID: fmt.Sprintf("email-%d", len(p.emails)+1), To: m.To, ContentSHA256: contracts.EmailContentHash(m.Subject, m.Text)}
+		e = sentEmail{ID: fmt.Sprintf("email-%d", len(p.emails)+1), To: m.To, ContentSHA256: m.ContentHash()}
 		p.emails[key] = e
 		p.counts.Sent++
 		hold, p.afterSend = p.afterSend, nil

@@ -208,7 +208,7 @@ var ErrKeyHoldsAnotherEmail = errors.New("the provider holds another email under
 // ours reports whether the email a lookup found is the one m describes: the same
 // recipient and the same content hash. An answer without a hash is not ours.
 func ours(found provider.Accepted, m provider.Message) bool {
-	return found.To == m.To && found.ContentSHA256 == contracts.EmailContentHash(m.Subject, m.Text)
+	return found.To == m.To && found.ContentSHA256 == m.ContentHash()
 }
 
 // FailedError says a record has failed for good.
@@ -272,7 +272,7 @@ func (s *Service) deliver(ctx context.Context, rec store.Notification, trigger s
 			// message is dead-lettered, counted as outcome "mismatch".
 			s.m.reconciled.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "mismatch"), attribute.String("trigger", trigger)))
 			err := fmt.Errorf("%w: the provider holds email %s to %q with content_sha256 %s; this record's is to %q with %s",
-				ErrKeyHoldsAnotherEmail, acc.ID, acc.To, acc.ContentSHA256, msg.To, contracts.EmailContentHash(msg.Subject, msg.Text))
+				ErrKeyHoldsAnotherEmail, acc.ID, acc.To, acc.ContentSHA256, msg.To, msg.ContentHash())
 			s.log.ErrorContext(ctx, "reconciled: the provider holds another email under our key; not taken as sent", "idempotency_key", key, "err", err)
 			return "", s.release(ctx, rec, err)
 		case found:

@@ -10,6 +10,8 @@ package provider
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,9 +41,16 @@ type Message struct {
 	Text    string `json:"text"`
 }
 
+// ContentHash is the content_sha256 the provider answers with the email m describes, by
+// the rule its API documents: the hex SHA-256 of the subject, a line feed, and the text.
+func (m Message) ContentHash() string {
+	sum := sha256.Sum256([]byte(m.Subject + "\n" + m.Text))
+	return hex.EncodeToString(sum[:])
+}
+
 // Accepted is the provider's answer to a send it took, or to a lookup that found an
 // email. A lookup's answer also says whom the email went to and the hash of its content
-// (contracts.EmailContentHash), so the caller can tell the email it meant from another
+// (Message.ContentHash), so the caller can tell the email it meant from another
 // sent under the same key.
 type Accepted struct {
 	ID            string `json:"id"`

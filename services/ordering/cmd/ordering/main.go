@@ -22,6 +22,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/ordering/internal/api"
 	"github.com/bookstore-go/bookstore/services/ordering/internal/orders"
+	"github.com/bookstore-go/bookstore/services/ordering/internal/wrongways"
 	"github.com/bookstore-go/bookstore/services/platform/config"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
@@ -99,12 +100,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return s.Wait(ctx)
 	}
 
-	var events orders.EventWriter // nil: the outbox
-	if publisher == "direct" {
-		events = directWriter{pub: pub, log: s.Log}
-		s.Log.WarnContext(ctx, "ORDERING_PUBLISHER=direct: events are published after commit without an outbox and CAN BE LOST")
-	}
-	svc := orders.NewService(pool, tel.Tracer("orders"), s.Log, events, placedVersion)
+	svc := orders.NewService(pool, tel.Tracer("orders"), s.Log, placedVersion)
 	svc.SetPoolWait(poolWait)
 	err = s.Consume(s.BrokerConn("consume"), consumer.Config{
 		Name:        orders.ConsumerName,
@@ -121,7 +117,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	s.Loop(func(ctx context.Context) {
 		orders.RunForgetIdempotencyKeys(ctx, pool, keyRetention, time.Minute, s.Log)
 	})
-	s.Serve(api.NewServer(svc, tel, s.Checks()...))
+	var uses api.Orders = svc
+	if publisher == "direct" {
+		uses = wrongways.NewOrders(svc, pool, wrongways.CommitThenPublish{Pub: pub}, placedVersion, s.Log)
+		s.Log.WarnContext(ctx, "ORDERING_PUBLISHER=direct: events are published after commit without an outbox and CAN BE LOST")
+	}
+	s.Serve(api.NewServer(uses, tel, s.Checks()...))
 	s.Log.InfoContext(ctx, "ordering started", "http_addr", s.Config.HTTPAddr, "publisher", publisher, "in_process_relay", inProcessRelay == "1")
 	return s.Wait(ctx)
 }

@@ -15,7 +15,7 @@ import (
 
 // placeOrder is POST /orders: decode, validate, place in one transaction, answer 201, or
 // replay the first answer for a repeated Idempotency-Key.
-func placeOrder(svc *orders.Service, tel *telemetry.Telemetry) http.HandlerFunc {
+func placeOrder(svc Orders, tel *telemetry.Telemetry) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req orders.PlaceOrderRequest
 		key, ok := readKeyed(w, r, &req)
@@ -33,7 +33,7 @@ func placeOrder(svc *orders.Service, tel *telemetry.Telemetry) http.HandlerFunc 
 }
 
 // getOrder is GET /orders/{id}.
-func getOrder(svc *orders.Service, tel *telemetry.Telemetry) http.HandlerFunc {
+func getOrder(svc Orders, tel *telemetry.Telemetry) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id, problem := httpapi.PathUUID(r, "id")
 		if problem != nil {
@@ -54,7 +54,7 @@ func getOrder(svc *orders.Service, tel *telemetry.Telemetry) http.HandlerFunc {
 
 // getOrderEvents is GET /orders/{id}/events: the order's events in ordering's outbox and
 // where each stands (written, published), read-only. 404 for an unknown order.
-func getOrderEvents(svc *orders.Service, tel *telemetry.Telemetry) http.HandlerFunc {
+func getOrderEvents(svc Orders, tel *telemetry.Telemetry) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id, problem := httpapi.PathUUID(r, "id")
 		if problem != nil {
@@ -78,7 +78,7 @@ func getOrderEvents(svc *orders.Service, tel *telemetry.Telemetry) http.HandlerF
 // without a body that says it is from another origin is refused by httpapi); a pending or
 // confirmed order becomes cancelled (200 with the order), a rejected or cancelled one
 // answers 409 not-cancellable, and a repeated Idempotency-Key replays the first answer.
-func cancelOrder(svc *orders.Service, tel *telemetry.Telemetry) http.HandlerFunc {
+func cancelOrder(svc Orders, tel *telemetry.Telemetry) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id, problem := httpapi.PathUUID(r, "id")
 		if problem != nil {

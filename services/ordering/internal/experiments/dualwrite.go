@@ -8,32 +8,11 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
+	"github.com/bookstore-go/bookstore/services/ordering/internal/wrongways"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/failpoint"
-	"github.com/bookstore-go/bookstore/services/platform/outbox"
 )
-
-// commitThenPublish is the dual write: an orders.EventWriter that keeps nothing of the
-// event in the order's transaction and publishes it once the order has committed, as
-// ORDERING_PUBLISHER=direct does. beforePublish is the moment between the two; an error
-// from it is the process dying there.
-type commitThenPublish struct {
-	pub           *broker.Publisher
-	beforePublish func(context.Context) error
-	err           error // what Committed met: the crash, a failed publish, or nil
-}
-
-func (w *commitThenPublish) Write(_ context.Context, _ pgx.Tx, e outbox.Event) (event.Envelope, error) {
-	return event.New(e.Source, e.Type, e.AggregateID, e.Sequence, e.Data)
-}
-
-func (w *commitThenPublish) Committed(ctx context.Context, env event.Envelope) {
-	if w.err = w.beforePublish(ctx); w.err != nil {
-		return
-	}
-	w.err = publish(ctx, w.pub, env)
-}
 
 // CommitThenPublishResult is the measurement of CommitThenPublish.
 type CommitThenPublishResult struct {
@@ -59,13 +38,14 @@ func (l *Lab) CommitThenPublish(ctx context.Context) (CommitThenPublishResult, e
 	}
 	pub, closePub := newPublisher(l.AMQPURL)
 	defer closePub()
-	w := &commitThenPublish{pub: pub, beforePublish: crash}
-	ans, err := l.placeOrder(ctx, w)
+	crashed := false
+	crash := func(context.Context) error { crashed = true; return errSimulatedCrash }
+	ans, err := l.placeOrder(ctx, wrongways.CommitThenPublish{Pub: pub, BeforePublish: crash})
 	if err != nil {
 		return r, fmt.Errorf("place the order: %w", err)
 	}
-	if !errors.Is(w.err, errSimulatedCrash) {
-		return r, fmt.Errorf("commit-then-publish: want the simulated crash after the commit, got %v", w.err)
+	if !crashed {
+		return r, errors.New("commit-then-publish: want the simulated crash after the commit, and it never came")
 	}
 	if err := l.Pool.QueryRow(ctx, "SELECT status FROM orders WHERE id = $1", ans.Order.ID).Scan(&r.OrderStatus); err != nil {
 		return r, fmt.Errorf("read the order: %w", err)
@@ -79,18 +59,14 @@ func (l *Lab) CommitThenPublish(ctx context.Context) (CommitThenPublishResult, e
 }
 
 // publishThenCommit publishes the event inside the order's transaction, before the
-// commit: an orders.EventWriter whose Write waits for the broker's confirm.
+// commit: wrongways.Events whose InTx waits for the broker's confirm.
 type publishThenCommit struct{ pub *broker.Publisher }
 
-func (w publishThenCommit) Write(ctx context.Context, _ pgx.Tx, e outbox.Event) (event.Envelope, error) {
-	env, err := event.New(e.Source, e.Type, e.AggregateID, e.Sequence, e.Data)
-	if err != nil {
-		return env, err
-	}
-	return env, publish(ctx, w.pub, env)
+func (w publishThenCommit) InTx(ctx context.Context, _ pgx.Tx, env event.Envelope) error {
+	return wrongways.Publish(ctx, w.pub, env)
 }
 
-func (publishThenCommit) Committed(context.Context, event.Envelope) {}
+func (publishThenCommit) Committed(context.Context, event.Envelope) error { return nil }
 
 // PublishThenCommitResult is the measurement of PublishThenCommit.
 type PublishThenCommitResult struct {
@@ -153,5 +129,3 @@ func (l *Lab) PublishThenCommit(ctx context.Context) (PublishThenCommitResult, e
 	}
 	return r, nil
 }
-
-func crash(context.Context) error { return errSimulatedCrash }

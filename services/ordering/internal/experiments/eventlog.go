@@ -13,7 +13,6 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
-	"github.com/bookstore-go/bookstore/services/platform/outbox"
 )
 
 // eventState is the state of an event-log row, as eShopOnContainers' EventStateEnum
@@ -55,7 +54,7 @@ CREATE TABLE IF NOT EXISTS integration_event_log (
     transaction_id text        NOT NULL DEFAULT pg_current_xact_id()::text
 )`
 
-// eventLogInline is eShopOnContainers' way, an orders.EventWriter: Write adds the event to
+// eventLogInline is eShopOnContainers' way, as wrongways.Events: InTx adds the event to
 // the log in the order's transaction (NotPublished); once the transaction has committed,
 // Committed publishes that transaction's NotPublished events inline, each marked
 // InProgress, then Published or PublishedFailed. There is no background sender: an event
@@ -66,22 +65,20 @@ type eventLogInline struct {
 	err  error // what Committed met: the publish's error, or nil
 }
 
-func (w *eventLogInline) Write(ctx context.Context, tx pgx.Tx, e outbox.Event) (event.Envelope, error) {
-	env, err := event.New(e.Source, e.Type, e.AggregateID, e.Sequence, e.Data)
-	if err != nil {
-		return env, err
-	}
+func (w *eventLogInline) InTx(ctx context.Context, tx pgx.Tx, env event.Envelope) error {
 	content, err := json.Marshal(env)
 	if err != nil {
-		return env, err
+		return err
 	}
 	_, err = tx.Exec(ctx, "INSERT INTO integration_event_log (event_id, event_type, content, state) VALUES ($1, $2, $3, $4)",
 		env.UUID(), env.Type, content, int(notPublished))
-	return env, err
+	return err
 }
 
-func (w *eventLogInline) Committed(ctx context.Context, env event.Envelope) {
+// Committed records what the inline publish met in err, for the experiment to read.
+func (w *eventLogInline) Committed(ctx context.Context, env event.Envelope) error {
 	w.err = w.publishEventsOfTransaction(ctx, env)
+	return w.err
 }
 
 // publishEventsOfTransaction is eShop's PublishEventsThroughEventBusAsync: the pending

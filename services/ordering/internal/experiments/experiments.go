@@ -3,12 +3,13 @@
 // the tests assert them. Nothing here is a constant: a line that says "events published:
 // 0" drained the queue a moment before and found it empty.
 //
-// Each experiment places Ada's order for two copies of Dune through ordering's own use
-// case (orders.Service.PlaceOrder) and changes one thing: how the order's event leaves
-// the service. Three of the ways are wrong designs, and live here, never in the real
-// path: publish after the commit, publish before it, and eShopOnContainers' event log
-// with an inline publish and no sender. The fourth is the real outbox relay
-// (package outbox), stopped in the one window it cannot close.
+// Each experiment places Ada's order for two copies of Dune and changes one thing: how
+// the order's event leaves the service. Three of the ways are wrong designs, placed
+// through wrongways.Orders, never through the real path: publish after the commit (the
+// one ORDERING_PUBLISHER=direct runs), publish before it, and eShopOnContainers' event
+// log with an inline publish and no sender. The fourth is the real one, ordering's own
+// use case (orders.Service.PlaceOrder) and the outbox relay (package outbox), stopped in
+// the one window it cannot close.
 //
 // A process cannot be killed in-process. Where the real process would die, a wrong
 // design's hook returns an error and the experiment carries on as the restarted process
@@ -32,6 +33,7 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/ordering/internal/orders"
+	"github.com/bookstore-go/bookstore/services/ordering/internal/wrongways"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
@@ -95,10 +97,14 @@ func adasOrder() orders.PlaceOrderRequest {
 	}
 }
 
-// placeOrder places Ada's order through ordering's use case, its event written by events.
-func (l *Lab) placeOrder(ctx context.Context, events orders.EventWriter) (orders.Answer, error) {
-	svc := orders.NewService(l.Pool, l.Tel.Tracer("orders"), l.Tel.Logger, events, 1)
-	return svc.PlaceOrder(ctx, "", adasOrder())
+// placeOrder places Ada's order through a wrong way, its event sent by events.
+func (l *Lab) placeOrder(ctx context.Context, events wrongways.Events) (orders.Answer, error) {
+	return wrongways.NewOrders(l.service(), l.Pool, events, 1, l.Tel.Logger).PlaceOrder(ctx, "", adasOrder())
+}
+
+// service is ordering's use cases on the lab's database, writing OrderPlaced v1.
+func (l *Lab) service() *orders.Service {
+	return orders.NewService(l.Pool, l.Tel.Tracer("orders"), l.Tel.Logger, 1)
 }
 
 // reset gives the next experiment an empty database and an empty queue, declared as the
@@ -128,16 +134,6 @@ func newPublisher(amqpURL string) (*broker.Publisher, func()) {
 	conn := broker.NewConn(amqpURL, "ordering-experiments-publish")
 	pub := broker.NewPublisher(conn, contracts.Topology, 10*time.Second)
 	return pub, func() { pub.Close(); _ = conn.Close() }
-}
-
-// publish sends env as ordering does: to the events exchange, routing key = type, and
-// waits for the broker's confirm.
-func publish(ctx context.Context, pub *broker.Publisher, env event.Envelope) error {
-	msg, err := broker.EventMessage(env, "ordering")
-	if err != nil {
-		return err
-	}
-	return pub.PublishBatch(ctx, []broker.Message{msg})[0]
 }
 
 // copies takes every message off inventory's OrderPlaced queue: the events that were

@@ -45,7 +45,7 @@ func (l *Lab) RelayCrashAfterConfirm(ctx context.Context) (RelayCrashResult, err
 	if err := l.reset(ctx); err != nil {
 		return r, err
 	}
-	ada, err := l.placeOrder(ctx, nil) // nil: the outbox, as ordering writes events
+	ada, err := l.service().PlaceOrder(ctx, "", adasOrder())
 	if err != nil {
 		return r, fmt.Errorf("place the order: %w", err)
 	}

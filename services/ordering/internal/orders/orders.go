@@ -73,9 +73,9 @@ func (r PlaceOrderRequest) lines() []Line {
 }
 
 // Valid returns a problem per invalid field, keyed by its JSON path; empty when valid.
-// The customer's email is checked by contracts.AddressProblem, the same rule the email
-// provider applies, so an order is not taken for an address its email would be refused
-// for; the limits of its lines are contracts.MaxLines and contracts.MaxQuantity, which
+// The customer's email is checked by contracts.AddressProblem, which is stricter than
+// the email provider's rule, so an order is not taken for an address its email would be
+// refused for; the limits of its lines are contracts.MaxLines and contracts.MaxQuantity, which
 // inventory checks too. Too many lines is one problem, and no line is checked.
 func (r PlaceOrderRequest) Valid() map[string]string {
 	problems := map[string]string{}

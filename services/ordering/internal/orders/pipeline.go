@@ -11,7 +11,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
-	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/failpoint"
 	"github.com/bookstore-go/bookstore/services/platform/idempotency"
 	"github.com/bookstore-go/bookstore/services/platform/outbox"
@@ -29,12 +28,9 @@ import (
 // nothing is committed, as in the plain form. Without a key, round trip 1 is BEGIN alone,
 // so that a connection that broke while idle is still refused before anything is sent
 // (503, as the plain form's failed BEGIN).
-//
-// It is taken only with the default EventWriter, the outbox: another writer's Write is a
-// call of its own between the inserts and the commit, which one batch has no room for.
 
-// SetPipelined chooses PlaceOrder's form: true (the default) the fast one of pipeline.go
-// whenever the events go to the outbox, false always the plain one, answerOnce.
+// SetPipelined chooses PlaceOrder's form: true (the default) the fast one of pipeline.go,
+// false the plain one, answerOnce, which the benchmarks and tests measure it against.
 func (s *Service) SetPipelined(on bool) { s.pipelined = on }
 
 // placePipelined is PlaceOrder in two round trips, on a connection taken with acquire.
@@ -54,7 +50,7 @@ func (s *Service) placePipelined(ctx context.Context, key string, req PlaceOrder
 	}
 	defer release()
 	conn := pc.Conn()
-	ans, env, err := s.placeOn(ctx, conn, key, requestHash, req)
+	ans, err := s.placeOn(ctx, conn, key, requestHash, req)
 	if err != nil {
 		// A refusal, a replay's failed COMMIT, a statement of batch 2 that failed: the
 		// transaction may be open or aborted. The pool would close a connection given
@@ -64,24 +60,20 @@ func (s *Service) placePipelined(ctx context.Context, key string, req PlaceOrder
 		}
 		return Answer{}, err
 	}
-	if !ans.Replayed {
-		s.events.Committed(ctx, env)
-	}
 	return ans, nil
 }
 
 // placeOn places the order on conn, outside a transaction when called: with a key
 // through idempotency.BeginAndDo, which replays or refuses as Do does. It leaves a
 // transaction open only when it returns an error.
-func (s *Service) placeOn(ctx context.Context, conn *pgx.Conn, key string, requestHash []byte, req PlaceOrderRequest) (Answer, event.Envelope, error) {
+func (s *Service) placeOn(ctx context.Context, conn *pgx.Conn, key string, requestHash []byte, req PlaceOrderRequest) (Answer, error) {
 	var ans Answer
-	var env event.Envelope
 	work := func() ([]byte, error) {
 		p, err := s.newOrder(key, requestHash, req)
 		if err != nil {
 			return nil, err
 		}
-		if env, err = outbox.QueueWrite(ctx, p.inserts, p.event); err != nil {
+		if _, err := outbox.QueueWrite(ctx, p.inserts, p.event); err != nil {
 			return nil, err
 		}
 		// Everything is decided, nothing is committed (BEGIN, with a key the lock too, is
@@ -99,28 +91,28 @@ func (s *Service) placeOn(ctx context.Context, conn *pgx.Conn, key string, reque
 
 	if key == "" {
 		if _, err := conn.Exec(ctx, "begin"); err != nil {
-			return Answer{}, env, notBegun(ctx, err)
+			return Answer{}, notBegun(ctx, err)
 		}
 		_, err := work()
-		return ans, env, err
+		return ans, err
 	}
 	k := idempotency.Key{Scope: placeScope, Key: key, RequestHash: requestHash}
 	lookup := func(db *idempotency.LookupDB) (idempotency.Stored, error) { return lookupPlaced(ctx, db, key) }
 	res, err := idempotency.BeginAndDo(ctx, conn, k, lookup, work)
 	switch {
 	case errors.Is(err, idempotency.ErrNotBegun):
-		return Answer{}, env, notBegun(ctx, err)
+		return Answer{}, notBegun(ctx, err)
 	case err != nil:
-		return Answer{}, env, err
+		return Answer{}, err
 	case !res.Replayed:
-		return ans, env, nil
+		return ans, nil
 	}
 	// A replay wrote nothing; its transaction ends as the plain form's does.
 	if _, err := conn.Exec(ctx, "commit"); err != nil {
-		return Answer{}, env, err
+		return Answer{}, err
 	}
 	ans = Answer{Body: res.Response, Replayed: true}
-	return ans, env, json.Unmarshal(res.Response, &ans.Order)
+	return ans, json.Unmarshal(res.Response, &ans.Order)
 }
 
 // notBegun is the error of a transaction whose BEGIN failed, as inTx makes it: nothing

@@ -55,7 +55,7 @@ func newForm(t testing.TB, name string, pipelined, registerTypes bool, conns int
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	svc := orders.NewService(pool, noop.NewTracerProvider().Tracer(""), slog.New(slog.DiscardHandler), nil, 1)
+	svc := orders.NewService(pool, noop.NewTracerProvider().Tracer(""), slog.New(slog.DiscardHandler), 1)
 	svc.SetPipelined(pipelined)
 	return form{name, svc, pool}
 }

@@ -17,7 +17,6 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/ordering/internal/store"
-	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/failpoint"
 	"github.com/bookstore-go/bookstore/services/platform/idempotency"
 	"github.com/bookstore-go/bookstore/services/platform/outbox"
@@ -31,9 +30,8 @@ type Service struct {
 	pool   *pgxpool.Pool
 	tracer trace.Tracer
 	log    *slog.Logger
-	events EventWriter // writes the event of each change
-	// pipelined: PlaceOrder takes the fast form of pipeline.go when it can; false, always
-	// the plain one (SetPipelined).
+	// pipelined: PlaceOrder takes the fast form of pipeline.go; false, the plain one
+	// (SetPipelined).
 	pipelined     bool
 	placedVersion int // the version of OrderPlaced this service writes: 1 or 2
 	// poolWait bounds an API request's wait for its turn at the database (shed.go), one
@@ -42,14 +40,12 @@ type Service struct {
 	slots    *semaphore.Weighted
 }
 
-// NewService returns the ordering use cases. events writes the event of each change; nil
-// writes it into the outbox. placedVersion is the version of OrderPlaced it writes
-// (ORDERING_ORDER_PLACED_VERSION): 2 writes ordering.order-placed.v2, anything else v1.
-func NewService(pool *pgxpool.Pool, tracer trace.Tracer, log *slog.Logger, events EventWriter, placedVersion int) *Service {
-	if events == nil {
-		events = outboxWriter{}
-	}
-	s := &Service{pool: pool, tracer: tracer, log: log, events: events, placedVersion: placedVersion, pipelined: true}
+// NewService returns the ordering use cases, which write the event of each change into
+// the outbox, in the change's transaction. placedVersion is the version of OrderPlaced it
+// writes (ORDERING_ORDER_PLACED_VERSION): 2 writes ordering.order-placed.v2, anything
+// else v1.
+func NewService(pool *pgxpool.Pool, tracer trace.Tracer, log *slog.Logger, placedVersion int) *Service {
+	s := &Service{pool: pool, tracer: tracer, log: log, placedVersion: placedVersion, pipelined: true}
 	s.SetPoolWait(DefaultPoolWait)
 	return s
 }
@@ -67,10 +63,11 @@ type Answer struct {
 // PlaceOrder stores a new order and its OrderPlaced event in one transaction (see
 // answerOnce). key is the Idempotency-Key, "" when the client sent none. In the plain
 // form below a new order with a key is five round trips to Postgres: BEGIN, lock and
-// lookup, the inserts, the outbox row, COMMIT. With the default EventWriter it takes the
-// fast form instead (placePipelined), the same statements in two round trips.
+// lookup, the inserts, the outbox row, COMMIT. Unless SetPipelined(false) chose the plain
+// form, it takes the fast one instead (placePipelined), the same statements in two round
+// trips.
 func (s *Service) PlaceOrder(ctx context.Context, key string, req PlaceOrderRequest) (Answer, error) {
-	if _, outbox := s.events.(outboxWriter); outbox && s.pipelined {
+	if s.pipelined {
 		return s.placePipelined(ctx, key, req)
 	}
 	return s.answerOnce(ctx, change{
@@ -111,7 +108,7 @@ type change struct {
 //  1. With a key, idempotency.Do locks it and looks it up in one round trip: it replays a
 //     committed earlier request, and a copy arriving while the first is at work gets
 //     ErrKeyInFlight instead of a second change.
-//  2. c.apply makes the change, then s.events writes its event: by default an outbox row.
+//  2. c.apply makes the change, then its event is written as an outbox row.
 //  3. Commit. A crash before it leaves nothing (no change, no event, no key), so the
 //     client's retry with the same key does the work afresh.
 func (s *Service) answerOnce(ctx context.Context, c change) (Answer, error) {
@@ -123,7 +120,6 @@ func (s *Service) answerOnce(ctx context.Context, c change) (Answer, error) {
 		return Answer{}, err
 	}
 	var ans Answer
-	var env event.Envelope
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		do := func() ([]byte, error) {
 			a, e, err := c.apply(ctx, tx, requestHash)
@@ -131,7 +127,7 @@ func (s *Service) answerOnce(ctx context.Context, c change) (Answer, error) {
 				return nil, err
 			}
 			ans = a
-			if env, err = s.events.Write(ctx, tx, e); err != nil {
+			if _, err := outbox.Write(ctx, tx, e); err != nil {
 				return nil, err
 			}
 			// Everything is written and nothing is committed: a crash here must leave no trace.
@@ -152,9 +148,6 @@ func (s *Service) answerOnce(ctx context.Context, c change) (Answer, error) {
 	})
 	if err != nil {
 		return Answer{}, err
-	}
-	if !ans.Replayed {
-		s.events.Committed(ctx, env)
 	}
 	return ans, nil
 }
@@ -217,25 +210,6 @@ func (s *Service) newOrder(key string, requestHash []byte, req PlaceOrderRequest
 	typ, data := s.orderPlacedData(order)
 	return placing{answer: Answer{Order: order, Body: body}, inserts: b, event: orderPlaced(id, version, typ, data)}, nil
 }
-
-// EventWriter writes the event that announces an order's change.
-type EventWriter interface {
-	// Write writes e in tx, the transaction of the change, and returns its envelope.
-	Write(ctx context.Context, tx pgx.Tx, e outbox.Event) (event.Envelope, error)
-	// Committed is called with Write's envelope once tx has committed.
-	Committed(ctx context.Context, env event.Envelope)
-}
-
-// outboxWriter is the EventWriter of NewService by default: the event is an outbox row
-// of the change's transaction, committed with the change or not at all, and the relay
-// publishes it.
-type outboxWriter struct{}
-
-func (outboxWriter) Write(ctx context.Context, tx pgx.Tx, e outbox.Event) (event.Envelope, error) {
-	return outbox.Write(ctx, tx, e)
-}
-
-func (outboxWriter) Committed(context.Context, event.Envelope) {}
 
 // orderPlacedData is the type and data of a new order's OrderPlaced event, in the version
 // this service writes. Only the type (and with it the routing key and the outbox's
