@@ -20,6 +20,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 	"github.com/bookstore-go/bookstore/services/platform/service"
+	platformways "github.com/bookstore-go/bookstore/services/platform/wrongways"
 )
 
 func main() { service.Main("inventory", run) }
@@ -40,7 +41,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		config.Int("CONSUMER_CONCURRENCY", "4", "orders handled at once", &concurrency),
 	)
 	s.RelayVariables()
+	relayWays, vars := platformways.RelayVariables()
+	s.Vars(vars...)
 	s.RetryVariables("10s")
+	consumerWays, vars := platformways.ConsumerVariables()
+	s.Vars(vars...)
 	if done, err := s.Parse(ctx, args, getenv, stdout); done {
 		return err // --help, an operator command (dlq, outbox) or a wrong variable
 	}
@@ -58,7 +63,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	pub := s.Publisher(s.BrokerConn("publish"), contracts.Topology)
+	pub := s.Publisher(s.BrokerConn("publish"), relayWays.Topology(contracts.Topology))
 	consumeConn := s.BrokerConn("consume")
 	svc, err := stock.NewService(pool, tel, stock.Options{})
 	if err != nil {
@@ -68,10 +73,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	relay, err := s.Relay(pool, pub, contracts.RelayAfterPublish)
+	outboxRelay, err := s.Relay(pool, pub, contracts.RelayAfterPublish)
 	if err != nil {
 		return err
 	}
+	relay := relayWays.Relay(outboxRelay, pool)
 	ordersCfg := consumer.Config{
 		Name:        stock.ConsumerName,
 		Queue:       contracts.QueueInventoryOrderPlaced,
@@ -85,7 +91,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		// strategies stay one message at a time, as the demonstrations show them.
 		ordersCfg.Batch = svc.HandleOrderEvents
 	}
-	if err := s.Consume(consumeConn, ordersCfg, handle); err != nil {
+	if err := s.Consume(consumeConn, ordersCfg, consumerWays.Handler(handle)); err != nil {
 		return err
 	}
 	s.Go(relay.Run, httpapi.Check{Name: "relay", Ping: relay.Ready})

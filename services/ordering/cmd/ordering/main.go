@@ -27,6 +27,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/service"
+	"github.com/bookstore-go/bookstore/services/platform/wrongways"
 	schema "github.com/bookstore-go/bookstore/sql"
 )
 
@@ -49,7 +50,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		config.Int("CONSUMER_CONCURRENCY", "4", "stock events handled at once", &concurrency),
 	)
 	relaySettings := s.RelayVariables()
+	relayWays, vars := wrongways.RelayVariables()
+	s.Vars(vars...)
 	s.RetryVariables("10s")
+	consumerWays, vars := wrongways.ConsumerVariables()
+	s.Vars(vars...)
 	if done, err := s.Parse(ctx, args, getenv, stdout); done {
 		return err // --help, an operator command (dlq, outbox) or a wrong variable
 	}
@@ -74,11 +79,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	pub := s.Publisher(s.BrokerConn(mode+"-publish"), contracts.Topology)
-	relay, err := s.Relay(pool, pub, contracts.RelayAfterPublish)
+	pub := s.Publisher(s.BrokerConn(mode+"-publish"), relayWays.Topology(contracts.Topology))
+	outboxRelay, err := s.Relay(pool, pub, contracts.RelayAfterPublish)
 	if err != nil {
 		return err
 	}
+	relay := relayWays.Relay(outboxRelay, pool)
 	// ORDERING_RELAY=0 leaves the outbox to an `ordering relay` beside this process: the
 	// API still writes every row, and they wait pending until that relay publishes them.
 	if publisher == "outbox" && inProcessRelay {
@@ -109,7 +115,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Types:       orders.StockEventTypes,
 		Concurrency: concurrency,
 		Batch:       svc.ApplyStockOutcomes,
-	}, svc.ApplyStockOutcome)
+	}, consumerWays.Handler(svc.ApplyStockOutcome))
 	if err != nil {
 		return err
 	}
