@@ -22,7 +22,8 @@ const module = "github.com/bookstore-go/bookstore/"
 // read: the shared platform knows no service and not the system's vocabulary (not even
 // in its tests), the vocabulary (services/contracts) knows nothing of the repo but the
 // broker's Topology type it is written in, services know no other service, HTTP handlers
-// reach SQL only through a use case, and no package hides behind a name that says
+// reach SQL only through a use case, the wrong designs (a wrongways package) are chosen
+// by a main and known to no real package, and no package hides behind a name that says
 // nothing.
 func TestDependenciesPointInwards(t *testing.T) {
 	cmd := exec.Command("go", "list", "-json", module+"...")
@@ -57,6 +58,8 @@ func TestDependenciesPointInwards(t *testing.T) {
 			}
 			dep := serviceOf(imp)
 			switch {
+			case isWrongWays(imp) && !isWrongWays(p.ImportPath) && !strings.Contains(p.ImportPath, "/cmd/") && !strings.HasSuffix(p.ImportPath, "/internal/experiments"):
+				t.Errorf("%s imports %s: a wrong design is the lesson's code, chosen in a main (or run by the experiments); the real code never knows it", p.ImportPath, imp)
 			case dep == "testenv" && slices.Contains(p.Imports, imp) && owner != "testenv" && owner != "tools":
 				t.Errorf("%s imports %s outside its tests: the test scaffolding is for tests and the chaos harness only", p.ImportPath, imp)
 			case owner == "platform" && dep == "ops":
@@ -157,6 +160,11 @@ func isDomain(importPath string) bool {
 	return len(parts) == 4 && parts[0] == "services" && isService(parts[1]) && parts[2] == "internal" &&
 		!slices.Contains([]string{"api", "web", "store", "experiments", "wrongways"}, parts[3])
 }
+
+// isWrongWays reports whether a package holds wrong designs: the platform's
+// (services/platform/wrongways) or a service's (services/<service>/internal/wrongways).
+// They may import the real packages, never the reverse.
+func isWrongWays(importPath string) bool { return path.Base(importPath) == "wrongways" }
 
 func isService(name string) bool {
 	switch name {

@@ -64,7 +64,6 @@ type Publisher struct {
 	conn           *Conn
 	topology       Topology
 	bound          map[string][]string // routing key: the queues that must exist, bound to it, to publish it
-	checkQueues    bool
 	confirmTimeout time.Duration
 
 	mu      sync.Mutex
@@ -85,16 +84,7 @@ func NewPublisher(conn *Conn, t Topology, confirmTimeout time.Duration) *Publish
 			bound[key] = append(bound[key], q.Name)
 		}
 	}
-	return &Publisher{conn: conn, topology: t, bound: bound, checkQueues: true, confirmTimeout: confirmTimeout}
-}
-
-// TrustMandatory turns the queue check off: an event is published whenever the broker
-// routes it to at least one queue. It is the wrong design that `make chaos-compare` runs
-// to show what the check prevents (RELAY_QUEUE_CHECK=mandatory), never a default.
-func (p *Publisher) TrustMandatory() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.checkQueues = false
+	return &Publisher{conn: conn, topology: t, bound: bound, confirmTimeout: confirmTimeout}
 }
 
 // Exchange is the exchange the publisher publishes to.
@@ -239,9 +229,6 @@ drain:
 // still to publish (errs[i] nil), and returns an ErrMissingQueue for each key that has
 // one missing. Its own error is a failure of the channel or the broker.
 func (p *Publisher) missingQueues(ctx context.Context, msgs []Message, errs []error, check func(ctx context.Context, queue, key string) (bool, error)) (map[string]error, error) {
-	if !p.checkQueues {
-		return nil, nil
-	}
 	missing := map[string]error{}
 	for i, m := range msgs {
 		if _, seen := missing[m.RoutingKey]; seen || errs[i] != nil {

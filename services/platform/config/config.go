@@ -21,7 +21,8 @@ import (
 var ErrHelp = errors.New("help requested")
 
 // Var is one environment variable: its name, default and meaning, and how its value is
-// parsed into the variable it is bound to. Make one with String, Int or Duration.
+// parsed into the variable it is bound to. Make one with String, OneOf, Bool, Int or
+// Duration.
 type Var struct {
 	Name    string
 	Default string
@@ -42,6 +43,18 @@ func OneOf(name, def, help string, choices []string, dest *string) Var {
 		}
 		*dest = s
 		return nil
+	}}
+}
+
+// Bool binds a switch, written 1 (on) or 0 (off); any other value is refused.
+func Bool(name, def, help string, dest *bool) Var {
+	return Var{name, def, help, func(s string) error {
+		switch s {
+		case "0", "1":
+			*dest = s == "1"
+			return nil
+		}
+		return errors.New("want 0 or 1")
 	}}
 }
 

@@ -62,7 +62,7 @@ func TestDefaultsListenOnLoopbackAndNeedNoSuperuser(t *testing.T) {
 	}
 }
 
-func TestPositiveNumbersAndDurations(t *testing.T) {
+func TestNumbersDurationsSwitchesAndChoicesRefuseWhatTheyCannotRead(t *testing.T) {
 	parse := func(v Var, value string) error {
 		return Parse("svc", nil, func(string) string { return value }, nil, []Var{v})
 	}
@@ -83,6 +83,21 @@ func TestPositiveNumbersAndDurations(t *testing.T) {
 		if err := parse(Duration("D", "1s", "", &d), bad); err == nil || !strings.Contains(err.Error(), "D=") {
 			t.Errorf("Duration(%q) = %v, want an error naming D", bad, err)
 		}
+	}
+	var on bool
+	for value, want := range map[string]bool{"1": true, "0": false} {
+		if err := parse(Bool("B", "0", "", &on), value); err != nil || on != want {
+			t.Errorf("Bool(%q) = %v, %v; want %v", value, on, err, want)
+		}
+	}
+	for _, bad := range []string{"true", "yes", "2", " 1"} {
+		if err := parse(Bool("B", "0", "", &on), bad); err == nil || !strings.Contains(err.Error(), "B=") || !strings.Contains(err.Error(), "want 0 or 1") {
+			t.Errorf("Bool(%q) = %v, want an error naming B and its values", bad, err)
+		}
+	}
+	var s string
+	if err := parse(OneOf("O", "a", "", []string{"a", "b"}, &s), "c"); err == nil || !strings.Contains(err.Error(), "O=") || !strings.Contains(err.Error(), "a, b") {
+		t.Errorf("OneOf(c) = %v, want an error naming O and its choices", err)
 	}
 	// Unset, the default applies, and a bad default is reported like a bad value.
 	if err := parse(Int("N", "7", "", &n), ""); err != nil || n != 7 {

@@ -70,11 +70,6 @@ type Config struct {
 	// dependency's (its database is unreachable, its pool exhausted), not the message's.
 	// Typically the pool's Ping. Nil: every failure is the message's.
 	Healthy func(context.Context) error
-	// RequeueRefused is the wrong design `make chaos-compare` runs
-	// (CONSUMER_ON_REFUSAL=requeue): a failure the database gives any message's work
-	// (pgdb.Refused) is taken for the message's own and requeued, spending a delivery
-	// each time.
-	RequeueRefused bool
 	// InPlaceRetries is how often a transient failure (pgdb.Transient: a deadlock, a
 	// serialization failure, a dropped connection) is retried before the message is
 	// requeued (default 3).

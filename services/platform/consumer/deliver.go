@@ -80,7 +80,7 @@ func (c *Consumer) deliverOnce(ctx context.Context, d amqp.Delivery) error {
 				"err", err, "dependency", down)
 			return fmt.Errorf("%w (handler: %w)", down, err)
 		}
-		if pgdb.Refused(err) && !c.cfg.RequeueRefused {
+		if pgdb.Refused(err) {
 			span.SetStatus(codes.Error, "database refuses the work")
 			span.RecordError(err)
 			return errRefused{err}

@@ -10,7 +10,6 @@ import (
 // Retry is a consumer's retry pacing, read from the environment.
 type Retry struct {
 	Base, Max time.Duration
-	OnRefusal string // pause, or requeue: the wrong way (Config.RequeueRefused)
 	// MaxMessageSize is Config.MaxMessageSize. It sits with the retry pacing because it is
 	// a consumer's too, and every service that consumes declares these.
 	MaxMessageSize int
@@ -28,8 +27,6 @@ func RetryVariables(max string) (*Retry, []config.Var) {
 	return r, []config.Var{
 		config.Duration("CONSUMER_RETRY_BASE", "100ms", "first wait before a failed message is requeued, and before a paused consumer asks its database again; doubles per failure, with jitter", &r.Base),
 		config.Duration("CONSUMER_RETRY_MAX", max, "the longest of those waits", &r.Max),
-		config.OneOf("CONSUMER_ON_REFUSAL", "pause", "pause: a delivery whose work the database refuses (a privilege, an undefined table, a read-only standby) is held and tried again, spending no delivery; requeue: it is requeued as the message's own failure (the wrong way, for make chaos-compare)",
-			[]string{"pause", "requeue"}, &r.OnRefusal),
 		config.String("CONSUMER_PRODUCER", "", "the broker user whose events the consumer takes (the AMQP user-id of its producer's messages; any other is dead-lettered unread); empty: the contract's, the producing service's own user (ordering for order events, inventory for stock events)", &r.Producer),
 		config.Int("CONSUMER_MAX_MESSAGE_SIZE", strconv.Itoa(DefaultMaxMessageSize), "the largest message body the consumer reads, in bytes; a larger one is dead-lettered at once, unread (the broker's max_message_size is the bound above it)", &r.MaxMessageSize),
 	}

@@ -48,10 +48,6 @@ type Config struct {
 	// mark (see RunOnce): the system names its failpoints, the relay only has the
 	// window. Empty: none.
 	AfterPublishFailpoint string
-	// ShareID is the wrong design `make chaos-compare` runs (RELAY_TWIN=share): a
-	// process that did not get its id's lock relays all the same, and the one that
-	// holds it takes back every claim made under the id, a live twin's in flight too.
-	ShareID bool
 }
 
 // DefaultConfig is the relay's configuration unless told otherwise.
@@ -162,7 +158,7 @@ var errNoLock = errors.New("the relay does not hold its relay id's lock (yet)")
 // exchange missing), or holds events a destination refused (the broker nacking, a queue
 // an event needs missing) until their retry has run.
 func (r *Relay) Ready(context.Context) error {
-	if r.twin.Load() && !r.cfg.ShareID {
+	if r.twin.Load() {
 		return fmt.Errorf("relay %s: %w", r.cfg.ID, ErrTwin)
 	}
 	if err := r.down.Load(); err != nil {
@@ -171,7 +167,7 @@ func (r *Relay) Ready(context.Context) error {
 	if f := r.refused.Load(); f != nil && time.Now().Before(f.until) {
 		return f.err
 	}
-	if !r.holdsLock.Load() && !r.cfg.ShareID {
+	if !r.holdsLock.Load() {
 		if err := r.lockErr.Load(); err != nil {
 			return fmt.Errorf("%w: %w", errNoLock, *err)
 		}
@@ -201,7 +197,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	failures := 0
 	for {
 		n, err := 0, error(nil)
-		if r.holdsLock.Load() || r.cfg.ShareID {
+		if r.holdsLock.Load() {
 			n, err = r.RunOnce(ctx)
 		}
 		if ctx.Err() != nil {
@@ -259,7 +255,7 @@ var errRowsArrived = errors.New("rows arrived while the relay was going to sleep
 // claimable, the sleeper's last claim may have found that row still waiting, and no
 // writer notifies for it.
 func (r *Relay) fallAsleep(ctx context.Context, lock *wakeLock, marked bool) error {
-	if !r.holdsLock.Load() && !r.cfg.ShareID {
+	if !r.holdsLock.Load() {
 		return nil // relaying nothing, it has no rows to be woken for
 	}
 	held, err := lock.hold(ctx, r.cfg.PollInterval)
@@ -384,7 +380,7 @@ func (r *Relay) listenOnce(ctx context.Context, wake chan<- struct{}) error {
 	}
 	r.twin.Store(!locked)
 	r.holdsLock.Store(locked)
-	if !locked && !r.cfg.ShareID {
+	if !locked {
 		return ErrTwin
 	}
 	if _, err := conn.Exec(ctx, "LISTEN outbox"); err != nil {

@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/bookstore-go/bookstore/services/platform/broker"
@@ -16,11 +17,10 @@ type EnvSettings struct {
 	ConfirmTimeout time.Duration
 	BatchSize      int
 	MaxAttempts    int
-	QueueCheck     string // bindings, or mandatory: the wrong way
-	Twin           string // refuse, or share: the wrong way
 }
 
 // EnvVariables returns the relay's variables for config.Parse, bound to the EnvSettings.
+// Their defaults are DefaultConfig's.
 func EnvVariables() (*EnvSettings, []config.Var) {
 	s := &EnvSettings{}
 	d := DefaultConfig
@@ -28,26 +28,18 @@ func EnvVariables() (*EnvSettings, []config.Var) {
 		config.String("RELAY_ID", "", "this relay's name in outbox claims; a restarted relay takes back its claims at once; empty: random", &s.ID),
 		config.Duration("RELAY_LEASE", d.Lease.String(), "how long a claim keeps other relays off a row; a dead relay's rows wait this long; must outlast a publish (5s dial + RELAY_CONFIRM_TIMEOUT + 5s)", &s.Lease),
 		config.Duration("RELAY_CONFIRM_TIMEOUT", "10s", "how long a batch waits for the broker's confirms before the broker counts as unavailable", &s.ConfirmTimeout),
-		config.Int("RELAY_BATCH_SIZE", "256", "outbox rows claimed and published at once", &s.BatchSize),
-		config.Int("RELAY_MAX_ATTEMPTS", "25", "publishes the broker returned (unroutable) before a row is parked as dead; outages and nacks spend none", &s.MaxAttempts),
-		config.OneOf("RELAY_QUEUE_CHECK", "bindings", "bindings: bind every queue bound to an event's type before publishing it, and hold it while one is missing; mandatory: whenever the broker routes it to any queue (the wrong way, for make chaos-compare)",
-			[]string{"bindings", "mandatory"}, &s.QueueCheck),
-		config.OneOf("RELAY_TWIN", "refuse", "refuse: a process started under a live relay's RELAY_ID relays nothing while that one lives; share: it relays too, and rows it has in flight are published twice (the wrong way, for make chaos-compare)",
-			[]string{"refuse", "share"}, &s.Twin),
+		config.Int("RELAY_BATCH_SIZE", strconv.Itoa(d.BatchSize), "outbox rows claimed and published at once", &s.BatchSize),
+		config.Int("RELAY_MAX_ATTEMPTS", strconv.Itoa(d.MaxAttempts), "publishes the broker returned (unroutable) before a row is parked as dead; outages and nacks spend none", &s.MaxAttempts),
 	}
 }
 
 // Config is the relay's Config for the service appID, from these settings.
 func (s *EnvSettings) Config(appID string) Config {
-	return Config{ID: s.ID, AppID: appID, BatchSize: s.BatchSize, Lease: s.Lease, MaxAttempts: s.MaxAttempts, ShareID: s.Twin == "share"}
+	return Config{ID: s.ID, AppID: appID, BatchSize: s.BatchSize, Lease: s.Lease, MaxAttempts: s.MaxAttempts}
 }
 
 // Publisher is the relay's publisher on conn to t, the system's whole topology: the
 // queues bound to an event's type are what it checks before publishing the event.
 func (s *EnvSettings) Publisher(conn *broker.Conn, t broker.Topology) *broker.Publisher {
-	pub := broker.NewPublisher(conn, t, s.ConfirmTimeout)
-	if s.QueueCheck == "mandatory" {
-		pub.TrustMandatory()
-	}
-	return pub
+	return broker.NewPublisher(conn, t, s.ConfirmTimeout)
 }

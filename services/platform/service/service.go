@@ -130,9 +130,9 @@ func (s *Start) RelayVariables() *outbox.EnvSettings {
 	return settings
 }
 
-// RetryVariables declares a consumer's retry pacing (CONSUMER_RETRY_*,
-// CONSUMER_ON_REFUSAL), with max as the longest wait's default, and its message size
-// limit (CONSUMER_MAX_MESSAGE_SIZE); Consume reads them.
+// RetryVariables declares a consumer's retry pacing (CONSUMER_RETRY_*), with max as the
+// longest wait's default, and its message size limit (CONSUMER_MAX_MESSAGE_SIZE);
+// Consume reads them.
 func (s *Start) RetryVariables(max string) {
 	retry, vars := consumer.RetryVariables(max)
 	s.retry = retry
@@ -250,7 +250,6 @@ func (s *Start) Consume(conn *broker.Conn, cfg consumer.Config, handle consumer.
 		panic("service: a consumer without RetryVariables") // a main that forgot a line
 	}
 	cfg.RetryBase, cfg.RetryMax = s.retry.Base, s.retry.Max
-	cfg.RequeueRefused = s.retry.OnRefusal == "requeue"
 	cfg.MaxMessageSize = s.retry.MaxMessageSize
 	if s.retry.Producer != "" {
 		cfg.Producer = s.retry.Producer

@@ -8,7 +8,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"time"
 
@@ -25,7 +24,8 @@ func main() { service.Main("emailprovider", run) }
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	s := service.New(service.Spec{Name: "emailprovider", Port: 8084, Postgres: true}) // no broker, no failpoints
 	defer s.Close()
-	var failRate, ambiguousRate, latency, admin, smtpAddr, smtpFrom, apiKeys string
+	var failRate, ambiguousRate, latency, smtpAddr, smtpFrom, apiKeys string
+	var admin bool
 	var groupCommit int
 	s.Vars(
 		config.String("EMAILPROVIDER_API_KEYS", "", "the callers: comma-separated account:key pairs (a key: 32 or more printable ASCII characters); required", &apiKeys),
@@ -33,7 +33,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		config.String("EMAILPROVIDER_AMBIGUOUS_RATE", "0", "share of sends that send, then stall past the caller's timeout (0 to 1)", &ambiguousRate),
 		config.String("EMAILPROVIDER_LATENCY", "0s", "added to every request, e.g. 200ms; a send spends it holding its key", &latency),
 		config.Int("EMAILPROVIDER_GROUP_COMMIT", "32", "the most sends one transaction commits: sends arriving while another commits share the next; 1: each its own transaction", &groupCommit),
-		config.String("EMAILPROVIDER_ADMIN", "0", "1: allow PUT /admin/faults to change the faults at run time", &admin),
+		config.Bool("EMAILPROVIDER_ADMIN", "0", "1: allow PUT /admin/faults to change the faults at run time", &admin),
 		config.String("SMTP_ADDR", "", "host:port of an SMTP server (Mailpit) to forward sent emails to; empty: record only", &smtpAddr),
 		config.String("SMTP_FROM", "bookstore@example.com", "sender address of forwarded emails", &smtpFrom),
 	)
@@ -43,9 +43,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	initial, err := emails.ParseFaults(failRate, ambiguousRate, latency)
 	if err != nil {
 		return err
-	}
-	if admin != "0" && admin != "1" {
-		return fmt.Errorf("EMAILPROVIDER_ADMIN=%q: want 0 or 1", admin)
 	}
 	keys, err := api.ParseAPIKeys(apiKeys)
 	if err != nil {
@@ -69,8 +66,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	s.Serve(api.NewServer(svc, faults, admin == "1", keys, tel, s.Checks()...))
+	s.Serve(api.NewServer(svc, faults, admin, keys, tel, s.Checks()...))
 	s.Log.InfoContext(ctx, "emailprovider started", "http_addr", s.Config.HTTPAddr, "smtp_addr", smtpAddr,
-		"admin", admin == "1", "fail_rate", initial.FailRate, "ambiguous_rate", initial.AmbiguousRate, "latency", initial.Latency, "group_commit", groupCommit)
+		"admin", admin, "fail_rate", initial.FailRate, "ambiguous_rate", initial.AmbiguousRate, "latency", initial.Latency, "group_commit", groupCommit)
 	return s.Wait(ctx)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 	"github.com/bookstore-go/bookstore/services/platform/service"
+	platformways "github.com/bookstore-go/bookstore/services/platform/wrongways"
 )
 
 func main() { service.Main("inventory", run) }
@@ -28,32 +29,30 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	s := service.New(service.Spec{Name: "inventory", Port: 8082, Postgres: true, RabbitMQ: true,
 		Failpoints: contracts.Failpoints, Commands: parkedCommands})
 	defer s.Close()
-	var strategyName, admin, cancellations string
+	var strategyName, cancellations string
+	var admin bool
 	var concurrency int
 	s.Vars(
-		config.String("INVENTORY_STRATEGY", "inbox", "inbox, or the wrong ways for demonstrations: check-then-process (double-reserves after a crash between work and record) or naive (double-reserves on every redelivery)", &strategyName),
-		config.String("INVENTORY_CANCELLATIONS", "sequence", "sequence, or the wrong way for demonstrations: ignore-sequence (a cancellation that overtakes its placement leaves no tombstone, so the late placement reserves for a cancelled order)", &cancellations),
-		config.String("INVENTORY_ADMIN", "0", "1: allow PUT /books/{id}, which creates books and sets their stock", &admin),
+		config.OneOf("INVENTORY_STRATEGY", "inbox", "inbox, or the wrong ways for demonstrations: check-then-process (double-reserves after a crash between work and record) or naive (double-reserves on every redelivery)",
+			[]string{string(wrongways.Inbox), string(wrongways.CheckThenProcess), string(wrongways.Naive)}, &strategyName),
+		config.OneOf("INVENTORY_CANCELLATIONS", "sequence", "sequence, or the wrong way for demonstrations: ignore-sequence (a cancellation that overtakes its placement leaves no tombstone, so the late placement reserves for a cancelled order)",
+			[]string{"sequence", "ignore-sequence"}, &cancellations),
+		config.Bool("INVENTORY_ADMIN", "0", "1: allow PUT /books/{id}, which creates books and sets their stock", &admin),
 		config.Int("CONSUMER_CONCURRENCY", "4", "orders handled at once", &concurrency),
 	)
 	s.RelayVariables()
+	relayWays, vars := platformways.RelayVariables()
+	s.Vars(vars...)
 	s.RetryVariables("10s")
+	consumerWays, vars := platformways.ConsumerVariables()
+	s.Vars(vars...)
 	if done, err := s.Parse(ctx, args, getenv, stdout); done {
 		return err // --help, an operator command (dlq, outbox) or a wrong variable
 	}
 	if cmd := s.Command(); cmd != "" {
 		return fmt.Errorf("unknown command %q (inventory takes dlq or outbox)", cmd)
 	}
-	strategy, err := wrongways.ParseStrategy(strategyName)
-	if err != nil {
-		return err
-	}
-	if cancellations != "sequence" && cancellations != "ignore-sequence" {
-		return fmt.Errorf("INVENTORY_CANCELLATIONS=%q: want sequence or ignore-sequence", cancellations)
-	}
-	if admin != "0" && admin != "1" {
-		return fmt.Errorf("INVENTORY_ADMIN=%q: want 0 or 1", admin)
-	}
+	strategy := wrongways.Strategy(strategyName)
 
 	tel, err := s.Begin(ctx)
 	if err != nil {
@@ -64,7 +63,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	pub := s.Publisher(s.BrokerConn("publish"), contracts.Topology)
+	pub := s.Publisher(s.BrokerConn("publish"), relayWays.Topology(contracts.Topology))
 	consumeConn := s.BrokerConn("consume")
 	svc, err := stock.NewService(pool, tel, stock.Options{})
 	if err != nil {
@@ -74,10 +73,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	relay, err := s.Relay(pool, pub, contracts.RelayAfterPublish)
+	outboxRelay, err := s.Relay(pool, pub, contracts.RelayAfterPublish)
 	if err != nil {
 		return err
 	}
+	relay := relayWays.Relay(outboxRelay, pool)
 	ordersCfg := consumer.Config{
 		Name:        stock.ConsumerName,
 		Queue:       contracts.QueueInventoryOrderPlaced,
@@ -91,14 +91,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		// strategies stay one message at a time, as the demonstrations show them.
 		ordersCfg.Batch = svc.HandleOrderEvents
 	}
-	if err := s.Consume(consumeConn, ordersCfg, handle); err != nil {
+	if err := s.Consume(consumeConn, ordersCfg, consumerWays.Handler(handle)); err != nil {
 		return err
 	}
 	s.Go(relay.Run, httpapi.Check{Name: "relay", Ping: relay.Ready})
-	s.Serve(api.NewServer(svc, admin == "1", tel, s.Checks()...))
+	s.Serve(api.NewServer(svc, admin, tel, s.Checks()...))
 	if strategy != wrongways.Inbox {
 		s.Log.WarnContext(ctx, "INVENTORY_STRATEGY is not inbox: redelivered orders CAN BE RESERVED TWICE", "strategy", strategy)
 	}
-	s.Log.InfoContext(ctx, "inventory started", "http_addr", s.Config.HTTPAddr, "strategy", strategy, "admin", admin == "1")
+	s.Log.InfoContext(ctx, "inventory started", "http_addr", s.Config.HTTPAddr, "strategy", strategy, "admin", admin)
 	return s.Wait(ctx)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/service"
+	"github.com/bookstore-go/bookstore/services/platform/wrongways"
 	schema "github.com/bookstore-go/bookstore/sql"
 )
 
@@ -44,6 +45,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// A provider outage is ridden out by requeueing with backoff: up to 30 s between tries
 	// (CONSUMER_RETRY_MAX), 30 attempts last about eight minutes before an email is given up.
 	s.RetryVariables("30s")
+	consumerWays, vars := wrongways.ConsumerVariables()
+	s.Vars(vars...)
 	if done, err := s.Parse(ctx, args, getenv, stdout); done {
 		return err // --help, an operator command (dlq) or a wrong variable
 	}
@@ -85,7 +88,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Types:       notifications.StockEventTypes,
 		Concurrency: concurrency,
 		Batch:       svc.HandleStockEvents,
-	}, svc.HandleStockEvent)
+	}, consumerWays.Handler(svc.HandleStockEvent))
 	if err != nil {
 		return err
 	}

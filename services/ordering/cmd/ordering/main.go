@@ -28,6 +28,7 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/service"
+	platformways "github.com/bookstore-go/bookstore/services/platform/wrongways"
 	schema "github.com/bookstore-go/bookstore/sql"
 )
 
@@ -37,19 +38,24 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	s := service.New(service.Spec{Name: "ordering", Port: 8081, Postgres: true, RabbitMQ: true,
 		Failpoints: contracts.Failpoints, Commands: parkedCommands})
 	defer s.Close()
-	var publisher, inProcessRelay string
+	var publisher string
+	var inProcessRelay bool
 	var concurrency, placedVersion int
 	var keyRetention, poolWait time.Duration
 	s.Vars(
 		config.Duration("IDEMPOTENCY_KEY_RETENTION", "24h", "how long POST /orders remembers an Idempotency-Key; a retry after it places a new order", &keyRetention),
 		config.Duration("ORDERING_POOL_WAIT", orders.DefaultPoolWait.String(), "how long an API request waits for a database connection; then 503 with Retry-After, nothing done (load shedding)", &poolWait),
-		config.String("ORDERING_PUBLISHER", "outbox", "outbox, or direct: commit then publish, no outbox (the wrong way, for demonstrations)", &publisher),
-		config.String("ORDERING_RELAY", "1", "1: the API process also runs the outbox relay; 0: the API and the stock-events consumer only, their events left to an `ordering relay` run beside it (make run does with STOREFRONT_DEMOS=1)", &inProcessRelay),
+		config.OneOf("ORDERING_PUBLISHER", "outbox", "outbox, or direct: commit then publish, no outbox (the wrong way, for demonstrations)", []string{"outbox", "direct"}, &publisher),
+		config.Bool("ORDERING_RELAY", "1", "1: the API process also runs the outbox relay; 0: the API and the stock-events consumer only, their events left to an `ordering relay` run beside it (make run does with STOREFRONT_DEMOS=1)", &inProcessRelay),
 		config.Int("ORDERING_ORDER_PLACED_VERSION", "1", "the version of ordering.order-placed written for a new order: 1, or 2 once every consumer reads v2 (docs/schema-evolution.md)", &placedVersion),
 		config.Int("CONSUMER_CONCURRENCY", "4", "stock events handled at once", &concurrency),
 	)
 	relaySettings := s.RelayVariables()
+	relayWays, vars := platformways.RelayVariables()
+	s.Vars(vars...)
 	s.RetryVariables("10s")
+	consumerWays, vars := platformways.ConsumerVariables()
+	s.Vars(vars...)
 	if done, err := s.Parse(ctx, args, getenv, stdout); done {
 		return err // --help, an operator command (dlq, outbox) or a wrong variable
 	}
@@ -57,13 +63,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if mode != "serve" && mode != "relay" {
 		return fmt.Errorf("unknown command %q (want none, relay, dlq or outbox)", mode)
 	}
-	if publisher != "outbox" && publisher != "direct" {
-		return fmt.Errorf("ORDERING_PUBLISHER=%q: want outbox or direct", publisher)
-	}
-	if inProcessRelay != "0" && inProcessRelay != "1" {
-		return fmt.Errorf("ORDERING_RELAY=%q: want 1, or 0 to run `ordering relay` as a process of its own", inProcessRelay)
-	}
-	if mode == "relay" && inProcessRelay == "0" {
+	if mode == "relay" && !inProcessRelay {
 		return errors.New("ORDERING_RELAY=0 with the relay command: it would run nothing (the variable is for the API process)")
 	}
 	if !slices.Contains(orders.OrderPlacedVersions, placedVersion) {
@@ -80,14 +80,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	pub := s.Publisher(s.BrokerConn(mode+"-publish"), contracts.Topology)
-	relay, err := s.Relay(pool, pub, contracts.RelayAfterPublish)
+	pub := s.Publisher(s.BrokerConn(mode+"-publish"), relayWays.Topology(contracts.Topology))
+	outboxRelay, err := s.Relay(pool, pub, contracts.RelayAfterPublish)
 	if err != nil {
 		return err
 	}
+	relay := relayWays.Relay(outboxRelay, pool)
 	// ORDERING_RELAY=0 leaves the outbox to an `ordering relay` beside this process: the
 	// API still writes every row, and they wait pending until that relay publishes them.
-	if publisher == "outbox" && inProcessRelay == "1" {
+	if publisher == "outbox" && inProcessRelay {
 		s.Go(relay.Run, httpapi.Check{Name: "relay", Ping: relay.Ready})
 	}
 
@@ -110,7 +111,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Types:       orders.StockEventTypes,
 		Concurrency: concurrency,
 		Batch:       svc.ApplyStockOutcomes,
-	}, svc.ApplyStockOutcome)
+	}, consumerWays.Handler(svc.ApplyStockOutcome))
 	if err != nil {
 		return err
 	}
@@ -123,6 +124,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		s.Log.WarnContext(ctx, "ORDERING_PUBLISHER=direct: events are published after commit without an outbox and CAN BE LOST")
 	}
 	s.Serve(api.NewServer(uses, tel, s.Checks()...))
-	s.Log.InfoContext(ctx, "ordering started", "http_addr", s.Config.HTTPAddr, "publisher", publisher, "in_process_relay", inProcessRelay == "1")
+	s.Log.InfoContext(ctx, "ordering started", "http_addr", s.Config.HTTPAddr, "publisher", publisher, "in_process_relay", inProcessRelay)
 	return s.Wait(ctx)
 }
