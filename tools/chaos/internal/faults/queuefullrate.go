@@ -63,6 +63,10 @@ func otherTypes(queue string) []string {
 // catches up on its backlog for a few seconds, faster than its rate.
 const queueFullSettle = 3 * time.Second
 
+// queueFullOutageTail is how long after an outage a queue_full's rates are not compared:
+// the backlogs of an 8-12 s outage drained within 12 s of its end in the default run.
+const queueFullOutageTail = 15 * time.Second
+
 // everyPublisher is the guard's name for every publishing connection at once, which a
 // broker alarm blocks: a queue_full comparing rates keeps alarms off.
 const everyPublisher = "every-publisher"
@@ -107,6 +111,11 @@ func (in *Injector) queueFullRate(ctx context.Context, queue string, baseline, s
 	}
 	if !loadRan {
 		return rateCheck{detail: "rate not compared: the load ended before the cap came off"}
+	}
+	// An outage stops every producer, and the backlog it leaves is caught up faster than
+	// the rate for seconds after it: neither says anything about the cap.
+	if o := in.outageBetween(baseline.Add(-queueFullOutageTail), end); o != nil {
+		return rateCheck{detail: fmt.Sprintf("rate not compared: %s %d overlapped the windows or just preceded them", o.Kind, o.ID)}
 	}
 	before, err1 := publishedBetween(ctx, in.sys, types, baseline, start)
 	during, err2 := publishedBetween(ctx, in.sys, types, start, end)
