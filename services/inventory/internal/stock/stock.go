@@ -78,9 +78,9 @@ func NewService(pool *pgxpool.Pool, tel *telemetry.Telemetry, opts Options) (*Se
 	}, nil
 }
 
-// Count adds one message answered with outcome (Decision.Outcome, Release.Outcome) to
+// count adds one message answered with outcome (decision.Outcome, release.Outcome) to
 // bookstore.inventory.orders.
-func (s *Service) Count(ctx context.Context, outcome string) {
+func (s *Service) count(ctx context.Context, outcome string) {
 	s.orders.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome)))
 }
 
