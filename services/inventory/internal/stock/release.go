@@ -64,14 +64,9 @@ func (s *Service) releaseStock(ctx context.Context, env event.Envelope) (inbox.O
 		}
 		return failpoint.Inject(ctx, contracts.InventoryBeforeReleaseCommit)
 	})
-	if err != nil {
-		return 0, err
-	}
-	if err := failpoint.Inject(ctx, contracts.InventoryAfterCommit); err != nil {
-		return 0, err
-	}
-	if !processed {
-		return inbox.Duplicate, nil
+	outcome, err := inbox.Settle(ctx, processed, err, afterCommit)
+	if err != nil || outcome == inbox.Duplicate {
+		return outcome, err
 	}
 	return s.released(ctx, env, c, r), nil
 }

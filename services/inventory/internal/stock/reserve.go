@@ -45,16 +45,17 @@ func (s *Service) HandleOrderEvent(ctx context.Context, env event.Envelope) (inb
 		}
 		return failpoint.Inject(ctx, contracts.InventoryBeforeCommit)
 	})
-	if err != nil {
-		return 0, err
-	}
-	if err := failpoint.Inject(ctx, contracts.InventoryAfterCommit); err != nil {
-		return 0, err
-	}
-	if !processed {
-		return inbox.Duplicate, nil
+	outcome, err := inbox.Settle(ctx, processed, err, afterCommit)
+	if err != nil || outcome == inbox.Duplicate {
+		return outcome, err
 	}
 	return s.answered(ctx, env, o, d), nil
+}
+
+// afterCommit is the step between a message's commit and its ack, where the failpoint
+// inventory/after-commit crashes the process.
+func afterCommit(ctx context.Context) error {
+	return failpoint.Inject(ctx, contracts.InventoryAfterCommit)
 }
 
 // answered counts the answer to a claimed placement and says what the consumer reports:

@@ -35,14 +35,9 @@ func (c *Consumer) releaseIgnoringSequence(ctx context.Context, env event.Envelo
 		}
 		return failpoint.Inject(ctx, contracts.InventoryBeforeReleaseCommit)
 	})
-	if err != nil {
-		return 0, err
-	}
-	if err := c.hooks.afterCommit(ctx); err != nil {
-		return 0, err
-	}
-	if !processed {
-		return inbox.Duplicate, nil
+	outcome, err := inbox.Settle(ctx, processed, err, c.hooks.afterCommit)
+	if err != nil || outcome == inbox.Duplicate {
+		return outcome, err
 	}
 	if r.stale {
 		c.log.WarnContext(ctx, "cancellation at or below the order's last sequence; nothing done",

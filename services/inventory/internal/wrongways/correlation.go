@@ -47,16 +47,7 @@ func (c *Consumer) handleKeyedOnCorrelationID(ctx context.Context, env event.Env
 		processed = true
 		return work(tx)
 	})
-	if err != nil {
-		return 0, err
-	}
-	if err := c.hooks.afterCommit(ctx); err != nil {
-		return 0, err
-	}
-	if !processed {
-		return inbox.Duplicate, nil
-	}
-	return inbox.Processed, nil
+	return inbox.Settle(ctx, processed, err, c.hooks.afterCommit)
 }
 
 // workOf reads env and returns its order's id and the work for it: a placement reserves

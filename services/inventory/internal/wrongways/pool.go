@@ -39,14 +39,5 @@ func (c *Consumer) reserveThroughPool(ctx context.Context, env event.Envelope) (
 		}
 		return c.hooks.beforeCommit(ctx)
 	})
-	if err != nil {
-		return 0, err
-	}
-	if err := c.hooks.afterCommit(ctx); err != nil {
-		return 0, err
-	}
-	if !processed {
-		return inbox.Duplicate, nil
-	}
-	return inbox.Processed, nil
+	return inbox.Settle(ctx, processed, err, c.hooks.afterCommit)
 }
