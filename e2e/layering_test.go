@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"go/scanner"
 	"go/token"
+	"go/types"
 	"io"
 	"io/fs"
 	"os"
@@ -14,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/tools/go/packages"
 )
 
 const module = "github.com/bookstore-go/bookstore/"
@@ -172,4 +175,119 @@ func isService(name string) bool {
 		return true
 	}
 	return false
+}
+
+// TestLayeringExportsNoNameForAWrongWayAlone keeps the wrong designs beside the real code
+// rather than inside its API: an exported function, method, variable or constant of a
+// real package (any package under services/ that is not a wrong way, an experiment, the
+// sandbox or a command) that the wrong ways or the experiments use must also be used by
+// the non-test code of another real package, a command or a tool. Inside a service, a
+// use in the declaring package needs no export, so it does not count; the platform is a
+// library for any caller, and its own use does. A test is never a user. A name that only
+// a wrong way needs from outside is unexported, or the wrong way keeps its own copy.
+func TestLayeringExportsNoNameForAWrongWayAlone(t *testing.T) {
+	cfg := &packages.Config{
+		Mode:  packages.NeedName | packages.NeedFiles | packages.NeedSyntax | packages.NeedTypes | packages.NeedTypesInfo,
+		Dir:   "..",
+		Tests: true,
+	}
+	pkgs, err := packages.Load(cfg, module+"services/...", module+"tools/...")
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	if packages.PrintErrors(pkgs) > 0 {
+		t.Fatal("the packages above did not load")
+	}
+	type export struct{ name, declaredIn string }
+	exports := map[string]export{}      // by the position of the declaration
+	wrongUsers := map[string][]string{} // by the position of the declaration
+	realUse := map[string]bool{}        // by the position of the declaration
+	for _, p := range pkgs {
+		user := strings.TrimSuffix(p.PkgPath, "_test")
+		for id, obj := range p.TypesInfo.Uses {
+			if !isAPI(obj) || !isReal(obj.Pkg().Path()) {
+				continue
+			}
+			if obj.Pkg().Path() == user && !strings.HasPrefix(user, module+"services/platform/") {
+				continue
+			}
+			decl := p.Fset.Position(obj.Pos())
+			if decl.Filename == "" || strings.HasSuffix(decl.Filename, "_test.go") {
+				continue
+			}
+			key := decl.String()
+			exports[key] = export{exportedName(obj), obj.Pkg().Path()}
+			switch {
+			case isWrongSide(user):
+				if !slices.Contains(wrongUsers[key], user) {
+					wrongUsers[key] = append(wrongUsers[key], user)
+				}
+			case !strings.HasSuffix(p.Fset.Position(id.Pos()).Filename, "_test.go") && !strings.HasSuffix(p.PkgPath, "_test"):
+				realUse[key] = true
+			}
+		}
+	}
+	if len(exports) < 100 {
+		t.Fatalf("found only %d exported names used across packages", len(exports))
+	}
+	var found []string
+	for key, users := range wrongUsers {
+		if !realUse[key] {
+			e := exports[key]
+			slices.Sort(users)
+			found = append(found, e.declaredIn+": "+e.name+" is exported only for "+strings.Join(users, ", ")+
+				" (declared at "+key+"): unexport it, or let the wrong way keep its own copy")
+		}
+	}
+	slices.Sort(found)
+	for _, f := range found {
+		t.Error(f)
+	}
+}
+
+// isAPI reports whether obj is an exported function, method, variable or constant. A
+// type or a field comes with the functions that take it: PlaceOrderRequest's lines are
+// the API's even where only an experiment spells their type.
+func isAPI(obj types.Object) bool {
+	if obj.Pkg() == nil || !obj.Exported() {
+		return false
+	}
+	switch o := obj.(type) {
+	case *types.Func, *types.Const:
+		return true
+	case *types.Var:
+		return !o.IsField()
+	}
+	return false
+}
+
+// isReal reports whether a package is on the real path: a service's or the platform's
+// package that is neither a wrong way, an experiment nor a command.
+func isReal(importPath string) bool {
+	return strings.HasPrefix(importPath, module+"services/") && !isWrongSide(importPath) && !strings.Contains(importPath, "/cmd/")
+}
+
+// isWrongSide reports whether a package holds the wrong designs, the experiments that
+// run them, or the platform's sandbox the experiments run in.
+func isWrongSide(importPath string) bool {
+	parts := strings.Split(importPath, "/")
+	return slices.Contains(parts, "wrongways") || slices.Contains(parts, "experiments") ||
+		importPath == module+"services/platform/sandbox"
+}
+
+// exportedName is obj as its package's reader names it: Name, Type.Method or Type.Field.
+func exportedName(obj types.Object) string {
+	name := obj.Name()
+	if o, ok := obj.(*types.Func); ok {
+		if recv := o.Signature().Recv(); recv != nil {
+			t := recv.Type()
+			if ptr, ok := t.(*types.Pointer); ok {
+				t = ptr.Elem()
+			}
+			if named, ok := t.(*types.Named); ok {
+				name = named.Obj().Name() + "." + name
+			}
+		}
+	}
+	return name
 }

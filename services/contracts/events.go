@@ -2,6 +2,7 @@ package contracts
 
 import (
 	"strconv"
+	"strings"
 	"time"
 	"unicode"
 
@@ -134,3 +135,21 @@ func TextProblem(s string, max int) string {
 // book beyond it (409 catalogue-full), so an administrator's script gone wrong cannot grow
 // the catalogue, and every GET /books walk, without bound.
 const MaxBooks = 10_000
+
+// OrderIDProblem says what is wrong with the order id an order's event carries in its
+// data, checked against the envelope's subject, or "" when nothing is. Every event of an
+// order is published under the order's id as its subject: the subject keys the event's
+// place in the order's sequence and the data's id says which order the work is for, so a
+// consumer that met the two apart could not tell which order it is answering.
+func OrderIDProblem(orderID uuid.UUID, subject string) string {
+	switch {
+	case orderID == uuid.Nil:
+		return "order_id is missing"
+	case orderID.String() != subject:
+		if len(subject) > 64 {
+			subject = strings.ToValidUTF8(subject[:64], "") + "…"
+		}
+		return "order_id " + orderID.String() + " does not match subject " + strconv.Quote(subject)
+	}
+	return ""
+}

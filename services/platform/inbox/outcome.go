@@ -1,6 +1,8 @@
 package inbox
 
 import (
+	"context"
+
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/bookstore-go/bookstore/services/platform/event"
@@ -21,4 +23,22 @@ const (
 type Message struct {
 	Envelope event.Envelope
 	Span     trace.SpanContext
+}
+
+// Settle is what a handler reports of a message it gave to Process, from Process's
+// result: Process's error; else the error of afterCommit, the step between the commit
+// and the ack where a crash is tried (a failpoint, a test's hook); else Duplicate for a
+// message processed before and Processed for one processed now. afterCommit runs for a
+// duplicate too, since the window between commit and ack is there either way.
+func Settle(ctx context.Context, processed bool, err error, afterCommit func(context.Context) error) (Outcome, error) {
+	if err != nil {
+		return 0, err
+	}
+	if err := afterCommit(ctx); err != nil {
+		return 0, err
+	}
+	if !processed {
+		return Duplicate, nil
+	}
+	return Processed, nil
 }

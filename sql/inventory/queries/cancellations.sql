@@ -24,8 +24,3 @@ UPDATE books
 SET reserved = books.reserved - l.quantity, updated_at = now()
 FROM (SELECT unnest(sqlc.arg(ids)::uuid[]) AS book_id, unnest(sqlc.arg(quantities)::int[]) AS quantity) AS l
 WHERE books.id = l.book_id;
-
--- name: ForgetOrderAnswer :exec
--- Only INVENTORY_CANCELLATIONS=ignore-sequence, the wrong way: a cancellation that
--- overtook its placement takes its tombstone back.
-DELETE FROM order_answers WHERE order_id = $1;

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
-	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
+	"github.com/bookstore-go/bookstore/services/inventory/internal/orderevent"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/wrongways"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/inbox"
@@ -166,7 +166,7 @@ func (l *Lab) HandlerWritingThroughThePool(ctx context.Context) (PoolWriteResult
 // cancellationOf is the OrderCancelled of placed's order, as ordering's outbox would have
 // written it: the order's second event.
 func cancellationOf(placed event.Envelope) (event.Envelope, error) {
-	o, err := stock.OrderOf(placed)
+	o, err := orderevent.OrderOf(placed)
 	if err != nil {
 		return event.Envelope{}, err
 	}

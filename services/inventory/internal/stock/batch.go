@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
+	"github.com/bookstore-go/bookstore/services/inventory/internal/orderevent"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/store"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/failpoint"
@@ -37,13 +38,13 @@ var errCancellationInBatch = errors.New("a cancellation is applied alone")
 // docs/performance.md says why this form exists and what it saves.
 func (s *Service) HandleOrderEvents(ctx context.Context, msgs []inbox.Message) ([]inbox.Outcome, error) {
 	envs := make([]event.Envelope, len(msgs))
-	orders := make([]Order, len(msgs))
+	orders := make([]orderevent.Order, len(msgs))
 	causes := make([]trace.SpanContext, len(msgs))
 	for i, m := range msgs {
 		if m.Envelope.Type == contracts.OrderCancelled {
 			return nil, errCancellationInBatch
 		}
-		o, err := OrderOf(m.Envelope)
+		o, err := orderevent.OrderOf(m.Envelope)
 		if err != nil {
 			return nil, err
 		}
@@ -52,7 +53,7 @@ func (s *Service) HandleOrderEvents(ctx context.Context, msgs []inbox.Message) (
 	ctx, span := s.tracer.Start(ctx, "ReserveStockBatch", trace.WithAttributes(attribute.Int("bookstore.orders", len(orders))))
 	defer span.End()
 
-	var decisions []Decision
+	var decisions []decision
 	err := inbox.ProcessAll(ctx, s.pool, ConsumerName, envs, func(tx pgx.Tx) error {
 		var err error
 		if decisions, err = reserveAll(ctx, tx, orders, causes); err != nil {
@@ -67,7 +68,7 @@ func (s *Service) HandleOrderEvents(ctx context.Context, msgs []inbox.Message) (
 		return nil, err
 	}
 	for _, d := range decisions {
-		s.Count(ctx, d.Outcome())
+		s.count(ctx, d.Outcome())
 	}
 	return slices.Repeat([]inbox.Outcome{inbox.Processed}, len(msgs)), nil
 }
@@ -76,7 +77,7 @@ func (s *Service) HandleOrderEvents(ctx context.Context, msgs []inbox.Message) (
 // is locked in one statement, in id order like reserve's locks, so two batches cannot
 // deadlock on each other or on a single order. Each order is then decided against the
 // copies left by the orders before it.
-func reserveAll(ctx context.Context, tx pgx.Tx, orders []Order, causes []trace.SpanContext) ([]Decision, error) {
+func reserveAll(ctx context.Context, tx pgx.Tx, orders []orderevent.Order, causes []trace.SpanContext) ([]decision, error) {
 	q := store.New(tx)
 	books, err := q.LockBooks(ctx, bookIDs(orders))
 	if err != nil {
@@ -84,7 +85,7 @@ func reserveAll(ctx context.Context, tx pgx.Tx, orders []Order, causes []trace.S
 	}
 	free := availableOf(books)
 
-	decisions := make([]Decision, len(orders))
+	decisions := make([]decision, len(orders))
 	events := make([]outbox.Event, len(orders))
 	answers := store.RecordAnswersParams{}
 	lines := store.InsertReservationsOfOrdersParams{}
@@ -133,7 +134,7 @@ func reserveAll(ctx context.Context, tx pgx.Tx, orders []Order, causes []trace.S
 }
 
 // bookIDs is every book the orders name, once each.
-func bookIDs(orders []Order) []uuid.UUID {
+func bookIDs(orders []orderevent.Order) []uuid.UUID {
 	seen := map[uuid.UUID]bool{}
 	var ids []uuid.UUID
 	for _, o := range orders {

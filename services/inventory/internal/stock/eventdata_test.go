@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
-	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
+	"github.com/bookstore-go/bookstore/services/inventory/internal/orderevent"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 )
@@ -33,17 +33,17 @@ func TestAnEventsStringsObeyTheRulesOfTheHTTPSide(t *testing.T) {
 	for name, email := range emails {
 		v1 := orderPlaced(t, line)
 		v1.Data = mustJSON(t, contracts.OrderPlacedData{OrderID: uuid.MustParse(v1.Subject), CustomerEmail: email, Lines: []contracts.Line{line}, PlacedAt: time.Now()})
-		if _, err := stock.OrderOf(v1); !isPoison(err, event.ReasonInvalidData) {
+		if _, err := orderevent.OrderOf(v1); !isPoison(err, event.ReasonInvalidData) {
 			t.Errorf("v1 with an email %s: err = %v, want poison %s", name, err, event.ReasonInvalidData)
 		}
 		v2 := orderPlacedV2(t, line)
 		v2.Data = mustJSON(t, contracts.OrderPlacedV2Data{OrderID: uuid.MustParse(v2.Subject), Customer: contracts.Customer{Email: email}, Lines: []contracts.Line{line}, PlacedAt: time.Now()})
-		if _, err := stock.OrderOf(v2); !isPoison(err, event.ReasonInvalidData) {
+		if _, err := orderevent.OrderOf(v2); !isPoison(err, event.ReasonInvalidData) {
 			t.Errorf("v2 with an email %s: err = %v, want poison %s", name, err, event.ReasonInvalidData)
 		}
 		cancelled := orderCancelled(t, v1, 2)
 		cancelled.Data = mustJSON(t, contracts.OrderCancelledData{OrderID: uuid.MustParse(v1.Subject), CustomerEmail: email, CancelledAt: time.Now()})
-		if _, err := stock.CancellationOf(cancelled); !isPoison(err, event.ReasonInvalidData) {
+		if _, err := orderevent.CancellationOf(cancelled); !isPoison(err, event.ReasonInvalidData) {
 			t.Errorf("a cancellation with an email %s: err = %v, want poison %s", name, err, event.ReasonInvalidData)
 		}
 	}
@@ -55,14 +55,14 @@ func TestAnEventsStringsObeyTheRulesOfTheHTTPSide(t *testing.T) {
 	} {
 		v2 := orderPlacedV2(t, line)
 		v2.Data = mustJSON(t, contracts.OrderPlacedV2Data{OrderID: uuid.MustParse(v2.Subject), Customer: contracts.Customer{Email: "ada@example.com", Name: customer}, Lines: []contracts.Line{line}, PlacedAt: time.Now()})
-		if _, err := stock.OrderOf(v2); !isPoison(err, event.ReasonInvalidData) {
+		if _, err := orderevent.OrderOf(v2); !isPoison(err, event.ReasonInvalidData) {
 			t.Errorf("v2 with a customer name %s: err = %v, want poison %s", name, err, event.ReasonInvalidData)
 		}
 	}
 	// What ordering's API accepts still passes.
 	v2 := orderPlacedV2(t, line)
 	v2.Data = mustJSON(t, contracts.OrderPlacedV2Data{OrderID: uuid.MustParse(v2.Subject), Customer: contracts.Customer{Email: "ada.lovelace+books@example.co.uk", Name: "Ada Lovelace"}, Lines: []contracts.Line{line}, PlacedAt: time.Now()})
-	if _, err := stock.OrderOf(v2); err != nil {
+	if _, err := orderevent.OrderOf(v2); err != nil {
 		t.Errorf("a valid v2: %v", err)
 	}
 }

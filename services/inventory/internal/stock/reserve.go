@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
+	"github.com/bookstore-go/bookstore/services/inventory/internal/orderevent"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/store"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/failpoint"
@@ -30,37 +31,38 @@ func (s *Service) HandleOrderEvent(ctx context.Context, env event.Envelope) (inb
 	if env.Type == contracts.OrderCancelled {
 		return s.releaseStock(ctx, env)
 	}
-	o, err := OrderOf(env)
+	o, err := orderevent.OrderOf(env)
 	if err != nil {
 		return 0, err
 	}
 	ctx, span := s.tracer.Start(ctx, "ReserveStock inbox")
 	defer span.End()
-	var d Decision
+	var d decision
 	processed, err := inbox.Process(ctx, s.pool, ConsumerName, env, func(tx pgx.Tx) error {
 		var err error
-		if d, err = Reserve(ctx, tx, o); err != nil {
+		if d, err = reserve(ctx, tx, o); err != nil {
 			return err
 		}
 		return failpoint.Inject(ctx, contracts.InventoryBeforeCommit)
 	})
-	if err != nil {
-		return 0, err
-	}
-	if err := failpoint.Inject(ctx, contracts.InventoryAfterCommit); err != nil {
-		return 0, err
-	}
-	if !processed {
-		return inbox.Duplicate, nil
+	outcome, err := inbox.Settle(ctx, processed, err, afterCommit)
+	if err != nil || outcome == inbox.Duplicate {
+		return outcome, err
 	}
 	return s.answered(ctx, env, o, d), nil
+}
+
+// afterCommit is the step between a message's commit and its ack, where the failpoint
+// inventory/after-commit crashes the process.
+func afterCommit(ctx context.Context) error {
+	return failpoint.Inject(ctx, contracts.InventoryAfterCommit)
 }
 
 // answered counts the answer to a claimed placement and says what the consumer reports:
 // an order answered before, under another message id or by its cancellation, is a
 // duplicate.
-func (s *Service) answered(ctx context.Context, env event.Envelope, o Order, d Decision) inbox.Outcome {
-	s.Count(ctx, d.Outcome())
+func (s *Service) answered(ctx context.Context, env event.Envelope, o orderevent.Order, d decision) inbox.Outcome {
+	s.count(ctx, d.Outcome())
 	switch {
 	case d.cancelledFirst:
 		s.log.InfoContext(ctx, "order cancelled before its placement arrived; nothing reserved",
@@ -74,13 +76,13 @@ func (s *Service) answered(ctx context.Context, env event.Envelope, o Order, d D
 	return inbox.Processed
 }
 
-// Reserve does the work of one placement inside tx: decide on the locked books, record the
+// reserve does the work of one placement inside tx: decide on the locked books, record the
 // answer, reserve all lines or none, and write the outcome event to the outbox, so that
 // the stock change and its announcement commit together or not at all. The order's row
 // in order_answers and the reservations' keys refuse a second answer to the same order
 // under another message id, which the inbox cannot see.
-func Reserve(ctx context.Context, tx pgx.Tx, o Order) (Decision, error) {
-	d, err := Decide(ctx, tx, o)
+func reserve(ctx context.Context, tx pgx.Tx, o orderevent.Order) (decision, error) {
+	d, err := lockAndDecide(ctx, tx, o)
 	if err != nil {
 		return d, err
 	}
@@ -93,17 +95,17 @@ func Reserve(ctx context.Context, tx pgx.Tx, o Order) (Decision, error) {
 			return d, err
 		}
 		if n == 0 {
-			return Decision{alreadyAnswered: true}, nil
+			return decision{alreadyAnswered: true}, nil
 		}
-		if err := AddReserved(ctx, tx, o); err != nil {
+		if err := addReserved(ctx, tx, o); err != nil {
 			return d, err
 		}
 	}
-	return d, Announce(ctx, tx, o, d, 1)
+	return d, announce(ctx, tx, o, d, 1)
 }
 
-// Decision is inventory's answer to one order.
-type Decision struct {
+// decision is inventory's answer to one order.
+type decision struct {
 	Reserved bool
 	reason   string // why it was rejected
 	// alreadyAnswered: this order was answered before under another message id (the
@@ -115,7 +117,7 @@ type Decision struct {
 }
 
 // Outcome names the decision in order_answers and in bookstore.inventory.orders.
-func (d Decision) Outcome() string {
+func (d decision) Outcome() string {
 	switch {
 	case d.cancelledFirst:
 		return "placed-after-cancellation"
@@ -127,15 +129,15 @@ func (d Decision) Outcome() string {
 	return "rejected"
 }
 
-// Decide locks the order's books and answers the order from their free copies. The locks
+// lockAndDecide locks the order's books and answers the order from their free copies. The locks
 // come first, in book id order (the query sorts; see LockBooks): no other order can take
 // the copies between this answer and the commit.
-func Decide(ctx context.Context, tx pgx.Tx, o Order) (Decision, error) {
+func lockAndDecide(ctx context.Context, tx pgx.Tx, o orderevent.Order) (decision, error) {
 	lines := byBook(o.Lines)
 	ids, _ := columns(lines)
 	books, err := store.New(tx).LockBooks(ctx, ids)
 	if err != nil {
-		return Decision{}, fmt.Errorf("lock books: %w", err)
+		return decision{}, fmt.Errorf("lock books: %w", err)
 	}
 	return decide(lines, availableOf(books)), nil
 }
@@ -143,7 +145,7 @@ func Decide(ctx context.Context, tx pgx.Tx, o Order) (Decision, error) {
 // recordAnswer writes the order's row in order_answers. An existing row means the order
 // was answered before: a placement is its order's sequence 1 and every row is at 1 or
 // above, so it is never newer; which event wrote the row says what to report.
-func recordAnswer(ctx context.Context, tx pgx.Tx, o Order, d Decision) (Decision, error) {
+func recordAnswer(ctx context.Context, tx pgx.Tx, o orderevent.Order, d decision) (decision, error) {
 	q := store.New(tx)
 	n, err := q.RecordAnswer(ctx, store.RecordAnswerParams{OrderID: o.ID, Outcome: d.Outcome()})
 	if err != nil {
@@ -156,13 +158,13 @@ func recordAnswer(ctx context.Context, tx pgx.Tx, o Order, d Decision) (Decision
 	if err != nil {
 		return d, fmt.Errorf("get order answer: %w", err)
 	}
-	return Decision{alreadyAnswered: true, cancelledFirst: prev.Outcome == "cancelled"}, nil
+	return decision{alreadyAnswered: true, cancelledFirst: prev.Outcome == "cancelled"}, nil
 }
 
 // insertReservations writes one row per line of the order and returns how many it wrote:
 // every line, or none when the order's lines were there already. The lines of an order
 // are inserted together, so a part is an error.
-func insertReservations(ctx context.Context, tx pgx.Tx, o Order) (int64, error) {
+func insertReservations(ctx context.Context, tx pgx.Tx, o orderevent.Order) (int64, error) {
 	ids, quantities := columns(byBook(o.Lines))
 	n, err := store.New(tx).InsertReservations(ctx, store.InsertReservationsParams{OrderID: o.ID, Ids: ids, Quantities: quantities})
 	if err != nil {
@@ -174,9 +176,9 @@ func insertReservations(ctx context.Context, tx pgx.Tx, o Order) (int64, error) 
 	return n, nil
 }
 
-// AddReserved adds the order's quantities to its books' reserved counts. The books must be
-// locked in tx (Decide).
-func AddReserved(ctx context.Context, tx pgx.Tx, o Order) error {
+// addReserved adds the order's quantities to its books' reserved counts. The books must be
+// locked in tx (lockAndDecide).
+func addReserved(ctx context.Context, tx pgx.Tx, o orderevent.Order) error {
 	ids, quantities := columns(byBook(o.Lines))
 	n, err := store.New(tx).AddReserved(ctx, store.AddReservedParams{Ids: ids, Quantities: quantities})
 	if err != nil {
@@ -188,9 +190,9 @@ func AddReserved(ctx context.Context, tx pgx.Tx, o Order) error {
 	return nil
 }
 
-// Announce writes the outcome event of d to the outbox in tx, as event sequence of the
+// announce writes the outcome event of d to the outbox in tx, as event sequence of the
 // order's reservation.
-func Announce(ctx context.Context, tx pgx.Tx, o Order, d Decision, sequence int64) error {
+func announce(ctx context.Context, tx pgx.Tx, o orderevent.Order, d decision, sequence int64) error {
 	_, err := outbox.Write(ctx, tx, outcomeEvent(o, d, sequence))
 	return err
 }
@@ -222,22 +224,22 @@ func availableOf(books []store.LockBooksRow) map[uuid.UUID]int {
 
 // decide answers an order from the free copies of its books. The first line, in book id
 // order, that cannot be served names the reason.
-func decide(lines []contracts.Line, free map[uuid.UUID]int) Decision {
+func decide(lines []contracts.Line, free map[uuid.UUID]int) decision {
 	for _, l := range lines {
 		available, ok := free[l.BookID]
 		if !ok {
-			return Decision{reason: "unknown book " + l.BookID.String()}
+			return decision{reason: "unknown book " + l.BookID.String()}
 		}
 		if available < l.Quantity {
-			return Decision{reason: fmt.Sprintf("insufficient stock for %s: %d available, %d wanted", l.BookID, available, l.Quantity)}
+			return decision{reason: fmt.Sprintf("insufficient stock for %s: %d available, %d wanted", l.BookID, available, l.Quantity)}
 		}
 	}
-	return Decision{Reserved: true}
+	return decision{Reserved: true}
 }
 
 // outcomeEvent is the event that announces d: StockReserved or StockRejected, about the
 // order's reservation, carrying the order's lines as the order listed them.
-func outcomeEvent(o Order, d Decision, sequence int64) outbox.Event {
+func outcomeEvent(o orderevent.Order, d decision, sequence int64) outbox.Event {
 	e := outbox.Event{
 		Source:        Source,
 		AggregateType: AggregateType,

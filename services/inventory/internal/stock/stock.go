@@ -21,9 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
-	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
-	schema "github.com/bookstore-go/bookstore/sql"
 )
 
 // Names inventory's events and inbox rows carry.
@@ -78,9 +76,9 @@ func NewService(pool *pgxpool.Pool, tel *telemetry.Telemetry, opts Options) (*Se
 	}, nil
 }
 
-// Count adds one message answered with outcome (Decision.Outcome, Release.Outcome) to
+// count adds one message answered with outcome (decision.Outcome, release.Outcome) to
 // bookstore.inventory.orders.
-func (s *Service) Count(ctx context.Context, outcome string) {
+func (s *Service) count(ctx context.Context, outcome string) {
 	s.orders.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome)))
 }
 
@@ -103,11 +101,4 @@ type CatalogueFullError struct {
 
 func (e *CatalogueFullError) Error() string {
 	return fmt.Sprintf("the catalogue holds its maximum of %d books; a new book cannot be added (an existing one can still be replaced)", e.Max)
-}
-
-// Migrations are the schema of inventory's database, applied on every start: the
-// platform's outbox and inbox, then inventory's books (seeded) and reservations.
-var Migrations = []pgdb.Migrations{
-	{FS: schema.Platform, VersionTable: "goose_platform_version"},
-	{FS: schema.Inventory, VersionTable: "goose_inventory_version"},
 }

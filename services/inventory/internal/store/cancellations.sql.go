@@ -43,17 +43,6 @@ func (q *Queries) DeleteReservations(ctx context.Context, orderID uuid.UUID) ([]
 	return items, nil
 }
 
-const forgetOrderAnswer = `-- name: ForgetOrderAnswer :exec
-DELETE FROM order_answers WHERE order_id = $1
-`
-
-// Only INVENTORY_CANCELLATIONS=ignore-sequence, the wrong way: a cancellation that
-// overtook its placement takes its tombstone back.
-func (q *Queries) ForgetOrderAnswer(ctx context.Context, orderID uuid.UUID) error {
-	_, err := q.db.Exec(ctx, forgetOrderAnswer, orderID)
-	return err
-}
-
 const recordCancellation = `-- name: RecordCancellation :one
 INSERT INTO order_answers (order_id, outcome, last_sequence, cancelled_at)
 VALUES ($1, 'cancelled', $2, now())

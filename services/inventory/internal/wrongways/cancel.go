@@ -7,8 +7,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
+	"github.com/bookstore-go/bookstore/services/inventory/internal/orderevent"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
-	"github.com/bookstore-go/bookstore/services/inventory/internal/store"
+	"github.com/bookstore-go/bookstore/services/inventory/internal/wrongways/wrongstore"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/failpoint"
 	"github.com/bookstore-go/bookstore/services/platform/inbox"
@@ -20,13 +21,13 @@ import (
 // row and reserves for a cancelled order. StockReleased is always the reservation's
 // second event, leaving the first to that placement.
 func (c *Consumer) releaseIgnoringSequence(ctx context.Context, env event.Envelope) (inbox.Outcome, error) {
-	cn, err := stock.CancellationOf(env)
+	cn, err := orderevent.CancellationOf(env)
 	if err != nil {
 		return 0, err
 	}
 	ctx, span := c.tracer.Start(ctx, "ReleaseStock")
 	defer span.End()
-	var r stock.Release
+	var r release
 	processed, err := inbox.Process(ctx, c.pool, stock.ConsumerName, env, func(tx pgx.Tx) error {
 		var err error
 		if r, err = releaseWithoutTombstone(ctx, tx, cn); err != nil {
@@ -34,17 +35,11 @@ func (c *Consumer) releaseIgnoringSequence(ctx context.Context, env event.Envelo
 		}
 		return failpoint.Inject(ctx, contracts.InventoryBeforeReleaseCommit)
 	})
-	if err != nil {
-		return 0, err
+	outcome, err := inbox.Settle(ctx, processed, err, c.hooks.afterCommit)
+	if err != nil || outcome == inbox.Duplicate {
+		return outcome, err
 	}
-	if err := c.hooks.afterCommit(ctx); err != nil {
-		return 0, err
-	}
-	if !processed {
-		return inbox.Duplicate, nil
-	}
-	c.stock.Count(ctx, r.Outcome())
-	if r.Stale {
+	if r.stale {
 		c.log.WarnContext(ctx, "cancellation at or below the order's last sequence; nothing done",
 			"order_id", cn.OrderID, "sequence", cn.Sequence, "message_id", env.ID)
 		return inbox.Duplicate, nil
@@ -52,17 +47,17 @@ func (c *Consumer) releaseIgnoringSequence(ctx context.Context, env event.Envelo
 	return inbox.Processed, nil
 }
 
-// releaseWithoutTombstone is stock.Cancel, then the order's row forgotten if the
-// cancellation wrote it, then StockReleased at sequence 2.
-func releaseWithoutTombstone(ctx context.Context, tx pgx.Tx, cn stock.Cancellation) (stock.Release, error) {
-	r, err := stock.Cancel(ctx, tx, cn)
-	if err != nil || r.Stale {
+// releaseWithoutTombstone is cancel, then the order's row forgotten if the cancellation
+// wrote it, then StockReleased at sequence 2.
+func releaseWithoutTombstone(ctx context.Context, tx pgx.Tx, cn orderevent.Cancellation) (release, error) {
+	r, err := cancel(ctx, tx, cn)
+	if err != nil || r.stale {
 		return r, err
 	}
-	if r.Previous == "" {
-		if err := store.New(tx).ForgetOrderAnswer(ctx, cn.OrderID); err != nil {
+	if r.previous == "" {
+		if err := wrongstore.New(tx).ForgetOrderAnswer(ctx, cn.OrderID); err != nil {
 			return r, fmt.Errorf("forget order answer: %w", err)
 		}
 	}
-	return r, stock.AnnounceRelease(ctx, tx, cn, r, 2)
+	return r, announceRelease(ctx, tx, cn, r, 2)
 }

@@ -8,14 +8,16 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
+	"github.com/bookstore-go/bookstore/services/inventory/internal/orderevent"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
-	"github.com/bookstore-go/bookstore/services/inventory/internal/store"
+	"github.com/bookstore-go/bookstore/services/inventory/internal/wrongways/wrongstore"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/inbox"
 )
 
-// handleKeyedOnCorrelationID is stock's work behind an inbox claimed under the order's id,
-// the correlation id every event of an order carries, instead of under the message's id.
+// handleKeyedOnCorrelationID is the work of an order's events behind an inbox claimed under
+// the order's id, the correlation id every event of an order carries, instead of under
+// the message's id.
 // The key then names the order, not the message: the order's first event claims it, and
 // every later event of the order, whatever it says, finds it taken and is acked as a
 // duplicate. An OrderCancelled that follows its OrderPlaced is swallowed, and the copies
@@ -33,7 +35,7 @@ func (c *Consumer) handleKeyedOnCorrelationID(ctx context.Context, env event.Env
 	defer span.End()
 	processed := false
 	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-		n, err := store.New(tx).ClaimInboxUnderKey(ctx, store.ClaimInboxUnderKeyParams{
+		n, err := wrongstore.New(tx).ClaimInboxUnderKey(ctx, wrongstore.ClaimInboxUnderKeyParams{
 			Key: orderID, Consumer: stock.ConsumerName, EventType: env.Type,
 		})
 		if err != nil {
@@ -45,45 +47,32 @@ func (c *Consumer) handleKeyedOnCorrelationID(ctx context.Context, env event.Env
 		processed = true
 		return work(tx)
 	})
-	if err != nil {
-		return 0, err
-	}
-	if err := c.hooks.afterCommit(ctx); err != nil {
-		return 0, err
-	}
-	if !processed {
-		return inbox.Duplicate, nil
-	}
-	return inbox.Processed, nil
+	return inbox.Settle(ctx, processed, err, c.hooks.afterCommit)
 }
 
-// workOf reads env and returns its order's id and stock's work for it: a placement
-// reserves (stock.Reserve), a cancellation releases and announces (stock.Cancel,
-// stock.AnnounceRelease).
+// workOf reads env and returns its order's id and the work for it: a placement reserves
+// (reserveAgain), a cancellation releases and announces (cancel, announceRelease).
 func workOf(ctx context.Context, env event.Envelope) (uuid.UUID, func(pgx.Tx) error, error) {
 	if env.Type == contracts.OrderCancelled {
-		cn, err := stock.CancellationOf(env)
+		cn, err := orderevent.CancellationOf(env)
 		if err != nil {
 			return uuid.Nil, nil, err
 		}
 		return cn.OrderID, func(tx pgx.Tx) error {
-			r, err := stock.Cancel(ctx, tx, cn)
-			if err != nil || r.Stale {
+			r, err := cancel(ctx, tx, cn)
+			if err != nil || r.stale {
 				return err
 			}
 			sequence := int64(2) // after the placement's outcome
-			if r.Previous == "" {
+			if r.previous == "" {
 				sequence = 1 // the cancellation came first
 			}
-			return stock.AnnounceRelease(ctx, tx, cn, r, sequence)
+			return announceRelease(ctx, tx, cn, r, sequence)
 		}, nil
 	}
-	o, err := stock.OrderOf(env)
+	o, err := orderevent.OrderOf(env)
 	if err != nil {
 		return uuid.Nil, nil, err
 	}
-	return o.ID, func(tx pgx.Tx) error {
-		_, err := stock.Reserve(ctx, tx, o)
-		return err
-	}, nil
+	return o.ID, func(tx pgx.Tx) error { return reserveAgain(ctx, tx, o) }, nil
 }

@@ -2,11 +2,10 @@ package wrongways
 
 import (
 	"context"
-	"fmt"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/bookstore-go/bookstore/services/inventory/internal/orderevent"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/store"
 	"github.com/bookstore-go/bookstore/services/platform/event"
@@ -21,11 +20,11 @@ import (
 // BeforeCommit hook, or a crash before the commit), the claim and the event are gone and
 // the copies stay reserved; the redelivery finds no claim and reserves them again.
 //
-// It reserves without stock.Decide, whose row locks would make the mistake hang instead:
+// It reserves without locking the books first, as stock does, whose row locks would make the mistake hang instead:
 // the write through the pool would wait for the locks of the transaction that waits for
 // the write, and Postgres sees no deadlock, since the cycle runs through the program.
 func (c *Consumer) reserveThroughPool(ctx context.Context, env event.Envelope) (inbox.Outcome, error) {
-	o, err := stock.OrderOf(env)
+	o, err := orderevent.OrderOf(env)
 	if err != nil {
 		return 0, err
 	}
@@ -35,31 +34,10 @@ func (c *Consumer) reserveThroughPool(ctx context.Context, env event.Envelope) (
 		if err := addReserved(ctx, store.New(c.pool), o); err != nil { // the mistake: c.pool, not tx
 			return err
 		}
-		if err := stock.Announce(ctx, tx, o, stock.Decision{Reserved: true}, 1); err != nil {
+		if err := announce(ctx, tx, o, answer{reserved: true}, 1); err != nil {
 			return err
 		}
 		return c.hooks.beforeCommit(ctx)
 	})
-	if err != nil {
-		return 0, err
-	}
-	if err := c.hooks.afterCommit(ctx); err != nil {
-		return 0, err
-	}
-	if !processed {
-		return inbox.Duplicate, nil
-	}
-	return inbox.Processed, nil
-}
-
-// addReserved adds the order's quantities to its books' reserved counts through q.
-func addReserved(ctx context.Context, q *store.Queries, o stock.Order) error {
-	ids, quantities := make([]uuid.UUID, len(o.Lines)), make([]int32, len(o.Lines))
-	for i, l := range o.Lines {
-		ids[i], quantities[i] = l.BookID, int32(l.Quantity)
-	}
-	if _, err := q.AddReserved(ctx, store.AddReservedParams{Ids: ids, Quantities: quantities}); err != nil {
-		return fmt.Errorf("add reserved: %w", err)
-	}
-	return nil
+	return inbox.Settle(ctx, processed, err, c.hooks.afterCommit)
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/bookstore-go/bookstore/services/inventory/internal/orderevent"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/inbox"
@@ -18,7 +19,7 @@ import (
 // inventory/before-commit) leaves the message recorded and the work undone, and the
 // redelivery skips the work for good: at most once, a loss instead of a double.
 func (c *Consumer) reserveRecordFirst(ctx context.Context, env event.Envelope) (inbox.Outcome, error) {
-	o, err := stock.OrderOf(env)
+	o, err := orderevent.OrderOf(env)
 	if err != nil {
 		return 0, err
 	}
@@ -37,14 +38,12 @@ func (c *Consumer) reserveRecordFirst(ctx context.Context, env event.Envelope) (
 		return inbox.Duplicate, nil
 	}
 	// The message is recorded and the reservation not yet committed: the window.
-	d, err := c.reserveInOwnTransaction(ctx, o)
-	if err != nil {
+	if err := c.reserveInOwnTransaction(ctx, o); err != nil {
 		return 0, err
 	}
 	if err := c.hooks.afterCommit(ctx); err != nil {
 		return 0, err
 	}
-	c.stock.Count(ctx, d.Outcome())
 	return inbox.Processed, nil
 }
 
@@ -57,29 +56,17 @@ func (c *Consumer) reserveRecordFirst(ctx context.Context, env event.Envelope) (
 // against a producer that mints a new id when it sends again. A consumer whose work has
 // no natural key, such as an email, is in this position.
 func (c *Consumer) reserveByMessageIDOnly(ctx context.Context, env event.Envelope) (inbox.Outcome, error) {
-	o, err := stock.OrderOf(env)
+	o, err := orderevent.OrderOf(env)
 	if err != nil {
 		return 0, err
 	}
 	ctx, span := c.tracer.Start(ctx, "ReserveStock message-id-only")
 	defer span.End()
-	var d stock.Decision
 	processed, err := inbox.Process(ctx, c.pool, stock.ConsumerName, env, func(tx pgx.Tx) error {
-		var err error
-		if d, err = reserveAgain(ctx, tx, o); err != nil {
+		if err := reserveAgain(ctx, tx, o); err != nil {
 			return err
 		}
 		return c.hooks.beforeCommit(ctx)
 	})
-	if err != nil {
-		return 0, err
-	}
-	if err := c.hooks.afterCommit(ctx); err != nil {
-		return 0, err
-	}
-	if !processed {
-		return inbox.Duplicate, nil
-	}
-	c.stock.Count(ctx, d.Outcome())
-	return inbox.Processed, nil
+	return inbox.Settle(ctx, processed, err, c.hooks.afterCommit)
 }

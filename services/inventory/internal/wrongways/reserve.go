@@ -6,8 +6,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/bookstore-go/bookstore/services/inventory/internal/orderevent"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/stock"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/store"
+	"github.com/bookstore-go/bookstore/services/inventory/internal/wrongways/wrongstore"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/inbox"
 )
@@ -16,20 +18,18 @@ import (
 // announces it again. Correct only on a broker that delivers exactly once, which no
 // broker does.
 func (c *Consumer) reserveNaive(ctx context.Context, env event.Envelope) (inbox.Outcome, error) {
-	o, err := stock.OrderOf(env)
+	o, err := orderevent.OrderOf(env)
 	if err != nil {
 		return 0, err
 	}
 	ctx, span := c.tracer.Start(ctx, "ReserveStock "+string(c.strategy))
 	defer span.End()
-	d, err := c.reserveInOwnTransaction(ctx, o)
-	if err != nil {
+	if err := c.reserveInOwnTransaction(ctx, o); err != nil {
 		return 0, err
 	}
 	if err := c.hooks.afterCommit(ctx); err != nil {
 		return 0, err
 	}
-	c.stock.Count(ctx, d.Outcome())
 	return inbox.Processed, nil
 }
 
@@ -40,21 +40,20 @@ func (c *Consumer) reserveNaive(ctx context.Context, env event.Envelope) (inbox.
 // Recording first and working second turns the window round: a crash between them loses
 // the reservation instead (at most once).
 func (c *Consumer) reserveCheckThenProcess(ctx context.Context, env event.Envelope) (inbox.Outcome, error) {
-	o, err := stock.OrderOf(env)
+	o, err := orderevent.OrderOf(env)
 	if err != nil {
 		return 0, err
 	}
 	ctx, span := c.tracer.Start(ctx, "ReserveStock "+string(c.strategy))
 	defer span.End()
-	seen, err := store.New(c.pool).InboxHasMessage(ctx, store.InboxHasMessageParams{MessageID: env.UUID(), Consumer: stock.ConsumerName})
+	seen, err := wrongstore.New(c.pool).InboxHasMessage(ctx, wrongstore.InboxHasMessageParams{MessageID: env.UUID(), Consumer: stock.ConsumerName})
 	if err != nil {
 		return 0, fmt.Errorf("check inbox: %w", err)
 	}
 	if seen {
 		return inbox.Duplicate, nil
 	}
-	d, err := c.reserveInOwnTransaction(ctx, o)
-	if err != nil {
+	if err := c.reserveInOwnTransaction(ctx, o); err != nil {
 		return 0, err
 	}
 	// The reservation is committed and the message not yet recorded: the window.
@@ -68,7 +67,6 @@ func (c *Consumer) reserveCheckThenProcess(ctx context.Context, env event.Envelo
 	if err != nil {
 		return 0, fmt.Errorf("record message: %w", err)
 	}
-	c.stock.Count(ctx, d.Outcome())
 	return inbox.Processed, nil
 }
 
@@ -77,35 +75,32 @@ func (c *Consumer) reserveCheckThenProcess(ctx context.Context, env event.Envelo
 // outbox, what they lack is the dedup. With the key even they would be safe for this
 // one message type; they do without it to show what a consumer meets when the work has
 // no natural key, such as sending an email.
-func (c *Consumer) reserveInOwnTransaction(ctx context.Context, o stock.Order) (stock.Decision, error) {
-	var d stock.Decision
-	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-		var err error
-		if d, err = reserveAgain(ctx, tx, o); err != nil {
+func (c *Consumer) reserveInOwnTransaction(ctx context.Context, o orderevent.Order) error {
+	return pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		if err := reserveAgain(ctx, tx, o); err != nil {
 			return err
 		}
 		return c.hooks.beforeCommit(ctx)
 	})
-	return d, err
 }
 
 // reserveAgain decides on the locked books, reserves, and announces the answer as the
 // next event of the order's reservation, every time it is called.
-func reserveAgain(ctx context.Context, tx pgx.Tx, o stock.Order) (stock.Decision, error) {
-	d, err := stock.Decide(ctx, tx, o)
+func reserveAgain(ctx context.Context, tx pgx.Tx, o orderevent.Order) error {
+	a, err := lockAndDecide(ctx, tx, o)
 	if err != nil {
-		return d, err
+		return err
 	}
 	// After the locks: a concurrent copy of this order has committed its event by now,
 	// so the next number is free.
-	sequence, err := store.New(tx).NextOutcomeSequence(ctx, o.ID.String())
+	sequence, err := wrongstore.New(tx).NextOutcomeSequence(ctx, o.ID.String())
 	if err != nil {
-		return d, fmt.Errorf("next outcome sequence: %w", err)
+		return fmt.Errorf("next outcome sequence: %w", err)
 	}
-	if d.Reserved {
-		if err := stock.AddReserved(ctx, tx, o); err != nil {
-			return d, err
+	if a.reserved {
+		if err := addReserved(ctx, store.New(tx), o); err != nil {
+			return err
 		}
 	}
-	return d, stock.Announce(ctx, tx, o, d, sequence)
+	return announce(ctx, tx, o, a, sequence)
 }

@@ -3,12 +3,14 @@
 // as the only guard, a duplicate failed instead of acked, the ack before the work), a
 // cancellation applied without its sequence, an inbox keyed on the correlation id, a
 // handler that writes through the pool inside its transaction, and the inbox without
-// stock's order key, which a producer minting a new id per send defeats. They exist to be shown failing, by the tests, `make demo` and
-// `make chaos-compare`, beside the right one in package stock
-// (docs/idempotent-consumer.md, docs/cancellation.md).
+// stock's order key, which a producer minting a new id per send defeats. They exist to
+// be shown failing, by the tests, `make demo` and `make chaos-compare`, beside the right
+// one in package stock (docs/idempotent-consumer.md, docs/cancellation.md).
 //
-// Each does the same work as stock, through stock's own steps; what it lacks is how
-// stock keeps a message, or an order, from being applied twice or lost.
+// Each writes the rows and events stock writes, with its own copy of the work (work.go)
+// and its own queries (wrongstore): what it lacks is how stock keeps a message, or an
+// order, from being applied twice or lost. From stock it takes only what inventory's
+// command takes too, so that no wrong way shapes stock's API.
 package wrongways
 
 import (

@@ -18,10 +18,8 @@ import (
 	"github.com/bookstore-go/bookstore/services/notification/internal/provider"
 	"github.com/bookstore-go/bookstore/services/platform/config"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
-	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/service"
 	"github.com/bookstore-go/bookstore/services/platform/wrongways"
-	schema "github.com/bookstore-go/bookstore/sql"
 )
 
 func main() { service.Main("notification", run) }
@@ -58,9 +56,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	pool, err := s.Database(ctx,
-		pgdb.Migrations{FS: schema.Platform, VersionTable: "goose_platform_version"},
-		pgdb.Migrations{FS: schema.Notification, VersionTable: "goose_notification_version"})
+	pool, err := s.Database(ctx, notifications.Migrations...)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bookstore-go/bookstore/services/notification/internal/notifications"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 	"github.com/bookstore-go/bookstore/testenv"
@@ -18,7 +19,7 @@ func newLab(t *testing.T) *Lab {
 	t.Helper()
 	ctx := context.Background()
 	admin, dbURL := testenv.Database(t, "notification")
-	pool, err := pgdb.Open(ctx, admin, dbURL, Migrations...)
+	pool, err := pgdb.Open(ctx, admin, dbURL, notifications.Migrations...)
 	if err != nil {
 		t.Fatal(err)
 	}

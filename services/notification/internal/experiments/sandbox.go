@@ -3,17 +3,10 @@ package experiments
 import (
 	"context"
 
-	"github.com/bookstore-go/bookstore/services/platform/pgdb"
+	"github.com/bookstore-go/bookstore/services/notification/internal/notifications"
 	"github.com/bookstore-go/bookstore/services/platform/sandbox"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
-	schema "github.com/bookstore-go/bookstore/sql"
 )
-
-// Migrations are the schema of notification's database, as the service applies it.
-var Migrations = []pgdb.Migrations{
-	{FS: schema.Platform, VersionTable: "goose_platform_version"},
-	{FS: schema.Notification, VersionTable: "goose_notification_version"},
-}
 
 // NewSandbox makes a Lab of its own on the Postgres at adminURL (a superuser connection):
 // a fresh database and role, migrated as notification's own would be, and an email
@@ -21,7 +14,7 @@ var Migrations = []pgdb.Migrations{
 // notification database nor its provider. close drops the database and stops the
 // provider.
 func NewSandbox(ctx context.Context, adminURL string, tel *telemetry.Telemetry) (lab *Lab, close func(), err error) {
-	box, err := sandbox.New(ctx, sandbox.Servers{DatabaseAdminURL: adminURL}, "notification_demo", Migrations...)
+	box, err := sandbox.New(ctx, sandbox.Servers{DatabaseAdminURL: adminURL}, "notification_demo", notifications.Migrations...)
 	if err != nil {
 		return nil, nil, err
 	}

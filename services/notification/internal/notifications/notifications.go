@@ -18,6 +18,7 @@
 package notifications
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -140,8 +141,8 @@ func emailFor(env event.Envelope) (email, error) {
 // the event would fail after work instead of being dead-lettered once, unread.
 func validData(orderID uuid.UUID, to string, env event.Envelope, texts ...string) error {
 	switch {
-	case orderID == uuid.Nil || orderID.String() != env.Subject:
-		return event.Poison(event.ReasonInvalidData, fmt.Errorf("order_id %s does not match subject %s", orderID, event.Truncate(env.Subject)))
+	case contracts.OrderIDProblem(orderID, env.Subject) != "":
+		return event.Poison(event.ReasonInvalidData, errors.New(contracts.OrderIDProblem(orderID, env.Subject)))
 	case to == "":
 		return event.Poison(event.ReasonInvalidData, fmt.Errorf("%s for order %s has no customer_email", env.Type, orderID))
 	case contracts.AddressProblem(to) != "":

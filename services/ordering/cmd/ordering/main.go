@@ -26,10 +26,8 @@ import (
 	"github.com/bookstore-go/bookstore/services/platform/config"
 	"github.com/bookstore-go/bookstore/services/platform/consumer"
 	"github.com/bookstore-go/bookstore/services/platform/httpapi"
-	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/service"
 	platformways "github.com/bookstore-go/bookstore/services/platform/wrongways"
-	schema "github.com/bookstore-go/bookstore/sql"
 )
 
 func main() { service.Main("ordering", run) }
@@ -74,9 +72,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	pool, err := s.Database(ctx,
-		pgdb.Migrations{FS: schema.Platform, VersionTable: "goose_platform_version"},
-		pgdb.Migrations{FS: schema.Ordering, VersionTable: "goose_ordering_version"})
+	pool, err := s.Database(ctx, orders.Migrations...)
 	if err != nil {
 		return err
 	}

@@ -36,16 +36,8 @@ import (
 	"github.com/bookstore-go/bookstore/services/ordering/internal/wrongways"
 	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
-	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
-	schema "github.com/bookstore-go/bookstore/sql"
 )
-
-// Migrations are ordering's schema, as the service applies it on start.
-var Migrations = []pgdb.Migrations{
-	{FS: schema.Platform, VersionTable: "goose_platform_version"},
-	{FS: schema.Ordering, VersionTable: "goose_ordering_version"},
-}
 
 // Dune is the book of every experiment's order.
 var Dune = uuid.MustParse("018f2b1e-0000-7000-8000-000000000001")

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bookstore-go/bookstore/services/ordering/internal/orders"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 	"github.com/bookstore-go/bookstore/testenv"
@@ -21,7 +22,7 @@ func newLab(t *testing.T) *Lab {
 	ctx := context.Background()
 	admin, dbURL := testenv.Database(t, "ordering")
 	amqpURL := testenv.VHost(t)
-	pool, err := pgdb.Open(ctx, admin, dbURL, Migrations...)
+	pool, err := pgdb.Open(ctx, admin, dbURL, orders.Migrations...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package experiments
 import (
 	"context"
 
+	"github.com/bookstore-go/bookstore/services/ordering/internal/orders"
 	"github.com/bookstore-go/bookstore/services/platform/sandbox"
 	"github.com/bookstore-go/bookstore/services/platform/telemetry"
 )
@@ -14,7 +15,7 @@ type Servers = sandbox.Servers
 // ordering's own would be, and a fresh virtual host, so the experiments touch neither the
 // running system's ordering database nor its queues. close drops both.
 func NewSandbox(ctx context.Context, servers Servers, tel *telemetry.Telemetry) (lab *Lab, close func(), err error) {
-	box, err := sandbox.New(ctx, servers, "ordering_demo", Migrations...)
+	box, err := sandbox.New(ctx, servers, "ordering_demo", orders.Migrations...)
 	if err != nil {
 		return nil, nil, err
 	}

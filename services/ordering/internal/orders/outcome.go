@@ -44,18 +44,14 @@ func (s *Service) ApplyStockOutcome(ctx context.Context, env event.Envelope) (in
 		}
 		return store.New(tx).InsertOrderHistory(ctx, store.InsertOrderHistoryParams{OrderID: orderID, Event: string(status), At: row.UpdatedAt})
 	})
-	if err != nil {
-		return 0, err
-	}
-	// Committed, not yet acked: a crash here redelivers the event, and the inbox makes the
-	// redelivery a duplicate.
-	if err := failpoint.Inject(ctx, contracts.OrderingAfterCommit); err != nil {
-		return 0, err
-	}
-	if !processed {
-		return inbox.Duplicate, nil
-	}
-	return inbox.Processed, nil
+	return inbox.Settle(ctx, processed, err, afterCommit)
+}
+
+// afterCommit is the step between a message's commit and its ack, where the failpoint
+// ordering/after-commit crashes the process: the event is redelivered, and the inbox
+// makes the redelivery a duplicate.
+func afterCommit(ctx context.Context) error {
+	return failpoint.Inject(ctx, contracts.OrderingAfterCommit)
 }
 
 // errNotAllPending is the error of a batch in which an outcome met an order that is not
@@ -147,8 +143,8 @@ func outcomeOf(env event.Envelope) (uuid.UUID, Status, error) {
 }
 
 func validOrderID(id uuid.UUID, env event.Envelope) error {
-	if id == uuid.Nil || id.String() != env.Subject {
-		return event.Poison(event.ReasonInvalidData, fmt.Errorf("order_id %s does not match subject %q", id, env.Subject))
+	if p := contracts.OrderIDProblem(id, env.Subject); p != "" {
+		return event.Poison(event.ReasonInvalidData, errors.New(p))
 	}
 	return nil
 }
@@ -181,14 +177,5 @@ func (s *Service) recordRelease(ctx context.Context, env event.Envelope) (inbox.
 		}
 		return q.InsertOrderHistory(ctx, store.InsertOrderHistoryParams{OrderID: d.OrderID, Event: "released", At: time.Now().UTC().Truncate(time.Microsecond)})
 	})
-	if err != nil {
-		return 0, err
-	}
-	if err := failpoint.Inject(ctx, contracts.OrderingAfterCommit); err != nil {
-		return 0, err
-	}
-	if !processed {
-		return inbox.Duplicate, nil
-	}
-	return inbox.Processed, nil
+	return inbox.Settle(ctx, processed, err, afterCommit)
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/ordering/internal/orders"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
-	schema "github.com/bookstore-go/bookstore/sql"
 	"github.com/bookstore-go/bookstore/testenv"
 )
 
@@ -78,9 +77,7 @@ func TestPlacingAnOrderCostsTwoRoundTripsAndFiveInThePlainForm(t *testing.T) {
 func migratedDatabase(t testing.TB) string {
 	t.Helper()
 	admin, dbURL := testenv.Database(t, "ordering")
-	migrated, err := pgdb.Open(context.Background(), admin, dbURL,
-		pgdb.Migrations{FS: schema.Platform, VersionTable: "goose_platform_version"},
-		pgdb.Migrations{FS: schema.Ordering, VersionTable: "goose_ordering_version"})
+	migrated, err := pgdb.Open(context.Background(), admin, dbURL, orders.Migrations...)
 	if err != nil {
 		t.Fatal(err)
 	}

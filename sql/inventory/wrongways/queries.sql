@@ -1,6 +1,6 @@
--- Queries of the wrong consumers (INVENTORY_STRATEGY=check-then-process or naive, and the
--- consumer keyed on the correlation id), kept to show what the inbox prevents. The right
--- one uses package inbox alone.
+-- Queries of the wrong consumers (package wrongways) and of no other: what the inbox and
+-- order_answers prevent, written as the wrong designs write it. sqlc generates them into
+-- the wrong ways' own package, so inventory's store holds only what stock runs.
 
 -- name: InboxHasMessage :one
 -- check-then-process asks first. Between this answer and the row that records the
@@ -21,3 +21,8 @@ WHERE aggregate_type = 'reservation' AND aggregate_id = sqlc.arg(order_id)::text
 INSERT INTO inbox (message_id, consumer, content_hash, event_type)
 VALUES (sqlc.arg(key), sqlc.arg(consumer), ''::bytea, sqlc.arg(event_type))
 ON CONFLICT (message_id, consumer) DO NOTHING;
+
+-- name: ForgetOrderAnswer :exec
+-- Only INVENTORY_CANCELLATIONS=ignore-sequence, the wrong way: a cancellation that
+-- overtook its placement takes its tombstone back.
+DELETE FROM order_answers WHERE order_id = $1;

@@ -1,7 +1,12 @@
-package stock
+// Package orderevent reads the events of ordering that inventory consumes: an
+// OrderPlaced of either version as an Order, an OrderCancelled as a Cancellation. Each is
+// checked as it is read, and every error is poison, so that what the consumer hands on is
+// an order inventory can answer and announce.
+package orderevent
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/google/uuid"
 
@@ -74,10 +79,8 @@ func orderFromV2(env event.Envelope) (Order, error) {
 // whole), and 1 to MaxLines lines of distinct books with quantities of 1 to MaxQuantity.
 func checkOrder(env event.Envelope, o Order) error {
 	switch {
-	case o.ID == uuid.Nil:
-		return invalidData(env, "order_id is missing")
-	case o.ID.String() != env.Subject:
-		return invalidData(env, "order_id %s does not match subject %q", o.ID, env.Subject)
+	case contracts.OrderIDProblem(o.ID, env.Subject) != "":
+		return invalidData(env, "%s", contracts.OrderIDProblem(o.ID, env.Subject))
 	case contracts.AddressProblem(o.CustomerEmail) != "":
 		return invalidData(env, "the customer email %s %s", event.Truncate(o.CustomerEmail), contracts.AddressProblem(o.CustomerEmail))
 	case len(o.Lines) == 0 || len(o.Lines) > contracts.MaxLines:
@@ -96,6 +99,35 @@ func checkOrder(env event.Envelope, o Order) error {
 		seen[l.BookID] = true
 	}
 	return nil
+}
+
+// Cancellation is what inventory needs of an OrderCancelled event.
+type Cancellation struct {
+	OrderID       uuid.UUID
+	CustomerEmail string
+	Sequence      int64
+}
+
+// CancellationOf reads and checks the cancellation an event carries. Every error is poison.
+func CancellationOf(env event.Envelope) (Cancellation, error) {
+	var d contracts.OrderCancelledData
+	if err := env.DecodeData(&d); err != nil {
+		return Cancellation{}, err
+	}
+	seq, err := strconv.ParseInt(env.Sequence, 10, 64)
+	switch {
+	case err != nil:
+		return Cancellation{}, invalidData(env, "sequence %q", env.Sequence)
+	case seq < 2:
+		// The order's placement is its sequence 1; a cancellation comes after it.
+		return Cancellation{}, invalidData(env, "sequence %d, a cancellation's is at least 2", seq)
+	case contracts.OrderIDProblem(d.OrderID, env.Subject) != "":
+		return Cancellation{}, invalidData(env, "%s", contracts.OrderIDProblem(d.OrderID, env.Subject))
+	case contracts.AddressProblem(d.CustomerEmail) != "":
+		// The rule of ordering's API, as an order's (checkOrder).
+		return Cancellation{}, invalidData(env, "customer_email %s %s", event.Truncate(d.CustomerEmail), contracts.AddressProblem(d.CustomerEmail))
+	}
+	return Cancellation{OrderID: d.OrderID, CustomerEmail: d.CustomerEmail, Sequence: seq}, nil
 }
 
 // invalidData is the poison error of data inventory cannot accept.
