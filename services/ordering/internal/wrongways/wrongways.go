@@ -169,11 +169,11 @@ func (o *Orders) place(ctx context.Context, tx pgx.Tx, key string, requestHash [
 	}
 	var env event.Envelope
 	if o.placedVersion == 2 {
-		env, err = event.New(orders.Source, contracts.OrderPlacedV2, id.String(), version, contracts.OrderPlacedV2Data{
+		env, err = event.New(contracts.OrderingSource, contracts.OrderPlacedV2, id.String(), version, contracts.OrderPlacedV2Data{
 			OrderID: id, Customer: contracts.Customer{Email: order.CustomerEmail}, Lines: lines, PlacedAt: now,
 		})
 	} else {
-		env, err = event.New(orders.Source, contracts.OrderPlaced, id.String(), version, contracts.OrderPlacedData{
+		env, err = event.New(contracts.OrderingSource, contracts.OrderPlaced, id.String(), version, contracts.OrderPlacedData{
 			OrderID: id, CustomerEmail: order.CustomerEmail, Lines: lines, PlacedAt: now,
 		})
 	}
@@ -218,7 +218,7 @@ func (o *Orders) cancel(ctx context.Context, tx pgx.Tx, key string, requestHash 
 			return orders.Answer{}, event.Envelope{}, fmt.Errorf("insert idempotency key: %w", err)
 		}
 	}
-	env, err := event.New(orders.Source, contracts.OrderCancelled, id.String(), row.Version,
+	env, err := event.New(contracts.OrderingSource, contracts.OrderCancelled, id.String(), row.Version,
 		contracts.OrderCancelledData{OrderID: id, CustomerEmail: row.CustomerEmail, CancelledAt: now})
 	return orders.Answer{Order: order, Body: body}, env, err
 }
