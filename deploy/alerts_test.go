@@ -19,7 +19,7 @@ import (
 const alertsFile = "deploy/prometheus/alerts.yml"
 
 // alertedMetrics are the metrics an operator must be told about, not only shown: what
-// waits for a command (issue 9: dead outbox rows, dead letters) and a relay falling
+// waits for a command (dead outbox rows, dead letters) and a relay falling
 // behind. Each must appear in an alert's expression.
 var alertedMetrics = []string{
 	"bookstore_outbox_dead",

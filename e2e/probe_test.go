@@ -21,7 +21,7 @@ type probe struct {
 	names                 string // what the problem must name, in a field error or its detail; "" : only a detail
 }
 
-// The inputs the security review sent (issue 13), at every endpoint of the running
+// The inputs a security review sent, at every endpoint of the running
 // system: each is a 4xx problem+json that says what is wrong, none a 500, and none
 // changes anything.
 func TestEveryMalformedRequestGetsAProblemAndChangesNothing(t *testing.T) {

@@ -13,9 +13,8 @@ import (
 	"github.com/bookstore-go/bookstore/testenv"
 )
 
-// GET /v1/emails?to= used to stop at 1,000 emails without a word. Now it is read a page
-// at a time, and the pages together hold every email, oldest first.
-
+// GET /v1/emails?to= is read a page at a time, and the pages together hold every email,
+// oldest first: a list cut at a fixed length would hide the rest without a word.
 func TestListingEmailsWalksEveryEmailOnceOldestFirstByNextLinks(t *testing.T) {
 	t.Parallel()
 	p := start(t)

@@ -128,8 +128,8 @@ func (c Config) DesignName() string {
 	return name
 }
 
-// DesignEnv is the environment every process of the run gets for the design's choices
-// of issue 22 (each service reads those it knows).
+// DesignEnv is the environment that gives every process of the run the design's
+// choices among the platform's wrong ways (each service reads those it knows).
 func (c Config) DesignEnv() []string {
 	return []string{"RELAY_QUEUE_CHECK=" + c.RelayQueueCheck, "RELAY_TWIN=" + c.RelayTwin, "CONSUMER_ON_REFUSAL=" + c.ConsumerOnRefusal}
 }

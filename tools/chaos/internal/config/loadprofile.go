@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// The load profile (make chaos-load, issue 22): every service but the email provider runs
+// The load profile (make chaos-load): every service but the email provider runs
 // as two processes, the load is offered at half of what BenchmarkSystemThroughput emails
 // on the development machine or more, and every fault kind strikes meanwhile. What the
 // default run asks of the design at 20 orders a second, this one asks at the rate the

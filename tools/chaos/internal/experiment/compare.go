@@ -34,7 +34,7 @@ var designs = []design{
 	{name: "check-then-process", publisher: "outbox", inventoryStrategy: "check-then-process"},
 	{name: "direct publish", publisher: "direct", inventoryStrategy: "inbox"},
 	{name: "cancellations ignore sequence", publisher: "outbox", inventoryStrategy: "inbox", cancellations: "ignore-sequence"},
-	// Issue 22: a relay that trusts mandatory alone, a silent relay twin, a consumer that
+	// A relay that trusts mandatory alone, a silent relay twin, a consumer that
 	// requeues on its database's refusal. Each is caught by a heavy fault.
 	{name: "relay trusts mandatory", publisher: "outbox", inventoryStrategy: "inbox", relayQueueCheck: "mandatory"},
 	{name: "relay twin shares", publisher: "outbox", inventoryStrategy: "inbox", relayTwin: "share"},
