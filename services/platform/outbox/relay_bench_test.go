@@ -81,7 +81,7 @@ func BenchmarkRelayAgainstBarePublish(b *testing.B) {
 	purge(b, ch)
 }
 
-func purge(b *testing.B, ch *amqp.Channel) {
+func purge(b testing.TB, ch *amqp.Channel) {
 	if _, err := ch.QueuePurge(testenv.ExampleQueue, false); err != nil {
 		b.Fatal(err)
 	}

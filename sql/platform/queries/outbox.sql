@@ -11,7 +11,8 @@ SELECT unnest(sqlc.arg(ids)::uuid[]), unnest(sqlc.arg(aggregate_types)::text[]),
        unnest(sqlc.arg(envelopes)::text[])::json, unnest(sqlc.arg(traceparents)::text[]), unnest(sqlc.arg(tracestates)::text[]);
 
 -- name: ClaimOutbox :many
--- Claims a batch for one relay process with a lease. SKIP LOCKED lets several relays claim
+-- Claims a batch for one relay process with a lease, from the rows at or after
+-- sqlc.arg(from_id) (the relay's frontier: see Relay.claimFrom). SKIP LOCKED lets several relays claim
 -- side by side without waiting on each other; the lease (claimed_until) lets another relay
 -- take the rows over when this one dies. A row this process claimed before is taken back
 -- at once (its last batch was cut short), and so is a row of an earlier process under the
@@ -24,17 +25,22 @@ WITH next AS (
     SELECT o.id
     FROM outbox o
     WHERE o.state = 'pending'
+      AND o.id >= sqlc.arg(from_id)::uuid
       AND o.available_at <= now()
       AND (o.claimed_until IS NULL
            OR o.claimed_until < now()
            OR o.claim_token = sqlc.arg(claim_token)::uuid
            OR (sqlc.arg(reclaim_own)::bool AND o.claimed_by = sqlc.arg(relay_id)))
+      -- Checked for each candidate on its aggregate's own entries of the unique index:
+      -- OFFSET 0 keeps the planner from making it an anti-join, which may read an index
+      -- whole for each candidate (see migration 00005).
       AND NOT EXISTS (
           SELECT 1 FROM outbox e
           WHERE e.aggregate_type = o.aggregate_type
             AND e.aggregate_id = o.aggregate_id
             AND e.sequence < o.sequence
-            AND e.state <> 'published')
+            AND e.state <> 'published'
+          OFFSET 0)
     ORDER BY o.id
     LIMIT sqlc.arg(batch_size)
     FOR UPDATE SKIP LOCKED
@@ -46,6 +52,26 @@ SET claimed_by = sqlc.arg(relay_id),
 FROM next
 WHERE outbox.id = next.id
 RETURNING outbox.id, outbox.event_type, outbox.envelope, outbox.traceparent, outbox.tracestate, outbox.attempts, outbox.created_at;
+
+-- name: OldestPending :one
+-- The oldest pending row at or after sqlc.arg(from_id): the relay's frontier. It walks
+-- the pending rows' index from from_id and stops at the first row still pending, so it
+-- steps only over the entries between the last frontier and this one; no rows: none
+-- pending.
+SELECT id FROM outbox
+WHERE state = 'pending' AND id >= sqlc.arg(from_id)::uuid
+ORDER BY id
+LIMIT 1;
+
+-- name: OldestSnapshotAge :one
+-- How many transactions old the oldest snapshot held in this database is (0: none
+-- but this statement's own): a snapshot keeps every row version it might see, and the
+-- index entries that point at them, from being cleaned up. backend_xmin is shown for
+-- every role's sessions, so no privilege beyond the service's own is needed.
+SELECT coalesce(max(age(a.backend_xmin)), 0)::bigint AS age
+FROM pg_stat_get_activity(NULL) a
+WHERE a.datid = (SELECT s.datid FROM pg_stat_get_activity(pg_backend_pid()) s)
+  AND a.pid <> pg_backend_pid();
 
 -- name: MarkPublished :execrows
 -- Only after the broker's ack, whoever holds the claim now: the broker has the event,
@@ -121,11 +147,10 @@ SELECT pg_advisory_lock(hashtextextended('outbox wake', 0));
 SELECT pg_advisory_unlock(hashtextextended('outbox wake', 0)), pg_advisory_unlock(hashtextextended('outbox sleeper', 0));
 
 -- name: OutboxStats :one
-SELECT count(*) FILTER (WHERE state = 'pending')::bigint AS pending,
-       count(*) FILTER (WHERE state = 'dead')::bigint AS dead,
-       coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE state = 'pending')), 0)::float8 AS oldest_pending_seconds
-FROM outbox
-WHERE state <> 'published';
+-- Each count from its own partial index (outbox_ready, outbox_dead).
+SELECT (SELECT count(*) FROM outbox WHERE state = 'pending')::bigint AS pending,
+       (SELECT count(*) FROM outbox WHERE state = 'dead')::bigint AS dead,
+       coalesce((SELECT extract(epoch FROM now() - min(created_at)) FROM outbox WHERE state = 'pending'), 0)::float8 AS oldest_pending_seconds;
 
 -- name: DeletePublished :execrows
 DELETE FROM outbox

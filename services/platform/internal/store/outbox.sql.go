@@ -17,19 +17,24 @@ WITH next AS (
     SELECT o.id
     FROM outbox o
     WHERE o.state = 'pending'
+      AND o.id >= $4::uuid
       AND o.available_at <= now()
       AND (o.claimed_until IS NULL
            OR o.claimed_until < now()
            OR o.claim_token = $2::uuid
-           OR ($4::bool AND o.claimed_by = $1))
+           OR ($5::bool AND o.claimed_by = $1))
+      -- Checked for each candidate on its aggregate's own entries of the unique index:
+      -- OFFSET 0 keeps the planner from making it an anti-join, which may read an index
+      -- whole for each candidate (see migration 00005).
       AND NOT EXISTS (
           SELECT 1 FROM outbox e
           WHERE e.aggregate_type = o.aggregate_type
             AND e.aggregate_id = o.aggregate_id
             AND e.sequence < o.sequence
-            AND e.state <> 'published')
+            AND e.state <> 'published'
+          OFFSET 0)
     ORDER BY o.id
-    LIMIT $5
+    LIMIT $6
     FOR UPDATE SKIP LOCKED
 )
 UPDATE outbox
@@ -45,6 +50,7 @@ type ClaimOutboxParams struct {
 	RelayID      *string
 	ClaimToken   uuid.UUID
 	LeaseSeconds float64
+	FromID       uuid.UUID
 	ReclaimOwn   bool
 	BatchSize    int32
 }
@@ -59,7 +65,8 @@ type ClaimOutboxRow struct {
 	CreatedAt   time.Time
 }
 
-// Claims a batch for one relay process with a lease. SKIP LOCKED lets several relays claim
+// Claims a batch for one relay process with a lease, from the rows at or after
+// sqlc.arg(from_id) (the relay's frontier: see Relay.claimFrom). SKIP LOCKED lets several relays claim
 // side by side without waiting on each other; the lease (claimed_until) lets another relay
 // take the rows over when this one dies. A row this process claimed before is taken back
 // at once (its last batch was cut short), and so is a row of an earlier process under the
@@ -73,6 +80,7 @@ func (q *Queries) ClaimOutbox(ctx context.Context, arg ClaimOutboxParams) ([]Cla
 		arg.RelayID,
 		arg.ClaimToken,
 		arg.LeaseSeconds,
+		arg.FromID,
 		arg.ReclaimOwn,
 		arg.BatchSize,
 	)
@@ -318,12 +326,46 @@ func (q *Queries) MarkPublished(ctx context.Context, ids []uuid.UUID) (int64, er
 	return result.RowsAffected(), nil
 }
 
+const oldestPending = `-- name: OldestPending :one
+SELECT id FROM outbox
+WHERE state = 'pending' AND id >= $1::uuid
+ORDER BY id
+LIMIT 1
+`
+
+// The oldest pending row at or after sqlc.arg(from_id): the relay's frontier. It walks
+// the pending rows' index from from_id and stops at the first row still pending, so it
+// steps only over the entries between the last frontier and this one; no rows: none
+// pending.
+func (q *Queries) OldestPending(ctx context.Context, fromID uuid.UUID) (uuid.UUID, error) {
+	row := q.db.QueryRow(ctx, oldestPending, fromID)
+	var id uuid.UUID
+	err := row.Scan(&id)
+	return id, err
+}
+
+const oldestSnapshotAge = `-- name: OldestSnapshotAge :one
+SELECT coalesce(max(age(a.backend_xmin)), 0)::bigint AS age
+FROM pg_stat_get_activity(NULL) a
+WHERE a.datid = (SELECT s.datid FROM pg_stat_get_activity(pg_backend_pid()) s)
+  AND a.pid <> pg_backend_pid()
+`
+
+// How many transactions old the oldest snapshot held in this database is (0: none
+// but this statement's own): a snapshot keeps every row version it might see, and the
+// index entries that point at them, from being cleaned up. backend_xmin is shown for
+// every role's sessions, so no privilege beyond the service's own is needed.
+func (q *Queries) OldestSnapshotAge(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, oldestSnapshotAge)
+	var age int64
+	err := row.Scan(&age)
+	return age, err
+}
+
 const outboxStats = `-- name: OutboxStats :one
-SELECT count(*) FILTER (WHERE state = 'pending')::bigint AS pending,
-       count(*) FILTER (WHERE state = 'dead')::bigint AS dead,
-       coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE state = 'pending')), 0)::float8 AS oldest_pending_seconds
-FROM outbox
-WHERE state <> 'published'
+SELECT (SELECT count(*) FROM outbox WHERE state = 'pending')::bigint AS pending,
+       (SELECT count(*) FROM outbox WHERE state = 'dead')::bigint AS dead,
+       coalesce((SELECT extract(epoch FROM now() - min(created_at)) FROM outbox WHERE state = 'pending'), 0)::float8 AS oldest_pending_seconds
 `
 
 type OutboxStatsRow struct {
@@ -332,6 +374,7 @@ type OutboxStatsRow struct {
 	OldestPendingSeconds float64
 }
 
+// Each count from its own partial index (outbox_ready, outbox_dead).
 func (q *Queries) OutboxStats(ctx context.Context) (OutboxStatsRow, error) {
 	row := q.db.QueryRow(ctx, outboxStats)
 	var i OutboxStatsRow
