@@ -83,7 +83,10 @@ SELECT unnest(sqlc.arg(order_ids)::uuid[]), unnest(sqlc.arg(kinds)::text[]), unn
 ON CONFLICT (order_id, kind) DO NOTHING;
 
 -- name: ClaimNotifications :many
--- ClaimNotification for the records of a batch, under one claim token.
+-- ClaimNotification for the records of a batch, under one claim token. "Not finished"
+-- is written as NOT IN, not as notifications_unfinished's own condition: a condition that
+-- implies a partial index's lets the planner read that index whole instead of looking up
+-- the batch's keys, and a held snapshot keeps an entry there for every record since.
 UPDATE notifications
 SET status        = 'processing',
     attempts      = attempts + 1,
@@ -91,7 +94,7 @@ SET status        = 'processing',
     claimed_until = now() + make_interval(secs => sqlc.arg(lease_seconds)::float8),
     updated_at    = now()
 WHERE (order_id, kind) IN (SELECT unnest(sqlc.arg(order_ids)::uuid[]), unnest(sqlc.arg(kinds)::text[]))
-  AND status IN ('processing', 'needs-reconciliation')
+  AND status NOT IN ('completed', 'failed')
   AND (claimed_until IS NULL OR claimed_until <= now())
 RETURNING *;
 

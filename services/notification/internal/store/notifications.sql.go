@@ -72,7 +72,7 @@ SET status        = 'processing',
     claimed_until = now() + make_interval(secs => $2::float8),
     updated_at    = now()
 WHERE (order_id, kind) IN (SELECT unnest($3::uuid[]), unnest($4::text[]))
-  AND status IN ('processing', 'needs-reconciliation')
+  AND status NOT IN ('completed', 'failed')
   AND (claimed_until IS NULL OR claimed_until <= now())
 RETURNING order_id, kind, status, idempotency_key, recipient, subject, body, event_id, attempts, claim_token, claimed_until, provider_email_id, last_error, created_at, updated_at, completed_at
 `
@@ -84,7 +84,10 @@ type ClaimNotificationsParams struct {
 	Kinds        []string
 }
 
-// ClaimNotification for the records of a batch, under one claim token.
+// ClaimNotification for the records of a batch, under one claim token. "Not finished"
+// is written as NOT IN, not as notifications_unfinished's own condition: a condition that
+// implies a partial index's lets the planner read that index whole instead of looking up
+// the batch's keys, and a held snapshot keeps an entry there for every record since.
 func (q *Queries) ClaimNotifications(ctx context.Context, arg ClaimNotificationsParams) ([]Notification, error) {
 	rows, err := q.db.Query(ctx, claimNotifications,
 		arg.ClaimToken,
