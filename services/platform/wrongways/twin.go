@@ -10,6 +10,7 @@ import (
 
 	"github.com/bookstore-go/bookstore/services/platform/backoff"
 	"github.com/bookstore-go/bookstore/services/platform/outbox"
+	"github.com/bookstore-go/bookstore/services/platform/wrongways/internal/wrongstore"
 )
 
 // Relay is what a service runs as its outbox relay: an *outbox.Relay, or a wrong way
@@ -19,21 +20,24 @@ type Relay interface {
 	Ready(ctx context.Context) error
 }
 
-// RelayingTwin runs relay, and while relay refuses to relay because another live process
-// holds its id's lock (outbox.ErrTwin) it relays all the same: it claims and publishes
-// batches through relay.RunOnce whenever a row is committed (NOTIFY outbox, on a
-// connection of its own to pool) or poll has passed, and reports itself ready. The
-// process that holds the lock takes back every claim made under the id at once, as a
-// dead process's, so the rows this twin has in flight (published, not yet marked) are
-// published a second time: the inboxes drop the copies, and a relay that trusts its id
-// to be its own without the lock publishes twice what it was meant to publish once.
-func RelayingTwin(relay *outbox.Relay, pool *pgxpool.Pool, poll time.Duration) Relay {
-	return &relayingTwin{relay: relay, pool: pool, poll: poll}
+// RelayingTwin runs relay, which relays under id, and while relay refuses to relay
+// because another live process holds the id's lock (outbox.ErrTwin) it relays all the
+// same: whenever a row is committed (NOTIFY outbox, on a connection of its own to pool)
+// or poll has passed, it claims and publishes a batch through relay.RunOnce, then takes
+// every claim under id for a dead predecessor's and makes it claimable at once, as the
+// lock's holder does, and publishes those too; and it reports itself ready. Each takes the other's rows in flight
+// (published, not yet marked) and publishes them a second time: the inboxes drop the
+// copies, and a relay that trusts its id to be its own without the lock publishes twice
+// what it was meant to publish once.
+func RelayingTwin(relay *outbox.Relay, id string, pool *pgxpool.Pool, poll time.Duration) Relay {
+	return &relayingTwin{relay: relay, id: id, pool: pool, q: wrongstore.New(pool), poll: poll}
 }
 
 type relayingTwin struct {
 	relay *outbox.Relay
+	id    string
 	pool  *pgxpool.Pool
+	q     *wrongstore.Queries
 	poll  time.Duration
 }
 
@@ -55,7 +59,18 @@ func (t *relayingTwin) Run(ctx context.Context) error {
 	defer poll.Stop()
 	for {
 		if errors.Is(t.relay.Ready(ctx), outbox.ErrTwin) {
-			if n, err := t.relay.RunOnce(ctx); err == nil && n > 0 && ctx.Err() == nil {
+			// Fresh rows first, as any relay claims them, racing the live relays for each;
+			// then its namesake's rows in flight, taken for a dead predecessor's.
+			n, err := t.relay.RunOnce(ctx)
+			if err == nil {
+				var taken int64
+				if taken, err = t.q.TakeOverClaims(ctx, t.id); err == nil && taken > 0 {
+					var again int
+					again, err = t.relay.RunOnce(ctx)
+					n += again
+				}
+			}
+			if err == nil && n > 0 && ctx.Err() == nil {
 				continue // more may be waiting
 			}
 		}

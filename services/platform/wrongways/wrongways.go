@@ -44,11 +44,12 @@ func (w *RelayWays) Topology(t broker.Topology) broker.Topology {
 	return t
 }
 
-// Relay is what to run as the relay: relay, or under RELAY_TWIN=share RelayingTwin of it,
-// which listens and polls on pool as the relay's default configuration does.
-func (w *RelayWays) Relay(relay *outbox.Relay, pool *pgxpool.Pool) Relay {
+// Relay is what to run as the relay, which relays under id (RELAY_ID): relay, or under
+// RELAY_TWIN=share RelayingTwin of it, which listens and polls on pool as the relay's
+// default configuration does.
+func (w *RelayWays) Relay(relay *outbox.Relay, id string, pool *pgxpool.Pool) Relay {
 	if w.Twin == "share" {
-		return RelayingTwin(relay, pool, outbox.DefaultConfig.PollInterval)
+		return RelayingTwin(relay, id, pool, outbox.DefaultConfig.PollInterval)
 	}
 	return relay
 }

@@ -132,6 +132,31 @@ func viaProxy(t *testing.T, amqpURL string) (*testenv.Proxy, string) {
 	return proxy, u.String()
 }
 
+// holdMarks arms the failpoint name, between a relay's publish and its mark, to delay
+// every batch by delay (a Go duration) until the test ends.
+func holdMarks(t *testing.T, name, delay string) {
+	t.Helper()
+	names := []string{name}
+	if err := failpoint.Configure(name+"=delay("+delay+")", names); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = failpoint.Configure("", names) })
+}
+
+// sharedIDRelay is a relay under the relay id "shared", publishing to url and passing the
+// failpoint afterPublish between its publish and its mark, quick to retry and to poll.
+func sharedIDRelay(t *testing.T, pool *pgxpool.Pool, tel *telemetry.Telemetry, url, afterPublish string) *outbox.Relay {
+	t.Helper()
+	conn := broker.NewConn(url, "twin")
+	t.Cleanup(func() { conn.Close() })
+	relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, sut.Topology, 10*time.Second), tel, outbox.Config{
+		ID: "shared", AfterPublishFailpoint: afterPublish, OutageMax: 20 * time.Millisecond, PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return relay
+}
+
 // twinAfterPublish is the failpoint of the twin in the test below alone.
 const twinAfterPublish = "twin/after-publish"
 
@@ -143,21 +168,8 @@ const twinAfterPublish = "twin/after-publish"
 func TestARelayingTwinPublishesTheRowsItHasInFlightTwice(t *testing.T) {
 	pool, amqpURL, tel := setup(t)
 	testenv.Declare(t, amqpURL, sut.Topology)
-	names := []string{twinAfterPublish}
-	if err := failpoint.Configure(twinAfterPublish+"=delay(3s)", names); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = failpoint.Configure("", names) })
-	newRelay := func(url, fp string) *outbox.Relay {
-		conn := broker.NewConn(url, "twin")
-		t.Cleanup(func() { conn.Close() })
-		relay, err := outbox.NewRelay(pool, broker.NewPublisher(conn, sut.Topology, 10*time.Second), tel, outbox.Config{
-			ID: "shared", AfterPublishFailpoint: fp, OutageMax: 20 * time.Millisecond, PollInterval: 20 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return relay
-	}
+	holdMarks(t, twinAfterPublish, "3s")
+	newRelay := func(url, fp string) *outbox.Relay { return sharedIDRelay(t, pool, tel, url, fp) }
 	// The live relay cannot reach the broker at first, so the twin is the one to claim
 	// the rows.
 	proxy, proxied := viaProxy(t, amqpURL)
@@ -167,7 +179,7 @@ func TestARelayingTwinPublishesTheRowsItHasInFlightTwice(t *testing.T) {
 		return testenv.Count(t, pool, `SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
 			 WHERE l.locktype = 'advisory' AND l.granted AND d.datname = current_database()`) == 1
 	})
-	twin := wrongways.RelayingTwin(newRelay(amqpURL, twinAfterPublish), pool, 20*time.Millisecond)
+	twin := wrongways.RelayingTwin(newRelay(amqpURL, twinAfterPublish), "shared", pool, 20*time.Millisecond)
 	run(t, twin)
 	testenv.Eventually(t, 10*time.Second, "the twin ready to relay under the live relay's id", func() bool {
 		return twin.Ready(context.Background()) == nil
@@ -184,6 +196,39 @@ func TestARelayingTwinPublishesTheRowsItHasInFlightTwice(t *testing.T) {
 	})
 	if got := sut.Drain(t, amqpURL, testenv.ExampleQueue, 300*time.Millisecond); len(got) <= events {
 		t.Errorf("%d events published as %d messages, want more: the twin's rows in flight were to be published again", events, len(got))
+	}
+}
+
+// holderAfterPublish is the failpoint of the live relay in the test below alone.
+const holderAfterPublish = "holder/after-publish"
+
+// The mirror of the test above: the live relay has rows in flight (published, their
+// mark held back by a delay) when a RelayingTwin starts under its id. The twin takes the
+// live relay's claims for a dead predecessor's, as the lock's holder would, and
+// publishes those rows a second time.
+func TestARelayingTwinTakesTheLiveRelaysRowsInFlightAndPublishesThemTwice(t *testing.T) {
+	pool, amqpURL, tel := setup(t)
+	testenv.Declare(t, amqpURL, sut.Topology)
+	holdMarks(t, holderAfterPublish, "5s")
+	newRelay := func(fp string) *outbox.Relay { return sharedIDRelay(t, pool, tel, amqpURL, fp) }
+	run(t, newRelay(holderAfterPublish))
+	testenv.Eventually(t, 10*time.Second, "the live relay holds the relay id's lock", func() bool {
+		return testenv.Count(t, pool, `SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
+			 WHERE l.locktype = 'advisory' AND l.granted AND d.datname = current_database()`) >= 1
+	})
+	const events = 3
+	writeEvents(t, pool, "holder", events)
+	testenv.Eventually(t, 10*time.Second, "the live relay has the rows in flight", func() bool {
+		return testenv.QueueDepth(t, amqpURL, testenv.ExampleQueue) == events &&
+			testenv.Count(t, pool, "SELECT count(*) FROM outbox WHERE state = 'pending' AND claimed_until > now()") == events
+	})
+	twin := wrongways.RelayingTwin(newRelay(""), "shared", pool, 20*time.Millisecond)
+	run(t, twin)
+	testenv.Eventually(t, 10*time.Second, "every row published", func() bool {
+		return testenv.Count(t, pool, "SELECT count(*) FROM outbox WHERE state = 'published'") == events
+	})
+	if got := sut.Drain(t, amqpURL, testenv.ExampleQueue, 300*time.Millisecond); len(got) <= events {
+		t.Errorf("%d events published as %d messages, want more: the live relay's rows in flight were to be published again by the twin", events, len(got))
 	}
 }
 

@@ -40,7 +40,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		config.Bool("INVENTORY_ADMIN", "0", "1: allow PUT /books/{id}, which creates books and sets their stock", &admin),
 		config.Int("CONSUMER_CONCURRENCY", "4", "orders handled at once", &concurrency),
 	)
-	s.RelayVariables()
+	relaySettings := s.RelayVariables()
 	relayWays, vars := platformways.RelayVariables()
 	s.Vars(vars...)
 	s.RetryVariables("10s")
@@ -77,7 +77,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	relay := relayWays.Relay(outboxRelay, pool)
+	relay := relayWays.Relay(outboxRelay, relaySettings.ID, pool)
 	ordersCfg := consumer.Config{
 		Name:        stock.ConsumerName,
 		Queue:       contracts.QueueInventoryOrderPlaced,

@@ -81,7 +81,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	relay := relayWays.Relay(outboxRelay, pool)
+	relay := relayWays.Relay(outboxRelay, relaySettings.ID, pool)
 	// ORDERING_RELAY=0 leaves the outbox to an `ordering relay` beside this process: the
 	// API still writes every row, and they wait pending until that relay publishes them.
 	if publisher == "outbox" && inProcessRelay {
