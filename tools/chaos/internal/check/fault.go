@@ -61,6 +61,7 @@ const (
 	HalfOpenSlow        = "relay not publishing again within its bound after its Postgres connections were half-closed"
 	HopelessNotParked   = "hopeless message not parked in its dead-letter queue within its bound"
 	QueueFullStarved    = "other event types slowed below 80% of their rate while one queue refused"
+	LateCommitWaited    = "outbox rows committed behind the relays' frontier not published within the liveness bound of their commit"
 )
 
 // Fault kinds. Each opens a failure window some part of the design claims to close.
@@ -97,6 +98,7 @@ const (
 	FaultSessionKilled   = "session_killed"   // pg_terminate_backend of every Postgres session of a service's role, the relay's lock and LISTEN sessions included
 	FaultHalfOpen        = "half_open"        // a process's Postgres connections closed on the client's side only, the server's sessions left open (a NAT's idle timeout)
 	FaultHopeless        = "hopeless"         // a valid event whose handler fails every time on healthy dependencies (its recipient refused for good); it must be parked in its DLQ
+	FaultLateCommit      = "late_commit"      // a handler's transaction held (a once* delay failpoint) past the relays' commit window before its commit: its outbox rows commit behind their frontier
 )
 
 // The cluster faults (faults/cluster.go), only in the cluster profile (make chaos-cluster):
@@ -121,14 +123,14 @@ var FaultKinds = []string{
 	FaultProviderFail, FaultProviderAmbiguous, FaultDuplicate, FaultPoison,
 	FaultBrokerAlarm, FaultQueueDeleted, FaultLateConsumer, FaultRelayTwin, FaultPrivilegeRevoked, FaultQueueUnbound,
 	FaultQueueFull, FaultConsumerTimeout, FaultLongTransaction,
-	FaultExchangeDeleted, FaultSessionKilled, FaultHalfOpen, FaultHopeless,
+	FaultExchangeDeleted, FaultSessionKilled, FaultHalfOpen, FaultHopeless, FaultLateCommit,
 }
 
 // HeavyKinds are the kinds config.Config.HeavyFaultsEach counts; each stops processes, changes the
 // broker's topology or the database's privileges for seconds.
 // The last one drawn last: a kind added at the end moves none of a seed's other heavy faults.
 var HeavyKinds = []string{FaultBrokerAlarm, FaultQueueDeleted, FaultLateConsumer, FaultRelayTwin, FaultPrivilegeRevoked, FaultQueueUnbound, FaultQueueFull, FaultConsumerTimeout, FaultLongTransaction,
-	FaultExchangeDeleted, FaultSessionKilled, FaultHalfOpen, FaultHopeless}
+	FaultExchangeDeleted, FaultSessionKilled, FaultHalfOpen, FaultHopeless, FaultLateCommit}
 
 // IsHeavy reports whether kind is one of HeavyKinds.
 func IsHeavy(kind string) bool { return slices.Contains(HeavyKinds, kind) }

@@ -1,6 +1,7 @@
 package check
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -61,8 +62,9 @@ type FaultRecovery struct {
 
 // Liveness violation kinds (invariant 12).
 const (
-	ClaimableWaited = "claimable outbox row waited longer than the bound while its relay was ready"
-	NotRecovered    = "outbox backlog not drained after a fault"
+	ClaimableWaited      = "claimable outbox row waited longer than the bound while its relay was ready"
+	NotRecovered         = "outbox backlog not drained after a fault"
+	StalledUnderSnapshot = "no relay of a service ready, with claimable rows waiting, under a long transaction and no fault striking the relay"
 )
 
 // DrainLimit is how long after a fault's end its backlog must have drained; a fault
@@ -147,12 +149,12 @@ func mapsKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// strikes reports whether fault f can hold up service's relay: outages, the heavy and
+// Strikes reports whether fault f can hold up service's relay: outages, the heavy and
 // cluster faults and a broker restart strike every relay; a process or link fault only
 // the relays of the service it names (ordering-1, ordering-relay-postgres,
 // inventory-2-rabbitmq); the provider's faults, duplicates and poison none, nor a long
 // transaction: the relays must keep to the bound while a foreign snapshot is held.
-func strikes(f Fault, service string) bool {
+func Strikes(f Fault, service string) bool {
 	switch f.Kind {
 	case FaultProviderFail, FaultProviderAmbiguous, FaultDuplicate, FaultPoison, FaultLongTransaction:
 		return false
@@ -213,7 +215,7 @@ func checkLiveness(s Snapshot) Verdict {
 	for _, svc := range mapsKeys(bySvc) {
 		var windows []excluded
 		for _, f := range faults {
-			if f.Start.IsZero() || !strikes(f, svc) {
+			if f.Start.IsZero() || !Strikes(f, svc) {
 				continue
 			}
 			end := f.End
@@ -231,12 +233,25 @@ func checkLiveness(s Snapshot) Verdict {
 			windows = append(windows, excluded{f.Start, to})
 		}
 		var notReady time.Time // the last sample with no relay of svc ready
+		var stalled time.Time  // the first sample of the current stall under a snapshot
 		samples := bySvc[svc]
 		for i, smp := range samples {
 			if smp.Ready == 0 {
 				notReady = smp.At
+				if stalledUnderSnapshot(faults, windows, smp) {
+					stalled = cmp.Or(stalled, smp.At)
+					if smp.At.Sub(stalled) > l.Bound && !reported["stall "+svc] {
+						reported["stall "+svc] = true
+						b.fail(StalledUnderSnapshot, svc,
+							"no relay of %s ready from %s to %s while %d claimable rows waited under a long transaction, and no fault struck its relay: a held snapshot must cost its claims time, never stop them (bound %v)",
+							svc, stalled.Format("15:04:05.000"), smp.At.Format("15:04:05.000"), smp.Claimable, l.Bound)
+					}
+				} else {
+					stalled = time.Time{}
+				}
 				continue
 			}
+			stalled = time.Time{}
 			clear, inside := clearSince(windows, smp.At)
 			if inside {
 				continue
@@ -291,6 +306,25 @@ func notCommittedAt(earlier []LivenessSample, w WaitingRow) time.Time {
 
 // clearSince returns the latest end of the windows that began before t, and whether t
 // is inside one of them.
+// stalledUnderSnapshot reports whether smp, a sample with no relay ready, shows a stall
+// the relays' readiness cannot excuse: claimable rows waiting while a long transaction
+// holds its snapshot and no fault strikes the service's relay (the snapshot must slow
+// the claims, not stop them).
+func stalledUnderSnapshot(faults []Fault, windows []excluded, smp LivenessSample) bool {
+	if len(smp.Waiting) == 0 {
+		return false
+	}
+	if _, inside := clearSince(windows, smp.At); inside {
+		return false
+	}
+	for _, f := range faults {
+		if f.Kind == FaultLongTransaction && !f.Start.IsZero() && !smp.At.Before(f.Start) && (f.End.IsZero() || !smp.At.After(f.End)) {
+			return true
+		}
+	}
+	return false
+}
+
 func clearSince(windows []excluded, t time.Time) (time.Time, bool) {
 	var clear time.Time
 	for _, w := range windows {

@@ -72,6 +72,54 @@ func TestInvariant12ARowClaimableForLongerThanTheBoundBetweenFaultsIsCaught(t *t
 	}
 }
 
+// notReady marks ordering's relays not ready from `from` to `to` (offsets).
+func notReady(s *Snapshot, from, to time.Duration) {
+	t0 := s.Liveness.Samples[0].At
+	for i := range s.Liveness.Samples {
+		if smp := &s.Liveness.Samples[i]; smp.Service == "ordering" && smp.At.Sub(t0) >= from && smp.At.Sub(t0) <= to {
+			smp.Ready = 0
+		}
+	}
+}
+
+// A long transaction strikes no relay: its snapshot may slow the claims, not stop them.
+// Relays that report not ready under it for longer than the bound, while rows wait and
+// no other fault strikes them, are caught, though readiness would excuse a wait: the
+// relays had stopped, and said so, but no fault had stopped them.
+func TestInvariant12CatchesRelaysStalledUnderALongTransaction(t *testing.T) {
+	longTx := func(s *Snapshot) {
+		t0 := s.Liveness.Samples[0].At
+		s.Faults = append(s.Faults, Fault{ID: 9, Kind: FaultLongTransaction, Target: "ordering,inventory,notification",
+			Start: t0.Add(7 * time.Second), End: t0.Add(19 * time.Second), Fired: true})
+	}
+	assertCaught(t, cleanSnapshot(), func(s *Snapshot) {
+		longTx(s)
+		notReady(s, 8*time.Second, 12*time.Second)
+		waitingRow(s, "ordering", "held-back", 8*time.Second, 12*time.Second)
+	}, 12, map[string]int{StalledUnderSnapshot: 1})
+
+	// Not ready for less than the bound, or with nothing waiting, or with no snapshot
+	// held: not a stall of the snapshot's.
+	for name, breakIt := range map[string]func(s *Snapshot){
+		"a second": func(s *Snapshot) {
+			longTx(s)
+			notReady(s, 8*time.Second, 9*time.Second)
+			waitingRow(s, "ordering", "held-back", 8*time.Second, 9*time.Second)
+		},
+		"nothing waiting": func(s *Snapshot) { longTx(s); notReady(s, 8*time.Second, 12*time.Second) },
+		"no snapshot": func(s *Snapshot) {
+			notReady(s, 8*time.Second, 12*time.Second)
+			waitingRow(s, "ordering", "held-back", 8*time.Second, 12*time.Second)
+		},
+	} {
+		s := cleanSnapshot()
+		breakIt(&s)
+		if v := Check(s)[8]; !v.Passed {
+			t.Errorf("%s: invariant 12 failed: %v %v", name, v.Counts, v.Examples)
+		}
+	}
+}
+
 func TestInvariant12TheBoundDoesNotApplyDuringAFaultOrItsGraceOrWhileNoRelayIsReady(t *testing.T) {
 	cases := map[string]func(s *Snapshot){
 		// The kill of ordering-1 (4-5 s) and its grace (to 7 s; the drain ends at 6.5 s).

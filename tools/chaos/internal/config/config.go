@@ -192,7 +192,7 @@ func Parse(args []string, stderr io.Writer, compare bool) (Config, error) {
 	fs.StringVar(&cfg.RelayQueueCheck, "relay-queue-check", cfg.RelayQueueCheck, "bindings | mandatory (RELAY_QUEUE_CHECK): mandatory publishes an event while a queue bound to its type is missing")
 	fs.StringVar(&cfg.RelayTwin, "relay-twin", cfg.RelayTwin, "refuse | share (RELAY_TWIN): share lets a second process under a live relay's RELAY_ID relay too")
 	fs.StringVar(&cfg.ConsumerOnRefusal, "consumer-on-refusal", cfg.ConsumerOnRefusal, "pause | requeue (CONSUMER_ON_REFUSAL): requeue spends a delivery on the database refusing a privilege")
-	fs.IntVar(&cfg.HeavyFaults, "heavy-faults", cfg.HeavyFaults, "faults of each heavy kind (broker_alarm, queue_deleted, late_consumer, relay_twin, privilege_revoked, queue_unbound, queue_full, consumer_timeout, exchange_deleted, session_killed, half_open, hopeless; long_transaction at most one); -1: a twentieth of -faults, at least 1")
+	fs.IntVar(&cfg.HeavyFaults, "heavy-faults", cfg.HeavyFaults, "faults of each heavy kind (broker_alarm, queue_deleted, late_consumer, relay_twin, privilege_revoked, queue_unbound, queue_full, consumer_timeout, exchange_deleted, session_killed, half_open, hopeless, late_commit; long_transaction at most one); -1: a twentieth of -faults, at least 1")
 	fs.Func("heavy-kinds", "only these heavy kinds, comma-separated (default: every one)", func(v string) error {
 		cfg.HeavyKinds = strings.Split(v, ",")
 		return nil

@@ -33,9 +33,9 @@ const (
 	consumerTimeoutResumeLimit = time.Minute
 )
 
-// consumerTimeoutFailpoint is the failpoint consumer_timeout arms on its target: the
-// first inventory transaction it runs waits hold before its commit, its inbox row
-// written.
+// consumerTimeoutFailpoint is the failpoint consumer_timeout (and late_commit, for longer)
+// arms on its target: the first inventory transaction it runs waits hold before its
+// commit, its inbox row written.
 func consumerTimeoutFailpoint(hold time.Duration) string {
 	return failpoint.Set{contracts.InventoryBeforeCommit: {Kind: failpoint.Delay, Delay: hold, Probability: 1, Once: true}}.String()
 }

@@ -53,8 +53,8 @@ func (in *Injector) hopeless(ctx context.Context, f *check.Fault) {
 	ctx = context.WithoutCancel(ctx)
 	// The provider keeps its faults in memory: a provider restarted meanwhile would
 	// forget the refusal and send the email.
-	if !in.guard.protect(30*time.Second, "emailprovider") {
-		in.record(f, false, "skipped: other faults held the email provider for 30 s")
+	if !in.guard.protect(protectWait, "emailprovider") {
+		in.record(f, false, fmt.Sprintf("skipped: other faults held the email provider for %v", protectWait))
 		return
 	}
 	held.hold(func() { in.guard.unprotect("emailprovider") })

@@ -166,6 +166,8 @@ func (in *Injector) apply(ctx context.Context, f *check.Fault) {
 		in.halfOpen(ctx, f)
 	case check.FaultHopeless:
 		in.hopeless(ctx, f)
+	case check.FaultLateCommit:
+		in.lateCommit(ctx, f)
 	case check.FaultResetPeer:
 		in.toxic(f, "reset_peer", toxiclient.Attributes{"timeout": 0})
 	case check.FaultTimeout:

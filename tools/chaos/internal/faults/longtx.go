@@ -1,13 +1,16 @@
 package faults
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
@@ -36,19 +39,32 @@ const longTxProbeEvery = 500 * time.Millisecond
 // holds back vacuum only in its own database, so the fault opens one in each.
 var longTxServices = []string{"ordering", "inventory", "notification"}
 
-// claimProbe is the relays' claim (ClaimOutbox) without its locks and its update: the
-// walk of the pending rows' index, which steps over every dead entry that no vacuum
-// could remove and no scan could mark dead (both need the tuple dead to every snapshot).
+// claimProbe is the relays' claim (ClaimOutbox) without its locks and its update, from
+// the id $1: the walk of the pending rows' index, which steps over every dead entry from
+// $1 on that no vacuum could remove and no scan could mark dead (both need the tuple
+// dead to every snapshot). The fault runs it from the relays' frontier, as they do, and
+// from the start of the table, as they did before the frontier, to show what that saves.
 const claimProbe = `
 SELECT count(*) FROM (
     SELECT o.id FROM outbox o
-    WHERE o.state = 'pending' AND o.available_at <= now()
+    WHERE o.state = 'pending' AND o.id >= $1 AND o.available_at <= now()
       AND (o.claimed_until IS NULL OR o.claimed_until < now())
       AND NOT EXISTS (
           SELECT 1 FROM outbox e
           WHERE e.aggregate_type = o.aggregate_type AND e.aggregate_id = o.aggregate_id
             AND e.sequence < o.sequence AND e.state <> 'published')
     ORDER BY o.id LIMIT 256) next`
+
+// oldestPending finds the frontier as the relays do (OldestPending): the oldest pending
+// row at or after the last one found.
+const oldestPending = `SELECT id FROM outbox WHERE state = 'pending' AND id >= $1 ORDER BY id LIMIT 1`
+
+// probeCommitWindow is the relays' commit window: their claim also covers ids made this
+// recently, behind the frontier.
+const probeCommitWindow = 10 * time.Second
+
+// fromTheStart is the claimTimes key suffix of the probe from the start of the table.
+const fromTheStart = " from the start"
 
 // queueTables reads the dead tuples of a database's outbox and inbox, the number
 // above which autovacuum would vacuum each (its threshold plus its scale factor of the
@@ -106,29 +122,63 @@ func (in *Injector) vacuumQueues(ctx context.Context) error {
 	return nil
 }
 
-// claimTimes are the probe's durations in one phase of the fault, by service.
+// claimTimes are the probe's durations in one phase of the fault, by service (from the
+// frontier) and by service + fromTheStart.
 type claimTimes map[string][]time.Duration
 
-// probe times one claimProbe on each outbox.
-func (in *Injector) probe(ctx context.Context, into claimTimes) {
+// frontiers are where each outbox's claim starts, as far as the probe knows: the oldest
+// pending row found, or, none pending, the floor of the search's commit window.
+type frontiers map[string]uuid.UUID
+
+// probe times one claimProbe on each outbox from its frontier, found again first as the
+// relays find theirs (outbox.Relay.claimFrom: from the last frontier, or a commit window
+// before the last search, whichever is older), and one from the start of the table.
+func (in *Injector) probe(ctx context.Context, into claimTimes, front frontiers) {
 	for _, svc := range []string{"ordering", "inventory"} {
-		start := time.Now()
-		var n int
-		if err := in.sys.DBs[svc].QueryRow(ctx, claimProbe).Scan(&n); err == nil {
-			into[svc] = append(into[svc], time.Since(start))
+		db := in.sys.DBs[svc]
+		now := time.Now()
+		var oldest uuid.UUID
+		switch err := db.QueryRow(ctx, oldestPending, front[svc]).Scan(&oldest); {
+		case errors.Is(err, pgx.ErrNoRows):
+			front[svc] = idFloor(now.Add(-probeCommitWindow))
+		case err == nil:
+			front[svc] = oldest
 		}
+		from := front[svc]
+		if recent := idFloor(now.Add(-probeCommitWindow)); bytes.Compare(recent[:], from[:]) < 0 {
+			from = recent
+		}
+		for key, id := range map[string]uuid.UUID{svc: from, svc + fromTheStart: {}} {
+			start := time.Now()
+			var n int
+			if err := db.QueryRow(ctx, claimProbe, id).Scan(&n); err == nil {
+				into[key] = append(into[key], time.Since(start))
+			}
+		}
+		front[svc] = from // the next search starts here
 	}
+}
+
+// idFloor is the smallest UUIDv7 made at t or later (outbox's, for the probe).
+func idFloor(t time.Time) uuid.UUID {
+	var id uuid.UUID
+	ms := uint64(t.UnixMilli())
+	for i := range 6 {
+		id[i] = byte(ms >> (40 - 8*i))
+	}
+	id[6] = 0x70
+	return id
 }
 
 func (c claimTimes) String() string {
 	var parts []string
-	for _, svc := range []string{"ordering", "inventory"} {
-		ts := slices.Sorted(slices.Values(c[svc]))
+	for _, key := range []string{"ordering", "inventory", "ordering" + fromTheStart, "inventory" + fromTheStart} {
+		ts := slices.Sorted(slices.Values(c[key]))
 		if len(ts) == 0 {
-			parts = append(parts, svc+" -")
+			parts = append(parts, key+" -")
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("%s %s/%s", svc, ms(ts[len(ts)/2]), ms(ts[len(ts)-1])))
+		parts = append(parts, fmt.Sprintf("%s %s/%s", key, ms(ts[len(ts)/2]), ms(ts[len(ts)-1])))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -190,9 +240,9 @@ func (in *Injector) longTransaction(ctx context.Context, f *check.Fault) {
 	}
 
 	baseStart := time.Now()
-	before := claimTimes{}
+	before, front := claimTimes{}, frontiers{}
 	for time.Since(baseStart) < min(longTxBaseline, f.Duration/3) {
-		in.probe(ctx, before)
+		in.probe(ctx, before, front)
 		time.Sleep(longTxProbeEvery)
 	}
 	start0, err := in.longTxTables(ctx)
@@ -238,7 +288,7 @@ func (in *Injector) longTransaction(ctx context.Context, f *check.Fault) {
 	}
 	lastVacuum := start
 	for next := start; time.Since(start) < f.Duration; next = next.Add(longTxProbeEvery) {
-		in.probe(ctx, during)
+		in.probe(ctx, during, front)
 		if tables, err := in.longTxTables(ctx); err == nil {
 			for k, s := range tables {
 				peak[k] = max(peak[k], s.dead)
@@ -276,7 +326,7 @@ func (in *Injector) longTransaction(ctx context.Context, f *check.Fault) {
 	var last map[string]tableState
 	lastVacuum = end.Add(-every / 2) // the first one soon after the end, as a visit of autovacuum's would be
 	for time.Since(end) <= LongTxCleanupLimit {
-		in.probe(ctx, after)
+		in.probe(ctx, after, front)
 		if !auto && time.Since(lastVacuum) >= every {
 			if err := in.vacuumQueues(ctx); err != nil {
 				in.fail(f, true, err.Error())

@@ -25,6 +25,18 @@ var outageLinkSuffix = map[string]string{check.FaultBrokerOutage: "-rabbitmq", c
 // Poison kinds, one per reason of the contracts a consumer must dead-letter.
 var PoisonKinds = []string{event.ReasonNotJSON, event.ReasonInvalidEnvelope, event.ReasonUnknownType, event.ReasonContentMismatch}
 
+// heldBeforeCommit are the processes of processes that run inventory's transactions,
+// which consumer_timeout and late_commit hold before their commit.
+func heldBeforeCommit(cfg config.Config, processes []string) []string {
+	var held []string
+	for _, p := range failpointProcesses(cfg)[contracts.InventoryBeforeCommit] {
+		if slices.Contains(processes, p) {
+			held = append(held, p)
+		}
+	}
+	return held
+}
+
 // failpointProcesses maps each failpoint of the contracts to the processes that pass it.
 func failpointProcesses(cfg config.Config) map[string][]string {
 	inventory, ordering := cfg.ProcessNames("inventory"), cfg.OrderingAPIs()
@@ -183,12 +195,7 @@ func scheduleHeavy(cfg config.Config, processes []string, outages []check.Fault)
 				f.Detail = queueFullPolicy
 				busy = f.Duration + 10*time.Second
 			case check.FaultConsumerTimeout:
-				var held []string
-				for _, p := range failpointProcesses(cfg)[contracts.InventoryBeforeCommit] {
-					if slices.Contains(processes, p) {
-						held = append(held, p)
-					}
-				}
+				held := heldBeforeCommit(cfg, processes)
 				if len(held) == 0 {
 					continue
 				}
@@ -197,6 +204,20 @@ func scheduleHeavy(cfg config.Config, processes []string, outages []check.Fault)
 				f.Target, f.Duration = held[i%len(held)], between(ConsumerTimeout+2*time.Second, ConsumerTimeout+5*time.Second).Round(100*time.Millisecond)
 				f.Detail = consumerTimeoutFailpoint(f.Duration)
 				busy = f.Duration + 15*time.Second
+			case check.FaultLateCommit:
+				held := heldBeforeCommit(cfg, processes)
+				if len(held) == 0 {
+					continue
+				}
+				// Clear of the outages for its hold, as every heavy kind is for its length;
+				// what comes after the commit, no gap between the default run's outages
+				// would fit: an outage over it leaves the check unchecked (unlessStruck).
+				// Its targets start from the second process: the first relay twin and
+				// consumer_timeout start from the first, and the failpoint faults that
+				// wait for this one's hold would keep the twin from its process.
+				f.Target, f.Duration = held[(i+1)%len(held)], between(LateCommitHold, LateCommitHold+3*time.Second).Round(100*time.Millisecond)
+				f.Detail = consumerTimeoutFailpoint(f.Duration) // the same hold, past a longer bound
+				busy = f.Duration
 			case check.FaultRelayTwin:
 				if len(relays) == 0 {
 					continue
@@ -261,6 +282,21 @@ func scheduleHeavy(cfg config.Config, processes []string, outages []check.Fault)
 			}
 			if kind == check.FaultLongTransaction {
 				f.At = max(lead, min(f.At, span-lead-f.Duration-min(longTxBaseline, f.Duration/3)))
+			}
+			if kind == check.FaultLateCommit && f.At > span-lead-lateCommitArming {
+				// Its process restarts armed, and must then get an order to hold: not in
+				// the load's last seconds. The latest moment clear of the outages before,
+				// or, when none is (a short run), the latest moment: an outage over its
+				// hold delays the order it holds or leaves its check unchecked, but the
+				// fault still holds one.
+				latest := max(lead, span-lead-lateCommitArming)
+				f.At = latest
+				for at := latest; at >= lead; at -= 500 * time.Millisecond {
+					if clearOfOutages(at, busy) {
+						f.At = at
+						break
+					}
+				}
 			}
 			out = append(out, f)
 		}

@@ -65,8 +65,8 @@ func (in *Injector) sessionKilled(ctx context.Context, f *check.Fault) {
 	for _, p := range procs {
 		targets = append(targets, p.Name, p.Name+"-postgres")
 	}
-	if !in.guard.protect(30*time.Second, targets...) {
-		in.record(f, false, "skipped: other faults held "+f.Target+"'s processes for 30 s")
+	if !in.guard.protect(protectWait, targets...) {
+		in.record(f, false, fmt.Sprintf("skipped: other faults held %s's processes for %v", f.Target, protectWait))
 		return
 	}
 	held.hold(func() { in.guard.unprotect(targets...) })
@@ -226,8 +226,8 @@ func (in *Injector) halfOpen(ctx context.Context, f *check.Fault) {
 		return
 	}
 	targets := []string{p.Name, p.Name + "-postgres"}
-	if !in.guard.protect(30*time.Second, targets...) {
-		in.record(f, false, "skipped: other faults held "+p.Name+" for 30 s")
+	if !in.guard.protect(protectWait, targets...) {
+		in.record(f, false, fmt.Sprintf("skipped: other faults held %s for %v", p.Name, protectWait))
 		return
 	}
 	held.hold(func() { in.guard.unprotect(targets...) })
