@@ -29,8 +29,9 @@ type Injector struct {
 	Faults   []check.Fault
 	mu       sync.Mutex // guards faults' result fields and provider
 	provider providerFaults
-	fpMu     map[string]*sync.Mutex // one armed failpoint per process at a time
-	fired    map[string]chan string // failpoint crashes, by process
+	fpMu     map[string]*sync.Mutex   // one armed failpoint per process at a time
+	fired    map[string]chan string   // failpoint crashes, by process
+	wanted   map[string]chan struct{} // a late commit waits for the process's failpoint turn
 	started  atomic.Int64
 	wg       sync.WaitGroup
 	held     int          // queue faults that hold the provider healthy (guarded by mu)
@@ -50,10 +51,11 @@ type providerFaults struct {
 
 // NewInjector prepares schedule for sys.
 func NewInjector(sys *harness.System, inject *Messages, schedule []check.Fault) *Injector {
-	in := &Injector{sys: sys, inject: inject, Faults: schedule, fpMu: map[string]*sync.Mutex{}, fired: map[string]chan string{}, guard: newGuard(), turns: newTurns()}
+	in := &Injector{sys: sys, inject: inject, Faults: schedule, fpMu: map[string]*sync.Mutex{}, fired: map[string]chan string{}, wanted: map[string]chan struct{}{}, guard: newGuard(), turns: newTurns()}
 	for _, p := range sys.Procs {
 		in.fpMu[p.Name] = &sync.Mutex{}
 		in.fired[p.Name] = make(chan string, 1)
+		in.wanted[p.Name] = make(chan struct{}, 1)
 	}
 	return in
 }
@@ -265,24 +267,33 @@ func (in *Injector) failpoint(ctx context.Context, f *check.Fault) {
 	default:
 	}
 	// A window can pass without the failpoint firing (the process was cut off by a link
-	// fault, or had nothing to do); it stays armed for a few more before giving up.
+	// fault, or had nothing to do); it stays armed for a few more before giving up, unless
+	// a late commit waits for the process (takeForHold).
 	p.Restart(f.Detail, 5*time.Second)
+	note, yielded := "did not fire within its windows; disarmed", false
 	for window := 1; window <= 3; window++ {
+		var wanted <-chan struct{}
+		if window > 1 {
+			wanted = in.wanted[p.Name]
+		}
 		select {
 		case <-in.fired[p.Name]:
 			// The supervisor restarts it without the failpoint: the window is closed.
 			in.record(f, true, fmt.Sprintf("crashed at %s (window %d)", strings.SplitN(f.Detail, "=", 2)[0], window))
 			return
 		case <-time.After(f.Duration):
+		case <-wanted:
+			note = fmt.Sprintf("did not fire in %d of its 3 windows; disarmed for a late commit waiting for the process", window-1)
+			yielded = true
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || yielded {
 			break
 		}
 	}
 	if p.ArmedFailpoints() == f.Detail {
 		p.Restart("", 5*time.Second)
 	}
-	in.record(f, false, "did not fire within its windows; disarmed")
+	in.record(f, false, note)
 }
 
 // outage disables every link of f.Detail at once and enables them again after

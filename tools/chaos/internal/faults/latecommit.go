@@ -40,6 +40,7 @@ ORDER BY xact_start LIMIT 1`
 // published within the liveness bound of its commit, as any row must be, unless another
 // fault that can hold up inventory's relay struck meanwhile (unlessStruck).
 func (in *Injector) lateCommit(ctx context.Context, f *check.Fault) {
+	load := ctx
 	ctx = context.WithoutCancel(ctx) // once begun, it runs to its end: the process is disarmed
 	p := in.sys.Process(f.Target)
 	if p == nil {
@@ -49,10 +50,12 @@ func (in *Injector) lateCommit(ctx context.Context, f *check.Fault) {
 	// Other faults are kept off the process only while this one needs it: the failpoint
 	// faults (which restart it) until the held transaction commits, a relay twin's check
 	// until the failpoint has fired (it may run beside the held transaction).
-	mu := in.fpMu[p.Name]
-	mu.Lock()
-	unlock := sync.OnceFunc(mu.Unlock)
+	unlock := in.takeForHold(p.Name)
 	defer unlock()
+	if load.Err() != nil {
+		in.record(f, false, "skipped: the load ended while a failpoint held the process")
+		return
+	}
 	in.guard.enter(p.Name)
 	leave := sync.OnceFunc(func() { in.guard.leave(p.Name) })
 	defer leave()
@@ -151,4 +154,22 @@ func (in *Injector) unlessStruck(c check.FaultCheck, service string, from, to ti
 		return check.FaultCheck{Drain: c.Drain, Detail: fmt.Sprintf("not checked: %s %d on %s struck %s's relay meanwhile; %s", o.Kind, o.ID, o.Target, service, c.Detail)}
 	}
 	return c
+}
+
+// takeForHold takes process name's failpoint turn for a fault that holds a transaction
+// in it, and returns what gives the turn back. A failpoint that holds the turn and has
+// not fired gives it up at the end of its first window instead of its third: the run
+// has other failpoints of its name, and one late commit, which needs the load's orders.
+func (in *Injector) takeForHold(name string) (release func()) {
+	select {
+	case in.wanted[name] <- struct{}{}:
+	default: // another fault asked already
+	}
+	mu := in.fpMu[name]
+	mu.Lock()
+	select {
+	case <-in.wanted[name]: // the turn was free: no failpoint took the request
+	default:
+	}
+	return sync.OnceFunc(mu.Unlock)
 }

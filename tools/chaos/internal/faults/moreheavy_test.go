@@ -2,6 +2,7 @@ package faults
 
 import (
 	"encoding/json"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -389,5 +390,29 @@ func TestARelayTwinIsCheckedOnlyWhereItCouldHavePublished(t *testing.T) {
 			t.Errorf("twin published %d, service relayed %d: checked %v violation %q (%s), want %v %q",
 				c.published, c.relayed, got.Checked, got.Violation, got.Detail, c.checked, c.violation)
 		}
+	}
+}
+
+// A failpoint that has not fired gives its process up after its first window to a
+// late_commit waiting for it. In CI a before-release-commit failpoint (which fires only
+// on a cancellation's release) held inventory-2 for its three windows of 8 s, the
+// late_commit queued behind it began 1.5 s before the load's end, and no order came to
+// hold: the smoke run missed the kind.
+func TestAFailpointThatHasNotFiredGivesItsProcessToALateCommitAfterOneWindow(t *testing.T) {
+	p := &harness.Process{Name: "inventory-2", Service: "inventory"}
+	in := NewInjector(&harness.System{Procs: []*harness.Process{p}}, nil, []check.Fault{
+		{ID: 1, Kind: check.FaultFailpoint, Target: p.Name, Duration: 300 * time.Millisecond, Detail: "inventory/before-release-commit=p(0.5)*crash"},
+	})
+	fp := &in.Faults[0]
+	done := make(chan struct{})
+	go func() { defer close(done); in.failpoint(t.Context(), fp) }()
+	for in.FaultResults()[0].Start.IsZero() {
+		runtime.Gosched()
+	}
+	release := in.takeForHold(p.Name) // the late commit, while the failpoint's first window runs
+	defer release()
+	<-done
+	if got := in.FaultResults()[0]; got.Fired || !strings.Contains(got.Note, "in 1 of its 3 windows") {
+		t.Errorf("the failpoint held its process while a late commit waited for it: %q (fired %v)", got.Note, got.Fired)
 	}
 }
