@@ -152,11 +152,12 @@ func mapsKeys[V any](m map[string]V) []string {
 // Strikes reports whether fault f can hold up service's relay: outages, the heavy and
 // cluster faults and a broker restart strike every relay; a process or link fault only
 // the relays of the service it names (ordering-1, ordering-relay-postgres,
-// inventory-2-rabbitmq); the provider's faults, duplicates and poison none, nor a long
-// transaction: the relays must keep to the bound while a foreign snapshot is held.
+// inventory-2-rabbitmq); the provider's faults, duplicates, poison and a hopeless
+// message (one refused message in a consumer's queue) none, nor a long transaction: the
+// relays must keep to the bound while a foreign snapshot is held.
 func Strikes(f Fault, service string) bool {
 	switch f.Kind {
-	case FaultProviderFail, FaultProviderAmbiguous, FaultDuplicate, FaultPoison, FaultLongTransaction:
+	case FaultProviderFail, FaultProviderAmbiguous, FaultDuplicate, FaultPoison, FaultHopeless, FaultLongTransaction:
 		return false
 	case FaultKill, FaultFailpoint, FaultResetPeer, FaultTimeout, FaultLatency, FaultLinkDown:
 		return f.Target == service || strings.HasPrefix(f.Target, service+"-")

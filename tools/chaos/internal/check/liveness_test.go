@@ -72,6 +72,18 @@ func TestInvariant12ARowClaimableForLongerThanTheBoundBetweenFaultsIsCaught(t *t
 	}
 }
 
+// A hopeless message holds up no relay (it is one message in notification's queue, and a
+// refusal at the provider), so a row that waits past the bound beside it is still
+// caught. The smoke run had a late commit's wait excused by a hopeless fault.
+func TestInvariant12AHopelessMessageExcusesNoRelaysWait(t *testing.T) {
+	assertCaught(t, cleanSnapshot(), func(s *Snapshot) {
+		t0 := s.Liveness.Samples[0].At
+		s.Faults = append(s.Faults, Fault{ID: 9, Kind: FaultHopeless, Target: "notification.stock-events",
+			Start: t0.Add(8 * time.Second), End: t0.Add(9 * time.Second), Fired: true})
+		waitingRow(s, "ordering", "018f-stuck", 8*time.Second, 11*time.Second)
+	}, 12, map[string]int{ClaimableWaited: 1})
+}
+
 // notReady marks ordering's relays not ready from `from` to `to` (offsets).
 func notReady(s *Snapshot, from, to time.Duration) {
 	t0 := s.Liveness.Samples[0].At
