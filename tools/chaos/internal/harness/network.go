@@ -3,7 +3,9 @@ package harness
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 // through these proxies, so a fault on a link hits exactly that process's connections.
 type network struct {
 	server *toxiproxy.ApiServer
+	api    string // the server's address
 	client *toxiclient.Client
 
 	mu    sync.Mutex
@@ -48,7 +51,7 @@ func startNetwork(log *os.File) (*network, error) {
 			fmt.Fprintf(log, "toxiproxy server: %v\n", err)
 		}
 	}()
-	n := &network{server: server, client: toxiclient.NewClient("http://" + addr), links: map[string]*link{}}
+	n := &network{server: server, api: addr, client: toxiclient.NewClient("http://" + addr), links: map[string]*link{}}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		if _, err := n.client.Version(); err == nil {
@@ -119,6 +122,17 @@ func (n *network) link(name string) (*link, error) {
 	return l, nil
 }
 
+// ErrLinkBusy is AddToxic's answer when Toxiproxy did not add the toxic in time: the
+// link holds data its far end does not read (a process frozen by a queue fault). No
+// toxic of that name is left on the link.
+var ErrLinkBusy = errors.New("toxiproxy did not answer within 25 s: the link's far end reads nothing")
+
+// toxicRemoveLimit bounds how long RemoveToxic keeps asking. Toxiproxy answers a request
+// that takes longer than 25 s with a timeout page while the request goes on, and taking
+// a latency toxic off waits until the data it holds is written: for as long as the
+// process at the link's end is frozen.
+const toxicRemoveLimit = 2 * time.Minute
+
 // AddToxic puts a toxic on a link until RemoveToxic.
 func (n *network) AddToxic(linkName, toxicName, typ, stream string, attrs toxiclient.Attributes) error {
 	l, err := n.link(linkName)
@@ -130,12 +144,21 @@ func (n *network) AddToxic(linkName, toxicName, typ, stream string, attrs toxicl
 	var errs []error
 	for _, p := range l.proxies {
 		_, err := p.AddToxic(toxicName, typ, stream, 1, attrs)
+		if err != nil && !isAPIError(err) {
+			// The timeout page: the add may still complete. The proxy's toxics are read
+			// under the lock the add holds, so they show whether it did.
+			if rerr := removeToxicEventually(p, toxicName); rerr != nil {
+				return errors.Join(err, rerr)
+			}
+			return errors.Join(append(errs, fmt.Errorf("%w (%v)", ErrLinkBusy, err))...)
+		}
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
-// RemoveToxic takes a toxic off a link.
+// RemoveToxic takes a toxic off a link, asking again until Toxiproxy has (see
+// toxicRemoveLimit).
 func (n *network) RemoveToxic(linkName, toxicName string) error {
 	l, err := n.link(linkName)
 	if err != nil {
@@ -145,9 +168,39 @@ func (n *network) RemoveToxic(linkName, toxicName string) error {
 	defer l.mu.Unlock()
 	var errs []error
 	for _, p := range l.proxies {
-		errs = append(errs, p.RemoveToxic(toxicName))
+		errs = append(errs, removeToxicEventually(p, toxicName))
 	}
 	return errors.Join(errs...)
+}
+
+// removeToxicEventually takes toxic name off p, or finds it gone, within
+// toxicRemoveLimit.
+func removeToxicEventually(p *toxiclient.Proxy, name string) error {
+	deadline := time.Now().Add(toxicRemoveLimit)
+	for {
+		toxics, err := p.Toxics()
+		if err == nil && !slices.ContainsFunc(toxics, func(t toxiclient.Toxic) bool { return t.Name == name }) {
+			return nil
+		}
+		if err == nil {
+			err = p.RemoveToxic(name)
+			var api *toxiclient.ApiError
+			if err == nil || errors.As(err, &api) && api.Status == http.StatusNotFound {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("toxic %s still on %s after %v: %w", name, p.Name, toxicRemoveLimit, err)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// isAPIError reports whether err is Toxiproxy's own answer (a refusal), rather than its
+// timeout page or a broken request.
+func isAPIError(err error) bool {
+	var api *toxiclient.ApiError
+	return errors.As(err, &api)
 }
 
 // Down disables a link: every connection through it is dropped and new ones refused,

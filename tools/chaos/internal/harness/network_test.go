@@ -1,11 +1,20 @@
 package harness
 
 import (
+	"errors"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
+
+	toxiclient "github.com/Shopify/toxiproxy/v2/client"
 )
 
 // A process of the cluster profile reaches each dependency through several hosts, one
@@ -78,5 +87,89 @@ func TestALinkDownOnADependencyOfSeveralHostsCutsEveryHost(t *testing.T) {
 		if !reaches(a) {
 			t.Errorf("host %d not reachable through %s after the link came back", i, a)
 		}
+	}
+}
+
+// Toxiproxy answers a request that takes longer than 25 s with a timeout page while the
+// request goes on: taking a latency toxic off waits until the data it holds is written,
+// for as long as the process at the link's end is frozen by a queue fault. Compare runs
+// failed their default design on it ("the harness's own error: invalid character '<'").
+// The harness asks again until the toxic is off, and an add that timed out leaves no
+// toxic behind and says the link was busy.
+func TestAToxicWhoseRequestTimedOutIsNotLeftOnTheLink(t *testing.T) {
+	log, err := os.Create(filepath.Join(t.TempDir(), "toxiproxy.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := startNetwork(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.close)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	if _, err := n.AddLink("p-rabbitmq", ln.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	// In front of the API: the first request of each method named in timeOut is carried
+	// out and answered with http.TimeoutHandler's page, as Toxiproxy's API does.
+	api, err := url.Parse("http://" + n.api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forward := httputil.NewSingleHostReverseProxy(api)
+	var mu sync.Mutex
+	timeOut := map[string]bool{}
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		late := timeOut[r.Method]
+		timeOut[r.Method] = false
+		mu.Unlock()
+		if !late {
+			forward.ServeHTTP(w, r)
+			return
+		}
+		forward.ServeHTTP(httptest.NewRecorder(), r)
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, "<html><head><title>Timeout</title></head><body><h1>Timeout</h1></body></html>")
+	}))
+	t.Cleanup(front.Close)
+	p, err := toxiclient.NewClient(front.URL).Proxy("p-rabbitmq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := n.link("p-rabbitmq")
+	l.proxies = []*toxiclient.Proxy{p}
+	onLink := func() []string {
+		toxics, err := p.Toxics()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, x := range toxics {
+			names = append(names, x.Name)
+		}
+		return names
+	}
+
+	if err := n.AddToxic("p-rabbitmq", "latency-1", "latency", "downstream", toxiclient.Attributes{"latency": 100}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	timeOut[http.MethodDelete] = true
+	mu.Unlock()
+	if err := n.RemoveToxic("p-rabbitmq", "latency-1"); err != nil || len(onLink()) > 0 {
+		t.Errorf("a removal answered with the timeout page: err %v, toxics left %v", err, onLink())
+	}
+
+	mu.Lock()
+	timeOut[http.MethodPost] = true
+	mu.Unlock()
+	err = n.AddToxic("p-rabbitmq", "latency-2", "latency", "downstream", toxiclient.Attributes{"latency": 100})
+	if !errors.Is(err, ErrLinkBusy) || len(onLink()) > 0 {
+		t.Errorf("an add answered with the timeout page: err %v (want ErrLinkBusy), toxics left %v", err, onLink())
 	}
 }
