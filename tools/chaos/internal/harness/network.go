@@ -142,15 +142,20 @@ func (n *network) AddToxic(linkName, toxicName, typ, stream string, attrs toxicl
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var errs []error
-	for _, p := range l.proxies {
+	for i, p := range l.proxies {
 		_, err := p.AddToxic(toxicName, typ, stream, 1, attrs)
 		if err != nil && !isAPIError(err) {
 			// The timeout page: the add may still complete. The proxy's toxics are read
-			// under the lock the add holds, so they show whether it did.
-			if rerr := removeToxicEventually(p, toxicName); rerr != nil {
+			// under the lock the add holds, so they show whether it did. The link's
+			// proxies before this one have the toxic: it comes off them too.
+			var rerrs []error
+			for _, q := range l.proxies[:i+1] {
+				rerrs = append(rerrs, removeToxicEventually(q, toxicName))
+			}
+			if rerr := errors.Join(rerrs...); rerr != nil {
 				return errors.Join(err, rerr)
 			}
-			return errors.Join(append(errs, fmt.Errorf("%w (%v)", ErrLinkBusy, err))...)
+			return fmt.Errorf("%w (%v)", ErrLinkBusy, err)
 		}
 		errs = append(errs, err)
 	}

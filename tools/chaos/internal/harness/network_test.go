@@ -21,15 +21,7 @@ import (
 // proxy each, behind one link: a fault on the link must strike every host, or a
 // link_down would only move the process to the next node and test nothing.
 func TestALinkDownOnADependencyOfSeveralHostsCutsEveryHost(t *testing.T) {
-	log, err := os.Create(filepath.Join(t.TempDir(), "toxiproxy.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := startNetwork(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(n.close)
+	n := testNetwork(t)
 	var upstreams []string
 	for range 2 {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -95,26 +87,18 @@ func TestALinkDownOnADependencyOfSeveralHostsCutsEveryHost(t *testing.T) {
 // for as long as the process at the link's end is frozen by a queue fault. Compare runs
 // failed their default design on it ("the harness's own error: invalid character '<'").
 // The harness asks again until the toxic is off, and an add that timed out leaves no
-// toxic behind and says the link was busy.
+// toxic behind, on any of the link's hosts, and says the link was busy.
 func TestAToxicWhoseRequestTimedOutIsNotLeftOnTheLink(t *testing.T) {
-	log, err := os.Create(filepath.Join(t.TempDir(), "toxiproxy.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := startNetwork(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(n.close)
+	n := testNetwork(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ln.Close() })
-	if _, err := n.AddLink("p-rabbitmq", ln.Addr().String()); err != nil {
+	if _, err := n.AddLinkGroup("p-rabbitmq", []string{ln.Addr().String(), ln.Addr().String()}); err != nil {
 		t.Fatal(err)
 	}
-	// In front of the API: the first request of each method named in timeOut is carried
+	// In front of the API: the timeOut[method]th request of a method from now is carried
 	// out and answered with http.TimeoutHandler's page, as Toxiproxy's API does.
 	api, err := url.Parse("http://" + n.api)
 	if err != nil {
@@ -122,11 +106,11 @@ func TestAToxicWhoseRequestTimedOutIsNotLeftOnTheLink(t *testing.T) {
 	}
 	forward := httputil.NewSingleHostReverseProxy(api)
 	var mu sync.Mutex
-	timeOut := map[string]bool{}
+	timeOut := map[string]int{}
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
-		late := timeOut[r.Method]
-		timeOut[r.Method] = false
+		timeOut[r.Method]--
+		late := timeOut[r.Method] == 0
 		mu.Unlock()
 		if !late {
 			forward.ServeHTTP(w, r)
@@ -137,20 +121,22 @@ func TestAToxicWhoseRequestTimedOutIsNotLeftOnTheLink(t *testing.T) {
 		_, _ = io.WriteString(w, "<html><head><title>Timeout</title></head><body><h1>Timeout</h1></body></html>")
 	}))
 	t.Cleanup(front.Close)
-	p, err := toxiclient.NewClient(front.URL).Proxy("p-rabbitmq")
-	if err != nil {
-		t.Fatal(err)
-	}
 	l, _ := n.link("p-rabbitmq")
-	l.proxies = []*toxiclient.Proxy{p}
-	onLink := func() []string {
-		toxics, err := p.Toxics()
-		if err != nil {
+	for i, p := range l.proxies {
+		if l.proxies[i], err = toxiclient.NewClient(front.URL).Proxy(p.Name); err != nil {
 			t.Fatal(err)
 		}
+	}
+	onLink := func() []string {
 		var names []string
-		for _, x := range toxics {
-			names = append(names, x.Name)
+		for _, p := range l.proxies {
+			toxics, err := p.Toxics()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, x := range toxics {
+				names = append(names, p.Name+":"+x.Name)
+			}
 		}
 		return names
 	}
@@ -159,17 +145,32 @@ func TestAToxicWhoseRequestTimedOutIsNotLeftOnTheLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	mu.Lock()
-	timeOut[http.MethodDelete] = true
+	timeOut[http.MethodDelete] = 1
 	mu.Unlock()
 	if err := n.RemoveToxic("p-rabbitmq", "latency-1"); err != nil || len(onLink()) > 0 {
 		t.Errorf("a removal answered with the timeout page: err %v, toxics left %v", err, onLink())
 	}
 
 	mu.Lock()
-	timeOut[http.MethodPost] = true
+	timeOut[http.MethodPost] = 2 // the second host's: the first has the toxic already
 	mu.Unlock()
 	err = n.AddToxic("p-rabbitmq", "latency-2", "latency", "downstream", toxiclient.Attributes{"latency": 100})
 	if !errors.Is(err, ErrLinkBusy) || len(onLink()) > 0 {
 		t.Errorf("an add answered with the timeout page: err %v (want ErrLinkBusy), toxics left %v", err, onLink())
 	}
+}
+
+// testNetwork is a Toxiproxy server in this process for one test, closed after it.
+func testNetwork(t *testing.T) *network {
+	t.Helper()
+	log, err := os.Create(filepath.Join(t.TempDir(), "toxiproxy.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := startNetwork(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.close)
+	return n
 }

@@ -2,8 +2,6 @@ package harness
 
 import (
 	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -14,15 +12,7 @@ import (
 // through the orphan proxy, as it did with Toxiproxy in front of Postgres alone: only
 // Orphan keeps a server's side open.
 func TestALinkFaultEndsTheServersSideThroughTheOrphanProxy(t *testing.T) {
-	log, err := os.Create(filepath.Join(t.TempDir(), "toxiproxy.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := startNetwork(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(n.close)
+	n := testNetwork(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
