@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +13,8 @@ import (
 )
 
 // MaxBatch is the most messages PublishBatch takes at once. The channel's return buffer
-// holds this many, so the connection's reader never blocks on a return we have not read.
+// holds this many copies of each, so the connection's reader never blocks on a return we
+// have not read.
 const MaxBatch = 512
 
 // ErrUnroutable is reported for a mandatory message no queue was bound to take.
@@ -29,9 +31,9 @@ var ErrUnroutable = errors.New("broker returned the message: no queue is bound f
 var ErrNacked = fmt.Errorf("%w: broker nacked the message (an internal error of the queue, or a queue over its length limit)", ErrUnavailable)
 
 // ErrMissingQueue is reported for a message held back because a queue bound to its type
-// does not exist, or was gone when the broker routed it. It wraps ErrUnavailable: the
-// topology is incomplete, which is no fault of the message, and the message is published
-// once the queue is there.
+// does not exist, or was missing or unbound when the broker routed the message's copy
+// to it. It wraps ErrUnavailable: the topology is incomplete, which is no fault of the
+// message, and the message is published once the queue is there.
 var ErrMissingQueue = fmt.Errorf("%w: a queue bound to the event's type does not exist", ErrUnavailable)
 
 // ErrMissingExchange is reported for a batch held back because the exchange it is
@@ -50,41 +52,89 @@ type Message struct {
 // Publisher publishes with publisher confirms on one channel, reopened after any error.
 // It is safe for concurrent use; batches are published one at a time.
 //
-// It publishes an event only while every queue its topology binds to the event's type
-// exists and is bound to it. The broker cannot say so itself: a mandatory message that
-// reaches one of its two queues is routed there and acked, and only a message that
-// reaches no queue at all comes back. An event marked published while one of its queues
-// was missing (a first deployment, a consumer that starts late, a queue deleted and not
-// yet declared again) or unbound (a consumer killed between declaring its queue and
-// binding it) would never reach that queue's consumer. So before each batch the
-// publisher binds every queue the batch's types are bound to itself: queue.bind is
-// idempotent, and fails with NOT_FOUND on a queue that does not exist. It declares no
-// queue: a queue's arguments are its consumer's and its deployment's to set.
+// It publishes an event once per queue its topology binds to the event's type, each copy
+// under a routing key only that queue is bound to (QueueKey), with mandatory set. The
+// broker cannot say which of several queues one message reached: a message routed to
+// one of its two queues is acked, and only one that reaches no queue at all comes back.
+// An event taken as published while one of its queues was missing (a first deployment,
+// a consumer that starts late, a queue deleted and not yet declared again) or unbound (a
+// consumer killed between declaring its queue and binding it, or a queue deleted and
+// declared again so between the publisher's look and its publish) would never reach that
+// queue's consumer. A copy comes back exactly when its one queue is missing or unbound,
+// and the event is then published again (ErrMissingQueue); the queues that took a copy
+// have it twice, and their consumers' inboxes drop the second. The publisher binds each
+// queue to its key itself, the first time it publishes there on a channel and after a
+// copy came back: queue.bind is idempotent, and fails with NOT_FOUND on a queue that
+// does not exist. It declares no queue: a queue's arguments are its consumer's and its
+// deployment's to set. An event whose type its topology binds to no queue goes out once,
+// under its type, and a return is its own failure (ErrUnroutable).
 type Publisher struct {
 	conn           *Conn
 	topology       Topology
-	bound          map[string][]string // routing key: the queues that must exist, bound to it, to publish it
+	queues         map[string][]string // event type: the queues bound to it, each to get a copy
+	returnBuffer   int                 // the most copies of one batch that can come back
 	confirmTimeout time.Duration
 
-	mu      sync.Mutex
-	ch      *amqp.Channel
-	returns chan amqp.Return
-	check   *amqp.Channel // for binds and passive declares, which close it when the queue is missing
+	mu          sync.Mutex
+	ch          *amqp.Channel
+	returns     chan amqp.Return
+	closed      chan *amqp.Error // why the broker closed ch
+	closeReason *amqp.Error      // read from closed
+	check       *amqp.Channel    // for binds, which close it when the queue is missing
+	bound       map[binding]bool // made since ch was opened, and no copy sent under it came back
+
+	beforePublish func() // tests only: see export_test.go
 }
 
 // NewPublisher returns a Publisher to the exchange of t, the system's whole topology,
 // that waits at most confirmTimeout for a batch's acks. It declares t's exchanges on
 // every channel it opens and no queue: a queue is its deployment's and its consumer's to
-// declare. It binds the queues its events are bound to, which needs write on each of
-// them and read on the exchange (docs/security.md). Give it a Conn of its own: see Conn.
+// declare. It binds the queues its events are bound to, each to its copy's key, which
+// needs write on each of them and read on the exchange (docs/security.md). Give it a Conn of its own: see Conn.
 func NewPublisher(conn *Conn, t Topology, confirmTimeout time.Duration) *Publisher {
-	bound := map[string][]string{}
+	queues := map[string][]string{}
 	for _, q := range t.Queues {
-		for _, key := range q.Bindings {
-			bound[key] = append(bound[key], q.Name)
+		for _, typ := range q.Bindings {
+			queues[typ] = append(queues[typ], q.Name)
 		}
 	}
-	return &Publisher{conn: conn, topology: t, bound: bound, confirmTimeout: confirmTimeout}
+	most := 1
+	for _, qs := range queues {
+		most = max(most, len(qs))
+	}
+	return &Publisher{conn: conn, topology: t, queues: queues, returnBuffer: MaxBatch * most, confirmTimeout: confirmTimeout}
+}
+
+// QueueKey is the routing key of an event of type eventType's copy to queue: the type,
+// so that the broker's topic permissions and the consumer's check read the producer from
+// it, then "@" and the queue, which only that queue is bound to.
+func QueueKey(eventType, queue string) string { return eventType + "@" + queue }
+
+// binding is one queue's binding to a routing key on the publisher's exchange.
+type binding struct{ queue, key string }
+
+// outgoing is one message as it goes out: a copy of msgs[msg] to queue under key, or
+// the message itself under its type (queue empty).
+type outgoing struct {
+	msg        int
+	queue, key string
+	confirm    *amqp.DeferredConfirmation
+}
+
+// outgoing lists the copies of msgs to publish: one per queue bound to the message's
+// type, or the message itself when none is.
+func (p *Publisher) outgoing(msgs []Message) []outgoing {
+	var out []outgoing
+	for i, m := range msgs {
+		queues := p.queues[m.RoutingKey]
+		if len(queues) == 0 {
+			out = append(out, outgoing{msg: i, key: m.RoutingKey})
+		}
+		for _, q := range queues {
+			out = append(out, outgoing{msg: i, queue: q, key: QueueKey(m.RoutingKey, q)})
+		}
+	}
+	return out
 }
 
 // Exchange is the exchange the publisher publishes to.
@@ -106,15 +156,14 @@ func (p *Publisher) Ready(ctx context.Context) error {
 }
 
 // PublishBatch publishes msgs pipelined (one round trip a batch) and returns one error per
-// message: nil (confirmed and routed); ErrUnroutable (the message's own failure: no
-// queue is bound for its type); ErrUnavailable (the channel, connection or broker
-// failed: no message's); ErrNacked, an ErrUnavailable too: the broker refused it for a
-// reason of its own; or ErrMissingQueue, an ErrUnavailable too: a queue bound to its
-// type does not exist, found by binding it before the batch is sent and by a passive
-// declare after the acks; or ErrMissingExchange, an ErrUnavailable too: the exchange is
-// gone, and the next batch declares it again.
-// Whatever the error, the message may or may not be in the broker: the caller publishes
-// it again later.
+// message: nil (every copy confirmed and routed to its queue); ErrUnroutable (the
+// message's own failure: no queue is bound for its type); ErrUnavailable (the channel,
+// connection or broker failed: no message's); ErrNacked, an ErrUnavailable too: the
+// broker refused a copy for a reason of its own; ErrMissingQueue, an ErrUnavailable too:
+// a queue bound to its type does not exist, or its copy came back; or
+// ErrMissingExchange, an ErrUnavailable too: the exchange is gone, and the next batch
+// declares it again. Whatever the error, the message may or may not be in some of its
+// queues: the caller publishes it again later.
 func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message) []error {
 	errs := make([]error, len(msgs))
 	fail := func(err error) []error {
@@ -136,49 +185,50 @@ func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message) []error {
 	ctx, cancel := context.WithTimeout(ctx, p.confirmTimeout)
 	defer cancel()
 
-	missing, err := p.missingQueues(ctx, msgs, errs, p.bindQueue)
-	if err != nil {
+	out := p.outgoing(msgs)
+	broken := false
+	if err := p.bindQueues(ctx, out, errs); err != nil {
 		return fail(err)
 	}
-	confirms := make([]*amqp.DeferredConfirmation, len(msgs))
-	for i, m := range msgs {
-		if err := missing[m.RoutingKey]; err != nil {
-			errs[i] = err
-			continue
+	if p.beforePublish != nil {
+		p.beforePublish()
+	}
+	for i := range out {
+		o := &out[i]
+		if errs[o.msg] != nil {
+			continue // a queue of its type is missing: none of its copies goes out
 		}
+		m := msgs[o.msg]
 		m.Publishing.DeliveryMode = amqp.Persistent
 		// Who published it, which the broker checks against the login: a consumer takes
 		// an event only from its producer (consumer.Config.Producer).
 		m.Publishing.UserId = p.conn.Login()
-		confirms[i], errs[i] = ch.PublishWithDeferredConfirmWithContext(ctx, p.topology.Exchange, m.RoutingKey, true, false, m.Publishing)
-		if errs[i] != nil {
-			errs[i] = fmt.Errorf("%w: publish: %w", ErrUnavailable, errs[i])
+		o.confirm, err = ch.PublishWithDeferredConfirmWithContext(ctx, p.topology.Exchange, o.key, true, false, m.Publishing)
+		if err != nil {
+			errs[o.msg] = fmt.Errorf("%w: publish: %w", ErrUnavailable, err)
+			broken = true
 		}
 	}
-	broken := false
-	for i, dc := range confirms {
-		if missing[msgs[i].RoutingKey] != nil {
-			continue
-		}
-		if errs[i] != nil || dc == nil {
-			if errs[i] == nil {
-				errs[i] = fmt.Errorf("%w: publish: channel not in confirm mode", ErrUnavailable)
+	for _, o := range out {
+		if o.confirm == nil {
+			if errs[o.msg] == nil {
+				errs[o.msg] = fmt.Errorf("%w: publish: channel not in confirm mode", ErrUnavailable)
+				broken = true
 			}
-			broken = true
 			continue
 		}
-		acked, err := dc.WaitContext(ctx)
+		acked, err := o.confirm.WaitContext(ctx)
 		switch {
 		case err != nil:
-			errs[i] = fmt.Errorf("%w: publish: waiting for confirm: %w", ErrUnavailable, err)
+			errs[o.msg] = cmp.Or(errs[o.msg], fmt.Errorf("%w: publish: waiting for confirm: %w", ErrUnavailable, err))
 			broken = true
 		case !acked && ch.IsClosed():
 			// The library resolves every outstanding confirm as a nack when the channel
 			// closes; that is the channel's failure, not a refusal of this message.
-			errs[i] = fmt.Errorf("%w: publish: channel closed before the confirm", ErrUnavailable)
+			errs[o.msg] = cmp.Or(errs[o.msg], p.closedError())
 			broken = true
 		case !acked:
-			errs[i] = ErrNacked
+			errs[o.msg] = cmp.Or(errs[o.msg], ErrNacked)
 			// A channel can go on nacking for good: one opened on a cluster node while
 			// a quorum queue's leader was dying keeps sending to the dead leader
 			// (RabbitMQ 3.10), and every retry of the message on it was nacked again
@@ -198,10 +248,18 @@ drain:
 			if !ok {
 				break drain
 			}
-			for i, m := range msgs {
-				if m.Publishing.MessageId == r.MessageId && errs[i] == nil {
-					errs[i] = fmt.Errorf("%w (%d %s)", ErrUnroutable, r.ReplyCode, r.ReplyText)
+			for _, o := range out {
+				if msgs[o.msg].Publishing.MessageId != r.MessageId || o.key != r.RoutingKey || errs[o.msg] != nil {
+					continue
 				}
+				if o.queue == "" {
+					errs[o.msg] = fmt.Errorf("%w (%d %s)", ErrUnroutable, r.ReplyCode, r.ReplyText)
+					continue
+				}
+				// Deleted, or declared again without the binding, since the publisher
+				// bound it: bound again before the next copy goes there.
+				delete(p.bound, binding{o.queue, o.key})
+				errs[o.msg] = fmt.Errorf("%w: queue %s, bound to %s, missing or unbound when its copy was routed", ErrMissingQueue, o.queue, msgs[o.msg].RoutingKey)
 			}
 		default:
 			break drain
@@ -212,41 +270,51 @@ drain:
 		// them from being read as acks of the next batch.
 		p.reset()
 	}
-	// A queue deleted after the first check and before the broker routed the batch took
-	// nothing of it: those events are published again once it is back.
-	gone, err := p.missingQueues(ctx, msgs, errs, p.queueExists)
-	for i, m := range msgs {
-		if errs[i] == nil && err != nil {
-			errs[i] = err
-		} else if errs[i] == nil && gone[m.RoutingKey] != nil {
-			errs[i] = gone[m.RoutingKey]
-		}
-	}
 	return errs
 }
 
-// missingQueues runs check on every queue bound to the routing keys of the messages
-// still to publish (errs[i] nil), and returns an ErrMissingQueue for each key that has
-// one missing. Its own error is a failure of the channel or the broker.
-func (p *Publisher) missingQueues(ctx context.Context, msgs []Message, errs []error, check func(ctx context.Context, queue, key string) (bool, error)) (map[string]error, error) {
-	missing := map[string]error{}
-	for i, m := range msgs {
-		if _, seen := missing[m.RoutingKey]; seen || errs[i] != nil {
+// bindQueues binds each queue of out to its copy's key unless it was bound on this
+// channel already, and sets an ErrMissingQueue in errs for each message one of whose
+// queues does not exist. Its own error is a failure of the channel or the broker.
+func (p *Publisher) bindQueues(ctx context.Context, out []outgoing, errs []error) error {
+	for _, o := range out {
+		b := binding{o.queue, o.key}
+		if o.queue == "" || p.bound[b] || errs[o.msg] != nil {
 			continue
 		}
-		missing[m.RoutingKey] = nil
-		for _, q := range p.bound[m.RoutingKey] {
-			ok, err := check(ctx, q, m.RoutingKey)
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				missing[m.RoutingKey] = fmt.Errorf("%w: queue %s, bound to %s", ErrMissingQueue, q, m.RoutingKey)
-				break
-			}
+		ok, err := p.bindQueue(ctx, o.queue, o.key)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			errs[o.msg] = fmt.Errorf("%w: queue %s, bound to %s", ErrMissingQueue, o.queue, strings.TrimSuffix(o.key, "@"+o.queue))
+			continue
+		}
+		p.bound[b] = true
+	}
+	return nil
+}
+
+// closedError is a batch's error once the broker has closed the publishing channel:
+// ErrMissingExchange when it closed it for a publish to an exchange that does not exist
+// (deleted under the publisher), ErrUnavailable otherwise. The library sends the close's
+// reason before it resolves the channel's confirms.
+func (p *Publisher) closedError() error {
+	if p.closeReason == nil {
+		select {
+		case e := <-p.closed:
+			p.closeReason = e
+		default:
 		}
 	}
-	return missing, nil
+	switch e := p.closeReason; {
+	case e == nil:
+		return fmt.Errorf("%w: publish: channel closed before the confirm", ErrUnavailable)
+	case e.Code == amqp.NotFound && strings.Contains(e.Reason, "no exchange"):
+		return fmt.Errorf("%w: exchange %s (%s)", ErrMissingExchange, p.topology.Exchange, e.Reason)
+	default:
+		return fmt.Errorf("%w: publish: channel closed before the confirm: %s", ErrUnavailable, e.Reason)
+	}
 }
 
 // bindQueue binds queue to key on the exchange, so that the next message published with
@@ -254,14 +322,6 @@ func (p *Publisher) missingQueues(ctx context.Context, msgs []Message, errs []er
 func (p *Publisher) bindQueue(ctx context.Context, queue, key string) (bool, error) {
 	return p.onCheckChannel(ctx, "bind queue "+queue+" to "+key, func(ch *amqp.Channel) error {
 		return ch.QueueBind(queue, key, p.topology.Exchange, false, nil)
-	})
-}
-
-// queueExists reports whether queue exists, with a passive declare.
-func (p *Publisher) queueExists(ctx context.Context, queue, _ string) (bool, error) {
-	return p.onCheckChannel(ctx, "check queue "+queue, func(ch *amqp.Channel) error {
-		_, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
-		return err
 	})
 }
 
@@ -329,7 +389,9 @@ func (p *Publisher) channel(ctx context.Context) (*amqp.Channel, error) {
 		closeAsync(ch)
 		return nil, fmt.Errorf("%w: publish: confirm mode: %w", ErrUnavailable, err)
 	}
-	p.returns = ch.NotifyReturn(make(chan amqp.Return, MaxBatch))
+	p.returns = ch.NotifyReturn(make(chan amqp.Return, p.returnBuffer))
+	p.closed, p.closeReason = ch.NotifyClose(make(chan *amqp.Error, 1)), nil
+	p.bound = map[binding]bool{}
 	p.ch = ch
 	return ch, nil
 }

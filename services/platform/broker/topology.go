@@ -13,7 +13,7 @@ import (
 // dead-letter queue behind a direct exchange. The system names them (Bookstore's are in
 // services/contracts); this package declares them and publishes to them.
 type Topology struct {
-	Exchange           string  // the topic exchange every event is published to; the routing key is its type
+	Exchange           string  // the topic exchange every event is published to, under its type, or QueueKey for one queue's copy
 	DeadLetterExchange string  // the direct exchange a queue dead-letters through, keyed by the queue's name
 	Queues             []Queue // every queue of the system, each with the event types bound to it
 }
@@ -112,8 +112,8 @@ func DeadLetterPolicy() Policy {
 // Declarations are idempotent, so every service runs this on start, each for its own part
 // of the system (Subset): the exchanges and the queues it consumes. With broker
 // permissions that cover only that part, a service can neither delete nor rebind another
-// service's queue, except that a publisher binds the queues its events are bound to
-// (Publisher). RabbitMQ's permission checks: declaring an exchange or queue needs
+// service's queue, except that a publisher binds the queues its events are bound to,
+// each to its copy's key (Publisher). RabbitMQ's permission checks: declaring an exchange or queue needs
 // configure on it, and a queue with an x-dead-letter-exchange also read on the queue and
 // write on that exchange; a binding needs write on the queue and read on the exchange.
 //

@@ -52,7 +52,8 @@ type Config struct {
 	// publisher sets (broker.Publisher sets its login, and RabbitMQ refuses a user-id
 	// other than the publishing connection's login). A delivery through the exchange with
 	// another user-id, or none, is poison ReasonProducer before a byte of it is read, and
-	// one routed under a key other than its envelope's type is poison ReasonRoutingKey. A
+	// one routed under a key other than its envelope's type, or the type's copy to this
+	// queue (broker.QueueKey), is poison ReasonRoutingKey. A
 	// delivery through the default exchange, straight into the queue, is an operator's
 	// replay of a dead letter (dlq replay): only an administrator may publish there, and
 	// it is taken whatever its user-id. Required.

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/bookstore-go/bookstore/services/platform/backoff"
+	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/services/platform/inbox"
 	"github.com/bookstore-go/bookstore/services/platform/pgdb"
@@ -221,7 +222,7 @@ func (c *Consumer) decode(d amqp.Delivery) (event.Envelope, error) {
 	if d.MessageId != "" && d.MessageId != env.ID {
 		return env, event.Poison(event.ReasonInvalidEnvelope, fmt.Errorf("message_id %q differs from event id %q", d.MessageId, env.ID))
 	}
-	if !replay && d.RoutingKey != env.Type {
+	if !replay && d.RoutingKey != env.Type && d.RoutingKey != broker.QueueKey(env.Type, c.cfg.Queue) {
 		return env, event.Poison(event.ReasonRoutingKey, fmt.Errorf("routed under %s, its type is %q", event.Truncate(d.RoutingKey), env.Type))
 	}
 	return env, nil

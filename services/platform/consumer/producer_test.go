@@ -15,9 +15,10 @@ import (
 // A consumer takes an event only from its producer, under its own type: a delivery
 // published by another broker user (its AMQP user-id, which the broker checks against
 // the publisher's login, says so), or by one that set no user-id, or routed under a key
-// other than its envelope's type, is dead-lettered at its first delivery and counted by
-// reason, and never reaches the handler. The producer's own events around them are
-// processed.
+// other than its envelope's type or the type's copy to this queue (another queue's copy
+// included), is dead-lettered at its first delivery and counted by reason, and never
+// reaches the handler. The producer's own events around them are processed, under their
+// type or as their copy to this queue (what a relay publishes).
 func TestAnEventFromAnotherPublisherOrUnderAnotherKeyIsDeadLettered(t *testing.T) {
 	t.Parallel()
 	b := newBatchRun(t)
@@ -45,16 +46,23 @@ func TestAnEventFromAnotherPublisherOrUnderAnotherKeyIsDeadLettered(t *testing.T
 	misrouted, underAnotherKey := message(t, map[string]any{"n": 4})
 	underAnotherKey.Publishing.UserId = testenv.Login(b.amqpURL) // the producer's, rightly
 	raw(b.amqpURL, "example.other.v1", underAnotherKey)
-	_, last := message(t, map[string]any{"n": 5})
+	elsewhere, anotherQueuesCopy := message(t, map[string]any{"n": 5})
+	anotherQueuesCopy.Publishing.UserId = testenv.Login(b.amqpURL)
+	raw(b.amqpURL, broker.QueueKey(testenv.ExampleType, "example.elsewhere"), anotherQueuesCopy)
+	_, ownCopy := message(t, map[string]any{"n": 6})
+	ownCopy.Publishing.UserId = testenv.Login(b.amqpURL)
+	raw(b.amqpURL, broker.QueueKey(testenv.ExampleType, testenv.ExampleQueue), ownCopy)
+	_, last := message(t, map[string]any{"n": 7})
 	sut.Publish(t, b.amqpURL, last)
 
-	poison := map[string]string{forged.ID: event.ReasonProducer, anonymous.ID: event.ReasonProducer, misrouted.ID: event.ReasonRoutingKey}
-	testenv.Eventually(t, 30*time.Second, "all five messages handled: processed or dead-lettered", func() bool {
+	poison := map[string]string{forged.ID: event.ReasonProducer, anonymous.ID: event.ReasonProducer,
+		misrouted.ID: event.ReasonRoutingKey, elsewhere.ID: event.ReasonRoutingKey}
+	testenv.Eventually(t, 30*time.Second, "all seven messages handled: processed or dead-lettered", func() bool {
 		return b.metric(t, "bookstore_consumer_processed_total")+
-			float64(testenv.QueueDepth(t, b.amqpURL, testenv.ExampleQueue+".dlq")) == 5
+			float64(testenv.QueueDepth(t, b.amqpURL, testenv.ExampleQueue+".dlq")) == 7
 	})
-	if got := b.metric(t, "bookstore_consumer_processed_total"); got != 2 {
-		t.Errorf("processed %v messages, want the producer's 2 alone", got)
+	if got := b.metric(t, "bookstore_consumer_processed_total"); got != 3 {
+		t.Errorf("processed %v messages, want the producer's 3 alone", got)
 	}
 	for _, d := range sut.Drain(t, b.amqpURL, testenv.ExampleQueue+".dlq", 100*time.Millisecond) {
 		if _, ok := poison[d.MessageId]; !ok {
@@ -62,7 +70,7 @@ func TestAnEventFromAnotherPublisherOrUnderAnotherKeyIsDeadLettered(t *testing.T
 		}
 	}
 	queue := `queue="` + testenv.ExampleQueue + `"`
-	for reason, want := range map[string]float64{event.ReasonProducer: 2, event.ReasonRoutingKey: 1} {
+	for reason, want := range map[string]float64{event.ReasonProducer: 2, event.ReasonRoutingKey: 2} {
 		if got := b.metric(t, "bookstore_consumer_poison_total", queue, `reason="`+reason+`"`); got != want {
 			t.Errorf("poison{%s, reason=%s} = %v, want %v", queue, reason, got, want)
 		}

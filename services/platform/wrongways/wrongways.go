@@ -28,7 +28,7 @@ type RelayWays struct {
 func RelayVariables() (*RelayWays, []config.Var) {
 	w := &RelayWays{}
 	return w, []config.Var{
-		config.OneOf("RELAY_QUEUE_CHECK", "bindings", "bindings: bind every queue bound to an event's type before publishing it, and hold it while one is missing; mandatory: whenever the broker routes it to any queue (the wrong way, for make chaos-compare)",
+		config.OneOf("RELAY_QUEUE_CHECK", "bindings", "bindings: publish an event once per queue bound to its type, under a key bound to that queue alone, and hold it while one is missing or its copy comes back; mandatory: once, under its type, whenever the broker routes it to any queue (the wrong way, for make chaos-compare)",
 			[]string{"bindings", "mandatory"}, &w.QueueCheck),
 		config.OneOf("RELAY_TWIN", "refuse", "refuse: a process started under a live relay's RELAY_ID relays nothing while that one lives; share: it relays too, and rows it has in flight are published twice (the wrong way, for make chaos-compare)",
 			[]string{"refuse", "share"}, &w.Twin),

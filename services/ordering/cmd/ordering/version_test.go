@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
+	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/services/platform/event"
 	"github.com/bookstore-go/bookstore/testenv"
 )
@@ -37,8 +38,8 @@ func TestOrderPlacedVersionIsAVariableCheckedAtStart(t *testing.T) {
 // A rolling switch: two ordering instances on one database, one still writing v1 (the
 // default), one already v2. Each order's event goes through the one outbox and relay
 // path: an outbox row whose event_type and schema_version name its version, and a message
-// on inventory.order-placed under that routing key, whose data reads strictly as that
-// version's.
+// on inventory.order-placed under that type's key to the queue, whose data reads strictly
+// as that version's.
 func TestVersion2IsWrittenThroughTheSameOutboxBesideVersion1(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -80,8 +81,8 @@ func TestVersion2IsWrittenThroughTheSameOutboxBesideVersion1(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", m.Body, err)
 			}
-			if want := ids[env.Subject]; env.Type != want || m.RoutingKey != want || m.Type != want {
-				t.Errorf("order %s: type %s, routing key %s, AMQP type %s; want %s", env.Subject, env.Type, m.RoutingKey, m.Type, want)
+			if want := ids[env.Subject]; env.Type != want || m.RoutingKey != broker.QueueKey(want, contracts.QueueInventoryOrderPlaced) || m.Type != want {
+				t.Errorf("order %s: type %s, routing key %s, AMQP type %s; want %s (its key %s)", env.Subject, env.Type, m.RoutingKey, m.Type, want, broker.QueueKey(want, contracts.QueueInventoryOrderPlaced))
 			}
 			email := ""
 			if env.Type == contracts.OrderPlacedV2 {

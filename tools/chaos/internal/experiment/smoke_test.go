@@ -290,8 +290,9 @@ func TestChaosCatchesNaiveConsumer(t *testing.T) {
 // A queue_unbound fault on notification.stock-events under traffic: the harness declares
 // the queue again without its bindings, as a consumer killed between its declare and its
 // binds leaves it, and keeps notification down 3-6 s while inventory publishes stock
-// events. The default relay binds the queue before it publishes them, and every
-// invariant holds. (The smoke run has its queue_unbound too, but it often waits for the
+// events. The default relay sends the queue a copy of its own under a key it binds, a
+// copy that comes back while the queue is unbound is sent again, and every invariant
+// holds. (The smoke run has its queue_unbound too, but it often waits for the
 // other queue faults until the load is over.)
 func TestTheDefaultDesignBindsAQueueLeftUnboundBeforePublishingPastIt(t *testing.T) {
 	res := runQueueUnbound(t, "bindings")

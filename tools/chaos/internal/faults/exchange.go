@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
+	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/harness"
 )
@@ -130,9 +131,10 @@ func (in *Injector) exchangeDeleted(ctx context.Context, f *check.Fault) {
 	in.setCheck(f, in.unlessOutage(c, deleted, cmp.Or(drained, time.Now())))
 }
 
-// unboundSince lists the bindings of the contracts whose event type was published
-// since t and that the broker does not have: a publisher binds a queue before it
-// publishes what the queue needs, so each of those must be bound by now.
+// unboundSince lists the copy keys (broker.QueueKey) of the contracts' bindings whose
+// event type was published since t and that the broker does not have: a publisher binds
+// each queue to its copy's key before it publishes there on a fresh channel, so each of
+// those must be bound by now.
 func (in *Injector) unboundSince(ctx context.Context, t time.Time) string {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -148,8 +150,8 @@ func (in *Injector) unboundSince(ctx context.Context, t time.Time) string {
 			if err := in.sys.DBs[producer].QueryRow(ctx, `SELECT count(*) FROM outbox WHERE state = 'published' AND event_type = $1 AND published_at >= $2`, key, t).Scan(&n); err != nil || n == 0 {
 				continue
 			}
-			if !slices.Contains(bound, key) {
-				missing = append(missing, fmt.Sprintf("%s to %s (%d published)", key, q.Name, n))
+			if !slices.Contains(bound, broker.QueueKey(key, q.Name)) {
+				missing = append(missing, fmt.Sprintf("%s to %s (%d published)", broker.QueueKey(key, q.Name), q.Name, n))
 			}
 		}
 	}

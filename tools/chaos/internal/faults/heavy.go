@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
+	"github.com/bookstore-go/bookstore/services/platform/broker"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/harness"
 )
@@ -646,14 +647,13 @@ func (in *Injector) publishedSince(ctx context.Context, queue string, t time.Tim
 }
 
 // checkBound is queue_unbound's own check, made while the queue's consumers are still
-// down: every type bound to queue in the contracts whose events were published since
-// the publishers were thawed must be bound to it by now, since a publisher binds a
-// queue before it publishes what the queue needs. Those published while it was unbound
-// went to the other queue of their type alone, or nowhere. A type with no event
-// published meanwhile may stay unbound, and a fault with none at all (the load over)
-// is not checked. The first second after the thaw is left out: a relay frozen between
-// a confirm and its mark marks a row published then that reached the queue before its
-// delete.
+// down: for every type bound to queue in the contracts whose events were published since
+// the publishers were thawed, the queue must be bound by now to that type's copy key
+// (broker.QueueKey), since a publisher sends each queue its own copy under that key and
+// binds it when a copy comes back. A type with no event published meanwhile may stay
+// unbound, and a fault with none at all (the load over) is not checked. The first second
+// after the thaw is left out: a relay frozen between a confirm and its mark marks a row
+// published then that reached the queue before its delete.
 func (in *Injector) checkBound(ctx context.Context, queue string, thawed time.Time) check.FaultCheck {
 	since := thawed.Add(time.Second)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -678,8 +678,8 @@ func (in *Injector) checkBound(ctx context.Context, queue string, thawed time.Ti
 				continue
 			}
 			published = append(published, fmt.Sprintf("%d %s", n, key))
-			if !slices.Contains(bound, key) {
-				missed = append(missed, key)
+			if !slices.Contains(bound, broker.QueueKey(key, queue)) {
+				missed = append(missed, broker.QueueKey(key, queue))
 			}
 		}
 	}
