@@ -30,10 +30,10 @@ const exchangeWatchLimit = 2 * time.Minute
 
 // exchangeDeleted deletes the events exchange of the run's vhost under traffic, and with
 // it every binding of the work queues. No process is told: the relays must find out on
-// their own (the broker answers NOT_FOUND to a publish or a bind), declare it again and
-// bind the queues each batch needs before publishing it; until then an event published
-// with mandatory comes back unroutable, which the relay takes as a failure, not as a
-// publish. The check: the exchange is back and every row written before then is
+// their own (the broker closes the channel of a publish to it with NOT_FOUND), declare
+// it again and bind each queue to its copies' key before publishing there; until then a
+// copy published with mandatory comes back, which the relay takes as its queue missing,
+// not as a publish. The check: the exchange is back and every row written before then is
 // published within ExchangeRecoveryLimit of the delete, and every event type published
 // since the delete is bound to each of its queues by then.
 func (in *Injector) exchangeDeleted(ctx context.Context, f *check.Fault) {
