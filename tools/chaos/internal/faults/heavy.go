@@ -753,6 +753,15 @@ func (in *Injector) relayTwin(ctx context.Context, f *check.Fault) {
 	}
 	defer twin.Stop()
 	time.Sleep(f.Duration)
+	// A twin is put to the test only while its service has events to publish: one that
+	// lived through a stop of its service's production (a privilege revoked, its
+	// consumers held) showed nothing. It lives on until its service has published since
+	// it started, at most twinTestWait more.
+	relayed, rerr := in.relayedSince(ctx, p.Service, twin.Started)
+	for deadline := time.Now().Add(twinTestWait); rerr == nil && relayed == 0 && time.Now().Before(deadline); {
+		time.Sleep(250 * time.Millisecond)
+		relayed, rerr = in.relayedSince(ctx, p.Service, twin.Started)
+	}
 	published, merr := twin.Published(context.WithoutCancel(ctx))
 	ready := twin.ReadyStatus(context.WithoutCancel(ctx))
 	lived := time.Since(twin.Started)
@@ -760,8 +769,6 @@ func (in *Injector) relayTwin(ctx context.Context, f *check.Fault) {
 		in.fail(f, false, fmt.Sprintf("twin %s of RELAY_ID %s: metrics: %v", twin.Name, relayID, merr))
 		return
 	}
-	var relayed int
-	rerr := in.sys.DBs[p.Service].QueryRow(context.WithoutCancel(ctx), `SELECT count(*) FROM outbox WHERE published_at >= $1`, twin.Started).Scan(&relayed)
 	note := fmt.Sprintf("twin under RELAY_ID %s lived %.1fs, /readyz %s, published %d; %s published %d meanwhile", relayID, lived.Seconds(), ready, published, p.Service, relayed)
 	in.record(f, true, note)
 	c := twinCheck(p, relayID, published, relayed, lived, ready)
@@ -773,6 +780,19 @@ func (in *Injector) relayTwin(ctx context.Context, f *check.Fault) {
 		c = check.FaultCheck{Detail: "not checked: " + p.Service + "'s outbox: " + rerr.Error()}
 	}
 	in.setCheck(f, c)
+}
+
+// twinTestWait is how much longer than its length a relay twin lives when its service
+// published nothing meanwhile.
+const twinTestWait = 30 * time.Second
+
+// relayedSince counts the events service's relays published since t.
+func (in *Injector) relayedSince(ctx context.Context, service string, t time.Time) (int, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	var n int
+	err := in.sys.DBs[service].QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at >= $1`, t).Scan(&n)
+	return n, err
 }
 
 // twinTargets are what a relay twin of p keeps other faults off while it runs: p and its

@@ -416,3 +416,48 @@ func TestAFailpointThatHasNotFiredGivesItsProcessToALateCommitAfterOneWindow(t *
 		t.Errorf("the failpoint held its process while a late commit waited for it: %q (fired %v)", got.Note, got.Fired)
 	}
 }
+
+// The first relay_twin comes at the load's start, before any heavy fault that holds every
+// publisher or stops a service's production (a compare's twins, drawn later, found
+// nothing to publish or no turn before the load ended, and the wrong design that shares
+// the relay id passed), and clear of the outages.
+func TestTheFirstRelayTwinComesBeforeTheFaultsThatStopPublishing(t *testing.T) {
+	for _, tc := range []struct {
+		orders         int
+		rate           float64
+		perKind, heavy int
+		outages, twins int
+	}{
+		{400, 15, 12, 1, 1, 1},    // the smoke run's
+		{5000, 20, 100, -1, 5, 5}, // make chaos's
+	} {
+		cfg := config.Default
+		cfg.Orders, cfg.Rate, cfg.FaultsPerKind, cfg.HeavyFaults, cfg.Outages = tc.orders, tc.rate, tc.perKind, tc.heavy, tc.outages
+		cfg.OutageLength = 3 * time.Second
+		span := cfg.LoadDuration()
+		fs := Schedule(cfg, testProcesses, smokeLinks)
+		var twins []check.Fault
+		firstStop := span
+		for _, f := range fs {
+			switch f.Kind {
+			case check.FaultRelayTwin:
+				twins = append(twins, f)
+			case check.FaultQueueDeleted, check.FaultLateConsumer, check.FaultQueueUnbound, check.FaultQueueFull,
+				check.FaultPrivilegeRevoked, check.FaultBrokerAlarm:
+				firstStop = min(firstStop, f.At)
+			}
+		}
+		if len(twins) < tc.twins {
+			t.Fatalf("%d orders: %d relay_twin faults, want at least %d", tc.orders, len(twins), tc.twins)
+		}
+		first := twins[0]
+		if first.At >= firstStop {
+			t.Errorf("%d orders: the first relay_twin at %v, not before every fault that stops publishing (the first at %v)", tc.orders, first.At, firstStop)
+		}
+		for _, o := range fs {
+			if check.IsOutage(o.Kind) && first.At < o.At+o.Duration && o.At < first.At+first.Duration {
+				t.Errorf("%d orders: the first relay_twin at %v overlaps %s at %v", tc.orders, first.At, o.Kind, o.At)
+			}
+		}
+	}
+}
