@@ -8,7 +8,9 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -122,6 +124,23 @@ func NotFound(w http.ResponseWriter, what string) {
 func Internal(w http.ResponseWriter) {
 	WriteProblem(w, NewProblem(http.StatusInternalServerError, "internal", "Internal error",
 		"the request failed; nothing was changed unless the response said so"))
+}
+
+// StatusClientClosedRequest is the status of the answer to a request whose client hung
+// up before it (nginx's 499). Nobody reads that answer; the access log and the metrics
+// do, and an abandoned request is no failure of the service's.
+const StatusClientClosedRequest = 499
+
+// ClientGone reports whether r's client hung up before its answer: the server cancels a
+// request's context when its connection closes, and whatever failed under it failed of
+// that (a client that timed out, one that gave up on a process frozen while its request
+// waited in the socket).
+func ClientGone(r *http.Request) bool { return errors.Is(r.Context().Err(), context.Canceled) }
+
+// ClientClosed writes the 499 problem for a request whose client hung up (ClientGone).
+func ClientClosed(w http.ResponseWriter) {
+	WriteProblem(w, NewProblem(StatusClientClosedRequest, "client-closed-request", "Client closed request",
+		"the client hung up before the answer; a retry with the same Idempotency-Key answers with what was done"))
 }
 
 // WriteJSON writes v as JSON with the given status.

@@ -153,8 +153,9 @@ func keyedFailed(w http.ResponseWriter, r *http.Request, tel *telemetry.Telemetr
 // refusing any such work, or a statement cancelled at the database's statement timeout,
 // where the detail says whether the order may exist. Either way
 // the client may send the request again, with the same key, after Retry-After, and gets
-// the order if it was placed. Anything else is 500, which promises only that nothing was
-// committed unless the answer said so.
+// the order if it was placed. A client that hung up meanwhile gets 499, which nobody
+// reads. Anything else is 500, which promises only that nothing was committed unless the
+// answer said so.
 func failed(w http.ResponseWriter, r *http.Request, tel *telemetry.Telemetry, what string, err error) {
 	var unavailable *orders.UnavailableError
 	var p *httpapi.Problem
@@ -181,6 +182,10 @@ func failed(w http.ResponseWriter, r *http.Request, tel *telemetry.Telemetry, wh
 		p = httpapi.NewProblem(http.StatusServiceUnavailable, "unavailable", "Service unavailable",
 			fmt.Sprintf("%s: the database did not finish the request within its statement timeout; nothing was done; %s",
 				orders.ReasonDatabaseTimeout, after))
+	case httpapi.ClientGone(r):
+		tel.Logger.InfoContext(r.Context(), what+": the client hung up before the answer", "err", err)
+		httpapi.ClientClosed(w)
+		return
 	default:
 		tel.Logger.ErrorContext(r.Context(), what+" failed", "err", err)
 		httpapi.Internal(w)
