@@ -38,8 +38,8 @@ func (s *EnvSettings) Config(appID string) Config {
 	return Config{ID: s.ID, AppID: appID, BatchSize: s.BatchSize, Lease: s.Lease, MaxAttempts: s.MaxAttempts}
 }
 
-// Publisher is the relay's publisher on conn to t, the system's whole topology: the
-// queues bound to an event's type are what it checks before publishing the event.
+// Publisher is the relay's publisher on conn to t, the system's whole topology: each
+// queue bound to an event's type gets its own copy of the event.
 func (s *EnvSettings) Publisher(conn *broker.Conn, t broker.Topology) *broker.Publisher {
 	return broker.NewPublisher(conn, t, s.ConfirmTimeout)
 }

@@ -97,7 +97,7 @@ func (in *Injector) exchangeDeleted(ctx context.Context, f *check.Fault) {
 	readyNote := fmt.Sprintf("/readyz named %s on %s", contracts.Exchange, cmp.Or(strings.Join(slices.Sorted(maps.Keys(named)), ", "), "no relay"))
 	if idle {
 		// Declared again by the harness, so that the run goes on as it was; the relays
-		// bind what they need before they next publish.
+		// bind each queue to its copies' key when they next publish.
 		err := m.Do(ctx, http.MethodPut, path, `{"type":"topic","durable":true}`, nil)
 		in.record(f, true, fmt.Sprintf("deleted %s; nothing written since in %v, declared again by the harness (%v); %s", contracts.Exchange, ExchangeRecoveryLimit, err, readyNote))
 		in.setCheck(f, check.FaultCheck{Detail: "not checked: no event was written after the delete"})

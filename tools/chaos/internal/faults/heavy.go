@@ -438,7 +438,8 @@ func (in *Injector) holdProvider(ctx context.Context, on bool) {
 // spends their attempts on returns), and they never reach this one. queue_unbound is
 // late_consumer with the queue declared again at once by the harness, without its
 // bindings (declareUnbound): what a consumer killed between its declare and its binds
-// leaves. A relay must bind it before publishing what it needs (checkBound).
+// leaves. A relay's copy to it comes back until the relay binds it to the copy's key,
+// which it must before it publishes there again (checkBound).
 func (in *Injector) queueFault(ctx context.Context, f *check.Fault) {
 	in.lockTopo(false) // no poison, duplicate or privilege fault while a queue is missing, and one queue fault at a time
 	defer in.unlockTopo()
