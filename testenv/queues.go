@@ -25,6 +25,17 @@ var ExampleTopology = broker.Topology{
 	Queues:             []broker.Queue{{Name: ExampleQueue, Bindings: []string{ExampleType}}},
 }
 
+// ExampleTwoQueues is the example system with its event type bound to two queues, as
+// Bookstore's stock events are bound to ordering's queue and to notification's.
+var ExampleTwoQueues = broker.Topology{
+	Exchange:           ExampleTopology.Exchange,
+	DeadLetterExchange: ExampleTopology.DeadLetterExchange,
+	Queues: []broker.Queue{
+		{Name: "example.first", Bindings: []string{ExampleType}},
+		{Name: "example.second", Bindings: []string{ExampleType}},
+	},
+}
+
 // Channel opens a channel on the vhost at amqpURL with s.Topology declared, so a test can
 // publish or read before the service under test has declared it itself. The connection
 // closes when the test ends.

@@ -58,16 +58,8 @@ func TestAPublisherSetsItsLoginAsEveryMessagesUserID(t *testing.T) {
 	}
 }
 
-// twoQueues is a system whose event type is bound to two queues, as Bookstore's stock
-// events are bound to ordering's queue and to notification's.
-var twoQueues = broker.Topology{
-	Exchange:           testenv.ExampleTopology.Exchange,
-	DeadLetterExchange: testenv.ExampleTopology.DeadLetterExchange,
-	Queues: []broker.Queue{
-		{Name: "example.first", Bindings: []string{testenv.ExampleType}},
-		{Name: "example.second", Bindings: []string{testenv.ExampleType}},
-	},
-}
+// twoQueues is testenv.ExampleTwoQueues: one event type bound to two queues.
+var twoQueues = testenv.ExampleTwoQueues
 
 // A queue is deleted and declared again without its bindings (its consumer killed
 // between its queue.declare and its queue.bind) after the publisher has made sure of it

@@ -16,16 +16,8 @@ import (
 	"github.com/bookstore-go/bookstore/testenv"
 )
 
-// twoQueues is a system whose event type is bound to two queues, as Bookstore's stock
-// events are bound to ordering's queue and to notification's.
-var twoQueues = broker.Topology{
-	Exchange:           testenv.ExampleTopology.Exchange,
-	DeadLetterExchange: testenv.ExampleTopology.DeadLetterExchange,
-	Queues: []broker.Queue{
-		{Name: "example.first", Bindings: []string{testenv.ExampleType}},
-		{Name: "example.second", Bindings: []string{testenv.ExampleType}},
-	},
-}
+// twoQueues is testenv.ExampleTwoQueues: one event type bound to two queues.
+var twoQueues = testenv.ExampleTwoQueues
 
 // runRelay runs relay until the test ends.
 func runRelay(t *testing.T, relay *outbox.Relay) {

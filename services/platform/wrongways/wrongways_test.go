@@ -31,16 +31,8 @@ import (
 // the example system's names.
 var sut = testenv.System{Topology: testenv.ExampleTopology}
 
-// twoQueues is a system whose event type is bound to two queues, as Bookstore's stock
-// events are bound to ordering's queue and to notification's.
-var twoQueues = broker.Topology{
-	Exchange:           testenv.ExampleTopology.Exchange,
-	DeadLetterExchange: testenv.ExampleTopology.DeadLetterExchange,
-	Queues: []broker.Queue{
-		{Name: "example.first", Bindings: []string{testenv.ExampleType}},
-		{Name: "example.second", Bindings: []string{testenv.ExampleType}},
-	},
-}
+// twoQueues is testenv.ExampleTwoQueues: one event type bound to two queues.
+var twoQueues = testenv.ExampleTwoQueues
 
 // setup is a fresh database with the platform's tables, a fresh vhost with the exchanges
 // declared, and telemetry that writes nowhere.

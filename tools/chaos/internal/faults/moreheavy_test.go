@@ -168,35 +168,55 @@ func TestSessionKilledTakesA500FromTheRequestLog(t *testing.T) {
 	}
 }
 
+// smokeAndDefaultRuns are the smoke run's configuration and make chaos's, each with the
+// number of faults of each heavy kind it schedules.
+func smokeAndDefaultRuns() []struct {
+	orders int
+	cfg    config.Config
+	each   int
+} {
+	run := func(orders int, rate float64, perKind, heavy, outages int) config.Config {
+		cfg := config.Default
+		cfg.Orders, cfg.Rate, cfg.FaultsPerKind, cfg.HeavyFaults, cfg.Outages = orders, rate, perKind, heavy, outages
+		cfg.OutageLength = 3 * time.Second
+		return cfg
+	}
+	return []struct {
+		orders int
+		cfg    config.Config
+		each   int
+	}{
+		{400, run(400, 15, 12, 1, 1), 1},     // the smoke run's
+		{5000, run(5000, 20, 100, -1, 5), 5}, // make chaos's
+	}
+}
+
+// ofKindAndFirstOf returns the faults of kind in fs, and when the first fault of any of
+// the others kinds comes (span when none does).
+func ofKindAndFirstOf(fs []check.Fault, span time.Duration, kind string, others ...string) ([]check.Fault, time.Duration) {
+	var of []check.Fault
+	first := span
+	for _, f := range fs {
+		switch {
+		case f.Kind == kind:
+			of = append(of, f)
+		case slices.Contains(others, f.Kind):
+			first = min(first, f.At)
+		}
+	}
+	return of, first
+}
+
 // exchange_deleted takes reserved slots in the load, each clear of the outages for its
 // usual recovery: a run of one fault per kind deletes the exchange before any other
 // topology fault can take the turn.
 func TestTheExchangeIsDeletedInReservedSlotsEarlyInTheLoad(t *testing.T) {
-	for _, tc := range []struct {
-		orders                          int
-		rate                            float64
-		perKind, heavy, outages, wantEx int
-	}{
-		{400, 15, 12, 1, 1, 1},    // the smoke run's
-		{5000, 20, 100, -1, 5, 5}, // make chaos's
-	} {
-		cfg := config.Default
-		cfg.Orders, cfg.Rate, cfg.FaultsPerKind, cfg.HeavyFaults, cfg.Outages = tc.orders, tc.rate, tc.perKind, tc.heavy, tc.outages
-		cfg.OutageLength = 3 * time.Second
-		span := cfg.LoadDuration()
-		fs := Schedule(cfg, testProcesses, smokeLinks)
-		var ex []check.Fault
-		firstOther := span
-		for _, f := range fs {
-			switch f.Kind {
-			case check.FaultExchangeDeleted:
-				ex = append(ex, f)
-			case check.FaultQueueDeleted, check.FaultLateConsumer, check.FaultQueueUnbound, check.FaultQueueFull, check.FaultConsumerTimeout, check.FaultHopeless:
-				firstOther = min(firstOther, f.At)
-			}
-		}
-		if len(ex) != tc.wantEx {
-			t.Fatalf("%d orders: %d exchange_deleted faults, want %d", tc.orders, len(ex), tc.wantEx)
+	for _, tc := range smokeAndDefaultRuns() {
+		span, fs := tc.cfg.LoadDuration(), Schedule(tc.cfg, testProcesses, smokeLinks)
+		ex, firstOther := ofKindAndFirstOf(fs, span, check.FaultExchangeDeleted,
+			check.FaultQueueDeleted, check.FaultLateConsumer, check.FaultQueueUnbound, check.FaultQueueFull, check.FaultConsumerTimeout, check.FaultHopeless)
+		if len(ex) != tc.each {
+			t.Fatalf("%d orders: %d exchange_deleted faults, want %d", tc.orders, len(ex), tc.each)
 		}
 		if ex[0].At >= firstOther {
 			t.Errorf("%d orders: the first exchange_deleted at %v, not before every other topology fault (the first at %v)", tc.orders, ex[0].At, firstOther)
@@ -422,33 +442,12 @@ func TestAFailpointThatHasNotFiredGivesItsProcessToALateCommitAfterOneWindow(t *
 // nothing to publish or no turn before the load ended, and the wrong design that shares
 // the relay id passed), and clear of the outages.
 func TestTheFirstRelayTwinComesBeforeTheFaultsThatStopPublishing(t *testing.T) {
-	for _, tc := range []struct {
-		orders         int
-		rate           float64
-		perKind, heavy int
-		outages, twins int
-	}{
-		{400, 15, 12, 1, 1, 1},    // the smoke run's
-		{5000, 20, 100, -1, 5, 5}, // make chaos's
-	} {
-		cfg := config.Default
-		cfg.Orders, cfg.Rate, cfg.FaultsPerKind, cfg.HeavyFaults, cfg.Outages = tc.orders, tc.rate, tc.perKind, tc.heavy, tc.outages
-		cfg.OutageLength = 3 * time.Second
-		span := cfg.LoadDuration()
-		fs := Schedule(cfg, testProcesses, smokeLinks)
-		var twins []check.Fault
-		firstStop := span
-		for _, f := range fs {
-			switch f.Kind {
-			case check.FaultRelayTwin:
-				twins = append(twins, f)
-			case check.FaultQueueDeleted, check.FaultLateConsumer, check.FaultQueueUnbound, check.FaultQueueFull,
-				check.FaultPrivilegeRevoked, check.FaultBrokerAlarm:
-				firstStop = min(firstStop, f.At)
-			}
-		}
-		if len(twins) < tc.twins {
-			t.Fatalf("%d orders: %d relay_twin faults, want at least %d", tc.orders, len(twins), tc.twins)
+	for _, tc := range smokeAndDefaultRuns() {
+		span, fs := tc.cfg.LoadDuration(), Schedule(tc.cfg, testProcesses, smokeLinks)
+		twins, firstStop := ofKindAndFirstOf(fs, span, check.FaultRelayTwin,
+			check.FaultQueueDeleted, check.FaultLateConsumer, check.FaultQueueUnbound, check.FaultQueueFull, check.FaultPrivilegeRevoked, check.FaultBrokerAlarm)
+		if len(twins) < tc.each {
+			t.Fatalf("%d orders: %d relay_twin faults, want at least %d", tc.orders, len(twins), tc.each)
 		}
 		first := twins[0]
 		if first.At >= firstStop {
