@@ -90,7 +90,8 @@ type Publisher struct {
 // that waits at most confirmTimeout for a batch's acks. It declares t's exchanges on
 // every channel it opens and no queue: a queue is its deployment's and its consumer's to
 // declare. It binds the queues its events are bound to, each to its copy's key, which
-// needs write on each of them and read on the exchange (docs/security.md). Give it a Conn of its own: see Conn.
+// needs write on each of them and read on the exchange (docs/security.md). Give it a
+// Conn of its own: see Conn.
 func NewPublisher(conn *Conn, t Topology, confirmTimeout time.Duration) *Publisher {
 	queues := map[string][]string{}
 	for _, q := range t.Queues {
@@ -187,7 +188,7 @@ func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message) []error {
 
 	out := p.outgoing(msgs)
 	broken := false
-	if err := p.bindQueues(ctx, out, errs); err != nil {
+	if err := p.bindQueues(ctx, msgs, out, errs); err != nil {
 		return fail(err)
 	}
 	if p.beforePublish != nil {
@@ -274,9 +275,9 @@ drain:
 }
 
 // bindQueues binds each queue of out to its copy's key unless it was bound on this
-// channel already, and sets an ErrMissingQueue in errs for each message one of whose
-// queues does not exist. Its own error is a failure of the channel or the broker.
-func (p *Publisher) bindQueues(ctx context.Context, out []outgoing, errs []error) error {
+// channel already, and sets an ErrMissingQueue in errs for each message of msgs one of
+// whose queues does not exist. Its own error is a failure of the channel or the broker.
+func (p *Publisher) bindQueues(ctx context.Context, msgs []Message, out []outgoing, errs []error) error {
 	for _, o := range out {
 		b := binding{o.queue, o.key}
 		if o.queue == "" || p.bound[b] || errs[o.msg] != nil {
@@ -287,7 +288,7 @@ func (p *Publisher) bindQueues(ctx context.Context, out []outgoing, errs []error
 			return err
 		}
 		if !ok {
-			errs[o.msg] = fmt.Errorf("%w: queue %s, bound to %s", ErrMissingQueue, o.queue, strings.TrimSuffix(o.key, "@"+o.queue))
+			errs[o.msg] = fmt.Errorf("%w: queue %s, bound to %s", ErrMissingQueue, o.queue, msgs[o.msg].RoutingKey)
 			continue
 		}
 		p.bound[b] = true
