@@ -337,8 +337,7 @@ func (in *Injector) outage(f *check.Fault) {
 
 func (in *Injector) toxic(f *check.Fault, typ string, attrs toxiclient.Attributes) {
 	name := fmt.Sprintf("%s-%d", typ, f.ID)
-	stream := "downstream"
-	if err := in.sys.Net.AddToxic(f.Target, name, typ, stream, attrs); errors.Is(err, harness.ErrLinkBusy) {
+	if err := in.sys.Net.AddToxic(f.Target, name, typ, attrs); errors.Is(err, harness.ErrLinkBusy) {
 		in.record(f, false, "missed: "+err.Error())
 		return
 	} else if err != nil {

@@ -133,8 +133,10 @@ var ErrLinkBusy = errors.New("toxiproxy did not answer within 25 s: the link's f
 // process at the link's end is frozen.
 const toxicRemoveLimit = 2 * time.Minute
 
-// AddToxic puts a toxic on a link until RemoveToxic.
-func (n *network) AddToxic(linkName, toxicName, typ, stream string, attrs toxiclient.Attributes) error {
+// AddToxic puts a toxic of type typ on a link until RemoveToxic, in the direction
+// toxicStream gives it.
+func (n *network) AddToxic(linkName, toxicName, typ string, attrs toxiclient.Attributes) error {
+	stream := toxicStream(typ)
 	l, err := n.link(linkName)
 	if err != nil {
 		return err
@@ -160,6 +162,21 @@ func (n *network) AddToxic(linkName, toxicName, typ, stream string, attrs toxicl
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// toxicStream is the direction a toxic of type typ acts on: latency on what the process
+// sends (upstream), every other type on what it receives (downstream). A latency toxic
+// holds what passes it in a buffer of 1024 chunks, and Toxiproxy takes one off by
+// writing its buffer on, waiting up to 5 s a chunk, under the proxy's lock: downstream,
+// toward a process that reads nothing (frozen by a queue fault, or killed), that took
+// minutes, and every new connection through the proxy waited for it. Upstream, the far
+// end is Postgres or RabbitMQ, which always reads, and a round trip is as slow either
+// way.
+func toxicStream(typ string) string {
+	if typ == "latency" {
+		return "upstream"
+	}
+	return "downstream"
 }
 
 // RemoveToxic takes a toxic off a link, asking again until Toxiproxy has (see

@@ -141,7 +141,7 @@ func TestAToxicWhoseRequestTimedOutIsNotLeftOnTheLink(t *testing.T) {
 		return names
 	}
 
-	if err := n.AddToxic("p-rabbitmq", "latency-1", "latency", "downstream", toxiclient.Attributes{"latency": 100}); err != nil {
+	if err := n.AddToxic("p-rabbitmq", "latency-1", "latency", toxiclient.Attributes{"latency": 100}); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -154,7 +154,7 @@ func TestAToxicWhoseRequestTimedOutIsNotLeftOnTheLink(t *testing.T) {
 	mu.Lock()
 	timeOut[http.MethodPost] = 2 // the second host's: the first has the toxic already
 	mu.Unlock()
-	err = n.AddToxic("p-rabbitmq", "latency-2", "latency", "downstream", toxiclient.Attributes{"latency": 100})
+	err = n.AddToxic("p-rabbitmq", "latency-2", "latency", toxiclient.Attributes{"latency": 100})
 	if !errors.Is(err, ErrLinkBusy) || len(onLink()) > 0 {
 		t.Errorf("an add answered with the timeout page: err %v (want ErrLinkBusy), toxics left %v", err, onLink())
 	}
@@ -173,4 +173,69 @@ func testNetwork(t *testing.T) *network {
 	}
 	t.Cleanup(n.close)
 	return n
+}
+
+// A latency fault's end once took minutes: its toxic acted on what the dependency sends,
+// the process at the link's end was frozen by a queue fault and read nothing, and
+// Toxiproxy takes a latency toxic off by writing its buffer on, under the proxy's lock.
+// Here the dependency sends without pause to a client that reads nothing: the toxic
+// comes off in moments, and the link takes new connections meanwhile.
+func TestALatencyToxicComesOffALinkWhoseProcessReadsNothing(t *testing.T) {
+	n := testNetwork(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { // a dependency that sends whatever the client reads
+				defer c.Close()
+				chunk := make([]byte, 4096)
+				for {
+					if _, err := c.Write(chunk); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	addr, err := n.AddLink("p-rabbitmq", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.AddToxic("p-rabbitmq", "latency-1", "latency", toxiclient.Attributes{"latency": 50}); err != nil {
+		t.Fatal(err)
+	}
+	frozen, err := net.Dial("tcp", addr) // a process that reads nothing
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = frozen.Close() })
+	time.Sleep(500 * time.Millisecond) // the link fills up toward it
+
+	removed := make(chan error, 1)
+	start := time.Now()
+	go func() { removed <- n.RemoveToxic("p-rabbitmq", "latency-1") }()
+	select {
+	case err := <-removed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the latency toxic was still being taken off after %v: Toxiproxy writes its buffer toward a process that reads nothing", time.Since(start).Round(time.Second))
+	}
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		t.Fatalf("a new connection through the link after the toxic came off: %v", err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+		t.Errorf("a new connection through the link reads nothing: %v", err)
+	}
+	_ = c.Close()
 }

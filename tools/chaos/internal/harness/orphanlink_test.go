@@ -61,10 +61,10 @@ func TestALinkFaultEndsTheServersSideThroughTheOrphanProxy(t *testing.T) {
 		}
 		switch fault {
 		case "reset_peer":
-			err = n.AddToxic(name, "t", "reset_peer", "downstream", toxiclient.Attributes{"timeout": 0})
+			err = n.AddToxic(name, "t", "reset_peer", toxiclient.Attributes{"timeout": 0})
 			_, _ = c.Write([]byte("hi"))
 		case "timeout":
-			err = n.AddToxic(name, "t", "timeout", "downstream", toxiclient.Attributes{"timeout": 300})
+			err = n.AddToxic(name, "t", "timeout", toxiclient.Attributes{"timeout": 300})
 			_, _ = c.Write([]byte("hi"))
 		case "link_down":
 			err = n.Down(name)
