@@ -49,7 +49,7 @@ func Instrument(tel *telemetry.Telemetry, h http.Handler) http.Handler {
 			}
 			if v := recover(); v != nil {
 				tel.Logger.ErrorContext(r.Context(), "handler panicked", "panic", v, "path", Excerpt(r.URL.Path))
-				Internal(rec)
+				internal(rec)
 			}
 			// One line per request that went wrong; every other request is a debug line
 			// (LOG_LEVEL=debug). A line per order costs more than the order's own SQL at

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"sort"
 	"strings"
@@ -120,8 +121,8 @@ func NotFound(w http.ResponseWriter, what string) {
 	WriteProblem(w, NewProblem(http.StatusNotFound, "not-found", "Not found", what+" does not exist"))
 }
 
-// Internal writes a 500 problem without leaking the error to the client.
-func Internal(w http.ResponseWriter) {
+// internal writes a 500 problem without leaking the error to the client.
+func internal(w http.ResponseWriter) {
 	WriteProblem(w, NewProblem(http.StatusInternalServerError, "internal", "Internal error",
 		"the request failed; nothing was changed unless the response said so"))
 }
@@ -141,6 +142,20 @@ func ClientGone(r *http.Request) bool { return errors.Is(r.Context().Err(), cont
 func ClientClosed(w http.ResponseWriter) {
 	WriteProblem(w, NewProblem(StatusClientClosedRequest, "client-closed-request", "Client closed request",
 		"the client hung up before the answer; a retry with the same Idempotency-Key answers with what was done"))
+}
+
+// Failed answers a request whose work failed of err, an error with no answer of its own:
+// 499 when the client hung up (ClientGone; what failed then failed of the cancelled
+// context), logged at info; otherwise 500, logged at error as "<what> failed", the error
+// kept from the client.
+func Failed(w http.ResponseWriter, r *http.Request, log *slog.Logger, what string, err error) {
+	if ClientGone(r) {
+		log.InfoContext(r.Context(), what+": the client hung up before the answer", "err", err)
+		ClientClosed(w)
+		return
+	}
+	log.ErrorContext(r.Context(), what+" failed", "err", err)
+	internal(w)
 }
 
 // WriteJSON writes v as JSON with the given status.

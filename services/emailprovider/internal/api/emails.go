@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"net/url"
@@ -49,11 +48,8 @@ func sendEmail(svc *emails.Service, tel *telemetry.Telemetry) http.HandlerFunc {
 		case errors.Is(err, emails.ErrRecipientRefused):
 			httpapi.WriteProblem(w, httpapi.NewProblem(http.StatusUnprocessableEntity, "recipient-refused", "Recipient refused", err.Error()))
 			return
-		case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
-			return // the client has gone; nobody reads an answer
 		case err != nil:
-			tel.Logger.ErrorContext(r.Context(), "send email failed", "err", err)
-			httpapi.Internal(w)
+			httpapi.Failed(w, r, tel.Logger, "send email", err)
 			return
 		}
 
@@ -96,8 +92,7 @@ func getEmail(svc *emails.Service, tel *telemetry.Telemetry) http.HandlerFunc {
 		case errors.Is(err, emails.ErrNotFound):
 			httpapi.NotFound(w, "an email with Idempotency-Key "+key)
 		case err != nil:
-			tel.Logger.ErrorContext(r.Context(), "get email failed", "err", err)
-			httpapi.Internal(w)
+			httpapi.Failed(w, r, tel.Logger, "get email", err)
 		default:
 			httpapi.WriteJSON(w, http.StatusOK, email)
 		}
@@ -121,8 +116,7 @@ func listEmails(svc *emails.Service, tel *telemetry.Telemetry) http.HandlerFunc 
 		}
 		list, err := svc.ListByRecipient(r.Context(), accountOf(r), to, page.After, page.Fetch())
 		if err != nil {
-			tel.Logger.ErrorContext(r.Context(), "list emails failed", "err", err)
-			httpapi.Internal(w)
+			httpapi.Failed(w, r, tel.Logger, "list emails", err)
 			return
 		}
 		list = httpapi.NextPage(w, r, page, list, emails.CursorOf)

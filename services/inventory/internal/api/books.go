@@ -22,8 +22,7 @@ func listBooks(svc *stock.Service, tel *telemetry.Telemetry) http.HandlerFunc {
 		}
 		books, err := svc.ListBooks(r.Context(), page.After, page.Fetch())
 		if err != nil {
-			tel.Logger.ErrorContext(r.Context(), "list books failed", "err", err)
-			httpapi.Internal(w)
+			httpapi.Failed(w, r, tel.Logger, "list books", err)
 			return
 		}
 		books = httpapi.NextPage(w, r, page, books, func(b stock.Book) uuid.UUID { return b.ID })
@@ -44,8 +43,7 @@ func getBook(svc *stock.Service, tel *telemetry.Telemetry) http.HandlerFunc {
 		case errors.Is(err, stock.ErrNotFound):
 			httpapi.NotFound(w, "book "+id.String())
 		case err != nil:
-			tel.Logger.ErrorContext(r.Context(), "get book failed", "err", err)
-			httpapi.Internal(w)
+			httpapi.Failed(w, r, tel.Logger, "get book", err)
 		default:
 			httpapi.WriteJSON(w, http.StatusOK, book)
 		}
@@ -84,8 +82,7 @@ func putBook(svc *stock.Service, enabled bool, tel *telemetry.Telemetry) http.Ha
 		case errors.As(err, &full):
 			httpapi.WriteProblem(w, httpapi.NewProblem(http.StatusConflict, "catalogue-full", "Catalogue full", full.Error()))
 		case err != nil:
-			tel.Logger.ErrorContext(r.Context(), "put book failed", "err", err)
-			httpapi.Internal(w)
+			httpapi.Failed(w, r, tel.Logger, "put book", err)
 		case created:
 			w.Header().Set("Location", "/books/"+id.String())
 			httpapi.WriteJSON(w, http.StatusCreated, book)
@@ -109,8 +106,7 @@ func getReservation(svc *stock.Service, tel *telemetry.Telemetry) http.HandlerFu
 		case errors.Is(err, stock.ErrNoAnswer):
 			httpapi.NotFound(w, "an answer to order "+id.String())
 		case err != nil:
-			tel.Logger.ErrorContext(r.Context(), "get reservation failed", "err", err)
-			httpapi.Internal(w)
+			httpapi.Failed(w, r, tel.Logger, "get reservation", err)
 		default:
 			httpapi.WriteJSON(w, http.StatusOK, res)
 		}

@@ -25,8 +25,7 @@ func listNotifications(svc *notifications.Service, tel *telemetry.Telemetry) htt
 		}
 		list, err := svc.ForOrder(r.Context(), orderID, page.After, page.Fetch())
 		if err != nil {
-			tel.Logger.ErrorContext(r.Context(), "list notifications failed", "err", err)
-			httpapi.Internal(w)
+			httpapi.Failed(w, r, tel.Logger, "list notifications", err)
 			return
 		}
 		list = httpapi.NextPage(w, r, page, list, func(n notifications.Notification) notifications.Kind { return n.Kind })

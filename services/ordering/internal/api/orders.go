@@ -182,13 +182,8 @@ func failed(w http.ResponseWriter, r *http.Request, tel *telemetry.Telemetry, wh
 		p = httpapi.NewProblem(http.StatusServiceUnavailable, "unavailable", "Service unavailable",
 			fmt.Sprintf("%s: the database did not finish the request within its statement timeout; nothing was done; %s",
 				orders.ReasonDatabaseTimeout, after))
-	case httpapi.ClientGone(r):
-		tel.Logger.InfoContext(r.Context(), what+": the client hung up before the answer", "err", err)
-		httpapi.ClientClosed(w)
-		return
 	default:
-		tel.Logger.ErrorContext(r.Context(), what+" failed", "err", err)
-		httpapi.Internal(w)
+		httpapi.Failed(w, r, tel.Logger, what, err)
 		return
 	}
 	w.Header().Set("Retry-After", strconv.Itoa(orders.RetryAfter))
