@@ -157,17 +157,16 @@ func hopelessVerdict(id, dlq, status string, published, delivered, parked time.T
 		return check.FaultCheck{Checked: true, Drain: -1, Violation: check.HopelessNotParked,
 			Detail: fmt.Sprintf("message %s %s and not in %s %v after it was published (its email record %s)", id, what, dlq, time.Since(published).Round(time.Second), status)}
 	}
-	from := cmp.Or(delivered, published)
-	waited := fmt.Sprintf("; it waited %.1fs for its first delivery", from.Sub(published).Seconds())
+	from, since := delivered, fmt.Sprintf("its first delivery (it waited %.1fs for it)", delivered.Sub(published).Seconds())
 	if delivered.IsZero() {
-		waited = "; no delivery seen before"
+		from, since = published, "its publish (no delivery seen)"
 	}
 	if took := parked.Sub(from); took > HopelessParkLimit {
 		return check.FaultCheck{Checked: true, Drain: parked.Sub(published), Violation: check.HopelessNotParked,
-			Detail: fmt.Sprintf("message %s parked in %s %.1fs after its first delivery, bound %v%s", id, dlq, took.Seconds(), HopelessParkLimit, waited)}
+			Detail: fmt.Sprintf("message %s parked in %s %.1fs after %s, bound %v", id, dlq, took.Seconds(), since, HopelessParkLimit)}
 	}
 	return check.FaultCheck{Checked: true, Drain: parked.Sub(published),
-		Detail: fmt.Sprintf("parked in %s %.1fs after its first delivery%s", dlq, parked.Sub(from).Seconds(), waited)}
+		Detail: fmt.Sprintf("parked in %s %.1fs after %s", dlq, parked.Sub(from).Seconds(), since)}
 }
 
 // firstDelivery returns when notification first took order's message: its email
