@@ -88,8 +88,8 @@ func purge(b testing.TB, ch *amqp.Channel) {
 }
 
 // BenchmarkRelayQueueCheck measures, in one run, what the topology check costs the relay
-// (a queue.bind of each queue an event needs before the batch, a passive declare after
-// its acks):
+// (an event published once per queue bound to its type, under that queue's copy key,
+// `mandatory`; each queue bound to its copy key once per channel):
 // the same rows drained by a relay that checks and by one that trusts `mandatory` alone,
 // in batches of one (an idle system: one event a wake-up) and of 256 (a backlog).
 // checked/unchecked is the share of the unchecked rate the check leaves.
