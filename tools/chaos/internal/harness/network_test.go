@@ -24,22 +24,10 @@ func TestALinkDownOnADependencyOfSeveralHostsCutsEveryHost(t *testing.T) {
 	n := testNetwork(t)
 	var upstreams []string
 	for range 2 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				_, _ = c.Write([]byte("x"))
-				_ = c.Close()
-			}
-		}()
-		upstreams = append(upstreams, ln.Addr().String())
+		upstreams = append(upstreams, testUpstream(t, func(c net.Conn) {
+			_, _ = c.Write([]byte("x"))
+			_ = c.Close()
+		}))
 	}
 	addrs, err := n.AddLinkGroup("p-postgres", upstreams)
 	if err != nil {
@@ -160,6 +148,27 @@ func TestAToxicWhoseRequestTimedOutIsNotLeftOnTheLink(t *testing.T) {
 	}
 }
 
+// testUpstream listens on a loopback port, serving each connection with serve, until the
+// test ends; it returns the address.
+func testUpstream(t *testing.T, serve func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go serve(c)
+		}
+	}()
+	return ln.Addr().String()
+}
+
 // testNetwork is a Toxiproxy server in this process for one test, closed after it.
 func testNetwork(t *testing.T) *network {
 	t.Helper()
@@ -182,29 +191,16 @@ func testNetwork(t *testing.T) *network {
 // comes off in moments, and the link takes new connections meanwhile.
 func TestALatencyToxicComesOffALinkWhoseProcessReadsNothing(t *testing.T) {
 	n := testNetwork(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
+	dependency := testUpstream(t, func(c net.Conn) { // sends whatever the client reads
+		defer c.Close()
+		chunk := make([]byte, 4096)
 		for {
-			c, err := ln.Accept()
-			if err != nil {
+			if _, err := c.Write(chunk); err != nil {
 				return
 			}
-			go func() { // a dependency that sends whatever the client reads
-				defer c.Close()
-				chunk := make([]byte, 4096)
-				for {
-					if _, err := c.Write(chunk); err != nil {
-						return
-					}
-				}
-			}()
 		}
-	}()
-	addr, err := n.AddLink("p-rabbitmq", ln.Addr().String())
+	})
+	addr, err := n.AddLink("p-rabbitmq", dependency)
 	if err != nil {
 		t.Fatal(err)
 	}
