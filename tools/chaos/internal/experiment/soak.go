@@ -185,14 +185,22 @@ func startSoak(ctx context.Context, sys *harness.System, cfg config.Config, info
 
 func (s *soakSampler) run(ctx context.Context) {
 	starts := s.starts()
+	lastCPU := map[string]cpuSample{}
 	for n := range s.cfg.SoakWindows() {
 		w := report.SoakWindow{N: n + 1, Start: s.start.Add(time.Duration(n) * s.cfg.Soak.Window), End: s.start.Add(time.Duration(n+1) * s.cfg.Soak.Window)}
 		peak := map[string]int64{}
+		used := map[string]time.Duration{}
 		for {
 			for _, p := range s.sys.Procs {
-				if rss := readRSS(p.Pid()); rss > peak[p.Name] {
+				pid := p.Pid()
+				if rss := readRSS(pid); rss > peak[p.Name] {
 					peak[p.Name] = rss
 				}
+				cpu := readCPU(pid)
+				if was := lastCPU[p.Name]; was.pid == pid && pid > 0 && cpu >= was.cpu {
+					used[p.Name] += cpu - was.cpu
+				}
+				lastCPU[p.Name] = cpuSample{pid, cpu}
 			}
 			if !harness.Sleep(ctx, min(soakSampleEvery, time.Until(w.End))) {
 				return
@@ -206,6 +214,11 @@ func (s *soakSampler) run(ctx context.Context) {
 			pid := p.Pid()
 			sp := report.SoakProcess{Name: p.Name, RSS: readRSS(pid), Goroutines: goroutines(ctx, p.HTTPAddr), Sockets: sockets(pid), Starts: now[p.Name] - starts[p.Name]}
 			sp.PeakRSS = max(peak[p.Name], sp.RSS)
+			if cpu := readCPU(pid); lastCPU[p.Name].pid == pid && pid > 0 && cpu >= lastCPU[p.Name].cpu {
+				used[p.Name] += cpu - lastCPU[p.Name].cpu
+				lastCPU[p.Name] = cpuSample{pid, cpu}
+			}
+			sp.CPU = used[p.Name]
 			w.Processes = append(w.Processes, sp)
 		}
 		starts = now
@@ -302,6 +315,48 @@ func loadAverage() float64 {
 	}
 	v, _ := strconv.ParseFloat(f[0], 64)
 	return v
+}
+
+// cpuSample is a process's processor time as last read, and which process it was.
+type cpuSample struct {
+	pid int
+	cpu time.Duration
+}
+
+// clockTicks is the unit of /proc/<pid>/stat's times (USER_HZ, 100 on Linux).
+const clockTicks = 100
+
+// readCPU returns the processor time (user and system) the process has used, 0 when it
+// cannot be read (pid 0: down).
+func readCPU(pid int) time.Duration {
+	if pid <= 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	return statCPU(string(b))
+}
+
+// statCPU reads utime and stime (fields 14 and 15) from a /proc/<pid>/stat line. The
+// command (field 2) is in parentheses and may hold spaces: the fields are counted after
+// its last ')'.
+func statCPU(stat string) time.Duration {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(stat[i+1:]) // from field 3, the state
+	if len(f) < 13 {
+		return 0
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks
 }
 
 // readRSS returns the process's VmRSS in bytes, 0 when it cannot be read (pid 0: down).

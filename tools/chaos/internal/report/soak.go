@@ -68,6 +68,9 @@ type SoakProcess struct {
 	Goroutines int    `json:"goroutines"`     // go_goroutines of its /metrics
 	Sockets    int    `json:"sockets"`        // open sockets: /proc/<pid>/fd entries that are sockets
 	Starts     int    `json:"starts"`         // times it was started during the window (restarts by a fault)
+	// CPU is the processor time the process used in the window (user and system, from
+	// /proc/<pid>/stat between samples; a sample's share is lost across a restart).
+	CPU time.Duration `json:"cpu_ns"`
 }
 
 // SoakWindow is one window of the soak's load.
@@ -289,7 +292,7 @@ func PrintSoak(w io.Writer, s *SoakReport) {
 
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PROCESS\tWINDOW\tRSS\tPEAK RSS\tVS FIRST PEAK\tGOROUTINES\tSOCKETS\tSTARTS")
+	fmt.Fprintln(tw, "PROCESS\tWINDOW\tRSS\tPEAK RSS\tVS FIRST PEAK\tGOROUTINES\tSOCKETS\tSTARTS\tCPU")
 	base := map[string]int64{}
 	if len(s.Windows) > 0 {
 		for _, p := range s.Windows[0].Processes {
@@ -306,7 +309,7 @@ func PrintSoak(w io.Writer, s *SoakReport) {
 				if b := base[name]; b > 0 && p.RSS > 0 {
 					growth = fmt.Sprintf("%+.0f%%", 100*(float64(p.RSS)/float64(b)-1))
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\n", name, win.N, mibOr(p.RSS), mibOr(p.PeakRSS), growth, intOr(p.Goroutines), intOr(p.Sockets), p.Starts)
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", name, win.N, mibOr(p.RSS), mibOr(p.PeakRSS), growth, intOr(p.Goroutines), intOr(p.Sockets), p.Starts, cpuShare(p.CPU, win))
 			}
 		}
 	}
@@ -412,15 +415,24 @@ func writeSoak(dir string, s *SoakReport) error {
 			}
 		}
 	}
-	md.WriteString("\n| Process | Window | RSS | Peak RSS | Goroutines | Sockets | Starts |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	md.WriteString("\n| Process | Window | RSS | Peak RSS | Goroutines | Sockets | Starts | CPU |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, name := range soakProcessNames(s.Windows) {
 		for _, win := range s.Windows {
 			for _, p := range win.Processes {
 				if p.Name == name {
-					fmt.Fprintf(&md, "| %s | %d | %s | %s | %s | %s | %d |\n", name, win.N, mibOr(p.RSS), mibOr(p.PeakRSS), intOr(p.Goroutines), intOr(p.Sockets), p.Starts)
+					fmt.Fprintf(&md, "| %s | %d | %s | %s | %s | %s | %d | %s |\n", name, win.N, mibOr(p.RSS), mibOr(p.PeakRSS), intOr(p.Goroutines), intOr(p.Sockets), p.Starts, cpuShare(p.CPU, win))
 				}
 			}
 		}
 	}
 	return os.WriteFile(filepath.Join(dir, "soak.md"), []byte(md.String()), 0o644)
+}
+
+// cpuShare is cpu as a share of one core over the window: 50% is half a core's time.
+func cpuShare(cpu time.Duration, w SoakWindow) string {
+	span := w.End.Sub(w.Start)
+	if span <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100*cpu.Seconds()/span.Seconds())
 }
