@@ -72,8 +72,29 @@ CURRENT_SKIP := ^($(CLUSTER_E2E)|TestRabbitMQBootsWithTheComposeConfig$(if $(CUR
 
 .PHONY: test-current
 test-current: ## the server-facing tests against Postgres 18 and RabbitMQ 4.3 run from a Debian forky root (root; bootstraps it once)
-	deploy/current/servers.sh run go test -count=1 -timeout 20m -skip '$(CURRENT_SKIP)' $(CURRENT_PKGS)
-	deploy/current/servers.sh run go test -count=1 -timeout 10m -run '$(CURRENT_DEPLOY)' github.com/bookstore-go/bookstore/deploy
+	deploy/current/servers.sh run $(MAKE) --no-print-directory current-tests
+
+# make test-current-race: CI's race pass and its run on the current releases in one
+# (.ci/run): test-current with the shared module's and the services' tests under the race
+# detector, then test-race's cluster test, which boots this machine's own servers. The
+# race detector reads Go's memory, not the server's version, so CI runs the services'
+# tests twice (3.10 and 15; 4.3 and 18 under -race), not three times.
+.PHONY: test-current-race
+test-current-race: ## test-current with the services' tests under the race detector, then test-race's cluster test: CI's second pass
+	deploy/current/servers.sh run $(MAKE) --no-print-directory current-tests CURRENT_RACE=1
+	$(MAKE) --no-print-directory race-cluster
+
+# current-tests runs inside deploy/current/servers.sh run, with its servers' addresses
+# in the environment.
+.PHONY: current-tests
+current-tests:
+ifdef CURRENT_RACE
+	RACE=1 go test -race -count=1 -timeout 20m -skip '$(CURRENT_SKIP)' $(RACE_PKGS)
+	go test -count=1 -timeout 20m -skip '$(CURRENT_SKIP)' $(filter-out $(RACE_PKGS),$(CURRENT_PKGS))
+else
+	go test -count=1 -timeout 20m -skip '$(CURRENT_SKIP)' $(CURRENT_PKGS)
+endif
+	go test -count=1 -timeout 10m -run '$(CURRENT_DEPLOY)' github.com/bookstore-go/bookstore/deploy
 
 # Each fuzz target runs this long in `make fuzz` (a go test -fuzztime: 30s, 2m, 10000x).
 FUZZTIME ?= 30s
@@ -85,6 +106,10 @@ fuzz: ## run every fuzz target for FUZZTIME (30s) each, stopping at the first fa
 .PHONY: test-race
 test-race: services ## the shared module and every service's tests under the race detector; the binaries they start are built with -race too
 	RACE=1 go test -race -count=1 -timeout 20m $(RACE_PKGS)
+	$(MAKE) --no-print-directory race-cluster
+
+.PHONY: race-cluster
+race-cluster: services
 	RACE=1 go test -race -count=1 -timeout 20m -run '^$(CLUSTER_E2E)$$' github.com/bookstore-go/bookstore/e2e
 
 .PHONY: bench
