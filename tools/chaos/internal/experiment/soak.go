@@ -185,7 +185,7 @@ func startSoak(ctx context.Context, sys *harness.System, cfg config.Config, info
 
 func (s *soakSampler) run(ctx context.Context) {
 	starts := s.starts()
-	lastCPU := map[string]cpuSample{}
+	lastCPU := cpuSamples{}
 	for n := range s.cfg.SoakWindows() {
 		w := report.SoakWindow{N: n + 1, Start: s.start.Add(time.Duration(n) * s.cfg.Soak.Window), End: s.start.Add(time.Duration(n+1) * s.cfg.Soak.Window)}
 		peak := map[string]int64{}
@@ -196,11 +196,7 @@ func (s *soakSampler) run(ctx context.Context) {
 				if rss := readRSS(pid); rss > peak[p.Name] {
 					peak[p.Name] = rss
 				}
-				cpu := readCPU(pid)
-				if was := lastCPU[p.Name]; was.pid == pid && pid > 0 && cpu >= was.cpu {
-					used[p.Name] += cpu - was.cpu
-				}
-				lastCPU[p.Name] = cpuSample{pid, cpu}
+				used[p.Name] += lastCPU.advance(p.Name, pid)
 			}
 			if !harness.Sleep(ctx, min(soakSampleEvery, time.Until(w.End))) {
 				return
@@ -214,11 +210,7 @@ func (s *soakSampler) run(ctx context.Context) {
 			pid := p.Pid()
 			sp := report.SoakProcess{Name: p.Name, RSS: readRSS(pid), Goroutines: goroutines(ctx, p.HTTPAddr), Sockets: sockets(pid), Starts: now[p.Name] - starts[p.Name]}
 			sp.PeakRSS = max(peak[p.Name], sp.RSS)
-			if cpu := readCPU(pid); lastCPU[p.Name].pid == pid && pid > 0 && cpu >= lastCPU[p.Name].cpu {
-				used[p.Name] += cpu - lastCPU[p.Name].cpu
-				lastCPU[p.Name] = cpuSample{pid, cpu}
-			}
-			sp.CPU = used[p.Name]
+			sp.CPU = used[p.Name] + lastCPU.advance(p.Name, pid)
 			w.Processes = append(w.Processes, sp)
 		}
 		starts = now
@@ -321,6 +313,20 @@ func loadAverage() float64 {
 type cpuSample struct {
 	pid int
 	cpu time.Duration
+}
+
+// cpuSamples are the processes' CPU as last read, by process name.
+type cpuSamples map[string]cpuSample
+
+// advance reads name's CPU (now process pid) and returns what it used since the last
+// read: 0 when the process changed (a restart loses one sample's share) or is down.
+func (c cpuSamples) advance(name string, pid int) time.Duration {
+	cpu, was := readCPU(pid), c[name]
+	c[name] = cpuSample{pid, cpu}
+	if was.pid != pid || pid <= 0 || cpu < was.cpu {
+		return 0
+	}
+	return cpu - was.cpu
 }
 
 // clockTicks is the unit of /proc/<pid>/stat's times (USER_HZ, 100 on Linux).
