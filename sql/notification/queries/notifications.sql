@@ -10,7 +10,10 @@ ON CONFLICT (order_id, kind) DO NOTHING;
 -- Phase one, part two: the right to call the provider for this key, for a lease. Two
 -- instances that claim at once serialise on the row lock; the second re-reads the row
 -- after the first commits, sees the lease and gets no row. A crashed holder's lease runs
--- out, and then a redelivery or the sweeper takes over.
+-- out, and then a redelivery or the sweeper takes over. "Not finished" is NOT IN, as in
+-- ClaimNotifications: written as notifications_unfinished's own condition, the planner
+-- read that index whole whenever ANALYZE had found it empty, and under a held snapshot
+-- every claim then stepped over an entry for every record since (docs/chaos.md#soak).
 UPDATE notifications
 SET status        = 'processing',
     attempts      = attempts + 1,
@@ -18,7 +21,7 @@ SET status        = 'processing',
     claimed_until = now() + make_interval(secs => sqlc.arg(lease_seconds)::float8),
     updated_at    = now()
 WHERE order_id = sqlc.arg(order_id) AND kind = sqlc.arg(kind)
-  AND status IN ('processing', 'needs-reconciliation')
+  AND status NOT IN ('completed', 'failed')
   AND (claimed_until IS NULL OR claimed_until <= now())
 RETURNING *;
 
@@ -43,6 +46,9 @@ WHERE order_id = sqlc.arg(order_id) AND kind = sqlc.arg(kind) AND status <> 'com
 -- record waits for reconciliation, or fails for good once it has used its attempts (or at
 -- once, when give_up is set: the provider refused the request itself). Fenced by the claim:
 -- a holder whose lease ran out and was taken over must not overwrite the new holder's state.
+-- The token is the whole fence: only a claim sets it, to 'processing', and every other
+-- change clears it. (A status = 'processing' beside it implies notifications_unfinished's
+-- condition, and the planner may read that index whole: see ClaimNotification.)
 UPDATE notifications
 SET status        = CASE WHEN sqlc.arg(give_up)::bool OR attempts >= sqlc.arg(max_attempts)::int
                          THEN 'failed' ELSE 'needs-reconciliation' END,
@@ -51,7 +57,7 @@ SET status        = CASE WHEN sqlc.arg(give_up)::bool OR attempts >= sqlc.arg(ma
     claimed_until = NULL,
     updated_at    = now()
 WHERE order_id = sqlc.arg(order_id) AND kind = sqlc.arg(kind)
-  AND claim_token = sqlc.arg(claim_token) AND status = 'processing'
+  AND claim_token = sqlc.arg(claim_token)
 RETURNING status, attempts;
 
 -- name: ListStaleNotifications :many

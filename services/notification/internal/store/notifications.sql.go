@@ -19,7 +19,7 @@ SET status        = 'processing',
     claimed_until = now() + make_interval(secs => $2::float8),
     updated_at    = now()
 WHERE order_id = $3 AND kind = $4
-  AND status IN ('processing', 'needs-reconciliation')
+  AND status NOT IN ('completed', 'failed')
   AND (claimed_until IS NULL OR claimed_until <= now())
 RETURNING order_id, kind, status, idempotency_key, recipient, subject, body, event_id, attempts, claim_token, claimed_until, provider_email_id, last_error, created_at, updated_at, completed_at
 `
@@ -34,7 +34,10 @@ type ClaimNotificationParams struct {
 // Phase one, part two: the right to call the provider for this key, for a lease. Two
 // instances that claim at once serialise on the row lock; the second re-reads the row
 // after the first commits, sees the lease and gets no row. A crashed holder's lease runs
-// out, and then a redelivery or the sweeper takes over.
+// out, and then a redelivery or the sweeper takes over. "Not finished" is NOT IN, as in
+// ClaimNotifications: written as notifications_unfinished's own condition, the planner
+// read that index whole whenever ANALYZE had found it empty, and under a held snapshot
+// every claim then stepped over an entry for every record since (docs/chaos.md#soak).
 func (q *Queries) ClaimNotification(ctx context.Context, arg ClaimNotificationParams) (Notification, error) {
 	row := q.db.QueryRow(ctx, claimNotification,
 		arg.ClaimToken,
@@ -393,7 +396,7 @@ SET status        = CASE WHEN $1::bool OR attempts >= $2::int
     claimed_until = NULL,
     updated_at    = now()
 WHERE order_id = $4 AND kind = $5
-  AND claim_token = $6 AND status = 'processing'
+  AND claim_token = $6
 RETURNING status, attempts
 `
 
@@ -415,6 +418,9 @@ type ReleaseNotificationRow struct {
 // record waits for reconciliation, or fails for good once it has used its attempts (or at
 // once, when give_up is set: the provider refused the request itself). Fenced by the claim:
 // a holder whose lease ran out and was taken over must not overwrite the new holder's state.
+// The token is the whole fence: only a claim sets it, to 'processing', and every other
+// change clears it. (A status = 'processing' beside it implies notifications_unfinished's
+// condition, and the planner may read that index whole: see ClaimNotification.)
 func (q *Queries) ReleaseNotification(ctx context.Context, arg ReleaseNotificationParams) (ReleaseNotificationRow, error) {
 	row := q.db.QueryRow(ctx, releaseNotification,
 		arg.GiveUp,

@@ -14,14 +14,24 @@ import (
 
 // Every query the relay and the inbox run on each message reaches its rows through an
 // index by its key, with the outbox and the inbox full of history: published rows over
-// 72 hours, a few pending and dead ones, processed messages.
+// 72 hours, processed messages, and 1,100 pending and dead rows behind an outage, or
+// none, as autovacuum's ANALYZE finds on a quiet day. On the quiet day the statistics
+// say the partial indexes hold nothing, and a query whose condition implies one's would
+// read it whole: under a held snapshot, every entry it had since.
 func TestTheOutboxAndInboxQueriesReadNoTableOrIndexWhole(t *testing.T) {
-	pool := historyDatabase(t)
+	for _, waiting := range []int{1100, 0} {
+		t.Run(fmt.Sprint(waiting, " waiting"), func(t *testing.T) {
+			checkPlans(t, historyDatabase(t, waiting))
+		})
+	}
+}
+
+func checkPlans(t *testing.T, pool *pgxpool.Pool) {
 	ctx := t.Context()
 	token, relay := uuid.Must(uuid.NewV7()), "plans"
 	frontier := uuid.Must(uuid.NewV7()) // an id made now: the claim's frontier when nothing waits
 	var ids []uuid.UUID
-	if err := pool.QueryRow(ctx, `SELECT array_agg(id) FROM (SELECT id FROM outbox WHERE state = 'pending' ORDER BY id LIMIT 100) p`).Scan(&ids); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT array_agg(id) FROM (SELECT id FROM outbox ORDER BY id DESC LIMIT 100) p`).Scan(&ids); err != nil {
 		t.Fatal(err)
 	}
 	const (
@@ -58,9 +68,9 @@ func TestTheOutboxAndInboxQueriesReadNoTableOrIndexWhole(t *testing.T) {
 
 // historyDatabase is a database with the platform's tables and plan.Rows rows of
 // history in each, analysed as autovacuum would have: outbox rows published over the
-// last 72 hours in aggregates of three events, 1,000 pending and 100 dead ones, and as
-// many processed inbox messages.
-func historyDatabase(t *testing.T) *pgxpool.Pool {
+// last 72 hours in aggregates of three events, then the waiting rows (the first 100 of
+// them dead, the rest pending), and as many processed inbox messages.
+func historyDatabase(t *testing.T, waiting int) *pgxpool.Pool {
 	t.Helper()
 	migrations := []pgdb.Migrations{
 		{FS: schema.Platform, VersionTable: "goose_platform_version"},
@@ -72,7 +82,7 @@ func historyDatabase(t *testing.T) *pgxpool.Pool {
 		`INSERT INTO outbox (id, aggregate_type, aggregate_id, sequence, event_type, schema_version, envelope, state, attempts, created_at)
 		 SELECT pg_temp.id_at(now() - interval '1 minute' + g * interval '10 ms'), 'order', 'waiting-' || g, 1, 'example.happened.v1', 1, '{"data":{}}',
 		        CASE WHEN g < 100 THEN 'dead' ELSE 'pending' END, CASE WHEN g < 100 THEN 5 ELSE 0 END, now()
-		 FROM generate_series(0, 1099) g`,
+		 FROM generate_series(0, `+fmt.Sprint(waiting-1)+`) g`,
 		`INSERT INTO inbox (message_id, consumer, content_hash, event_type, processed_at)
 		 SELECT pg_temp.id_at(ts), 'plans', '\x00', 'example.happened.v1', ts
 		 FROM generate_series(0, `+fmt.Sprint(plan.Rows-1)+`) g, LATERAL (SELECT now() - interval '72 hours' * (1 - g::float8 / `+fmt.Sprint(plan.Rows)+`) AS ts) t`,
