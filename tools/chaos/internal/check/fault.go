@@ -42,14 +42,15 @@ type Recovery struct {
 
 // Fault-check violation kinds (invariant 10).
 const (
-	TwinPublished    = "relay twin published events under a live relay's id"
-	AlarmNotDrained  = "outbox not drained after a broker alarm"
-	QueueNotRestored = "deleted queue not declared again by its consumer"
-	QueueLeftUnbound = "queue left unbound while events of its types were published"
-	QueueFullLost    = "outbox rows parked dead or not drained after a queue was full"
-	NodeLossStalled  = "no order decided while one broker node of three was down"
-	TimeoutStalled   = "events not processed after a handler was held past the consumer timeout"
-	LongTxNotCleaned = "dead tuples of the queue tables not cleaned after a long transaction ended"
+	TwinPublished      = "relay twin published events under a live relay's id"
+	AlarmNotDrained    = "outbox not drained after a broker alarm"
+	QueueNotRestored   = "deleted queue not declared again by its consumer"
+	QueueLeftUnbound   = "queue left unbound while events of its types were published"
+	QueueFullLost      = "outbox rows parked dead or not drained after a queue was full"
+	NodeLossStalled    = "no order decided while one broker node of three was down"
+	TimeoutStalled     = "events not processed after a handler was held past the consumer timeout"
+	LongTxNotCleaned   = "dead tuples of the queue tables not cleaned after a long transaction ended"
+	LongTxSlowedEmails = "notification's records slowed by a long transaction"
 )
 
 // Fault-check violation kinds of the heavy kinds in faults/exchange.go, sessions.go and

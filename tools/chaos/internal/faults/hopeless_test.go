@@ -21,7 +21,7 @@ func TestAHopelessMessageIsTimedFromItsFirstDeliveryNotFromItsPublish(t *testing
 	}{
 		{"queued 50s behind a backlog, parked at its first delivery", at(50), at(52.3), "", "2.3s after its first delivery (it waited 50.0s for it)"},
 		{"delivered at once, requeued for 50s before it was parked", at(0.2), at(50.2), check.HopelessNotParked, "50.0s after its first delivery"},
-		{"parked with no delivery seen, timed from its publish", time.Time{}, at(50), check.HopelessNotParked, "50.0s after its publish (no delivery seen)"},
+		{"parked with no delivery seen, timed from its publish", time.Time{}, at(50), check.HopelessNotParked, "50.0s after its publish (no delivery seen; its email record failed)"},
 		{"delivered and never parked", at(1), time.Time{}, check.HopelessNotParked, "delivered after 1.0s"},
 		{"never delivered", time.Time{}, time.Time{}, check.HopelessNotParked, "not delivered"},
 	} {

@@ -2,6 +2,7 @@ package faults
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,6 +35,12 @@ const longTxBaseline = 10 * time.Second
 
 // longTxProbeEvery is how often the fault times its probe of the relays' claim.
 const longTxProbeEvery = 500 * time.Millisecond
+
+// longTxStartProbeEvery is how often it times the probe from the start of the table
+// too: that one steps over every dead entry the snapshot keeps, up to seconds each near
+// the end of a long hold, and timed every longTxProbeEvery it took a good part of a core
+// of the Postgres it measures.
+const longTxStartProbeEvery = 10 * time.Second
 
 // longTxServices are the databases whose queue tables the fault holds back: a snapshot
 // holds back vacuum only in its own database, so the fault opens one in each.
@@ -127,13 +134,26 @@ func (in *Injector) vacuumQueues(ctx context.Context) error {
 type claimTimes map[string][]time.Duration
 
 // frontiers are where each outbox's claim starts, as far as the probe knows: the oldest
-// pending row found, or, none pending, the floor of the search's commit window.
-type frontiers map[string]uuid.UUID
+// pending row found, or, none pending, the floor of the search's commit window; and when
+// the probe last ran from the start of the table.
+type frontiers struct {
+	id        map[string]uuid.UUID
+	fromStart time.Time
+}
 
 // probe times one claimProbe on each outbox from its frontier, found again first as the
 // relays find theirs (outbox.Relay.claimFrom: from the last frontier, or a commit window
-// before the last search, whichever is older), and one from the start of the table.
-func (in *Injector) probe(ctx context.Context, into claimTimes, front frontiers) {
+// before the last search, whichever is older), and, once every longTxStartProbeEvery,
+// one from the start of the table.
+func (in *Injector) probe(ctx context.Context, into claimTimes, f *frontiers) {
+	if f.id == nil {
+		f.id = map[string]uuid.UUID{}
+	}
+	front := f.id
+	fromStart := time.Since(f.fromStart) >= longTxStartProbeEvery
+	if fromStart {
+		f.fromStart = time.Now()
+	}
 	for _, svc := range []string{"ordering", "inventory"} {
 		db := in.sys.DBs[svc]
 		now := time.Now()
@@ -148,7 +168,11 @@ func (in *Injector) probe(ctx context.Context, into claimTimes, front frontiers)
 		if recent := idFloor(now.Add(-probeCommitWindow)); bytes.Compare(recent[:], from[:]) < 0 {
 			from = recent
 		}
-		for key, id := range map[string]uuid.UUID{svc: from, svc + fromTheStart: {}} {
+		probes := map[string]uuid.UUID{svc: from}
+		if fromStart {
+			probes[svc+fromTheStart] = uuid.UUID{}
+		}
+		for key, id := range probes {
 			start := time.Now()
 			var n int
 			if err := db.QueryRow(ctx, claimProbe, id).Scan(&n); err == nil {
@@ -208,6 +232,56 @@ func (in *Injector) publishLatency(ctx context.Context, from, to time.Time) stri
 	return strings.Join(parts, ", ")
 }
 
+// emailTimes are notification's records created between two moments: how many, and the
+// median and 99th percentile of the time each took from its creation to its completion
+// (the claim, the provider's call and phase two; no wait in a queue), over those completed.
+type emailTimes struct {
+	n        int
+	p50, p99 time.Duration
+}
+
+func (e emailTimes) String() string {
+	return fmt.Sprintf("%d records, created → completed p50 %s p99 %s", e.n, ms(e.p50), ms(e.p99))
+}
+
+// emailLatency reads notification's emailTimes of the records created in [from, to).
+func (in *Injector) emailLatency(ctx context.Context, from, to time.Time) (emailTimes, error) {
+	var e emailTimes
+	var p50, p99 float64
+	err := in.sys.DBs["notification"].QueryRow(ctx, `
+		SELECT count(*),
+		       coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM completed_at - created_at)), 0),
+		       coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM completed_at - created_at)), 0)
+		FROM notifications WHERE created_at >= $1 AND created_at < $2`, from, to).Scan(&e.n, &p50, &p99)
+	e.p50, e.p99 = time.Duration(p50*float64(time.Second)), time.Duration(p99*float64(time.Second))
+	return e, err
+}
+
+// LongTxEmailSlowdown is how much slower notification's median record may be under a
+// long transaction than before it: both this many times and longTxEmailSlack over the
+// median before. The CPU the other queue tables' dead tuples cost shows in it; a query
+// that reads an index whole that the snapshot keeps growing (the two-hour soak's fall)
+// took it from 16 ms to 280 ms.
+const (
+	LongTxEmailSlowdown = 3
+	longTxEmailSlack    = 50 * time.Millisecond
+)
+
+// longTxEmailVerdict is the check of notification under a long transaction: its median
+// record under the snapshot within LongTxEmailSlowdown of the one before. Too few records
+// on either side (a run's load ended, an outage took the time) is no verdict.
+func longTxEmailVerdict(before, during emailTimes) (violation bool, detail string) {
+	const enough = 20
+	if before.n < enough || during.n < enough {
+		return false, ""
+	}
+	if during.p50 > LongTxEmailSlowdown*before.p50 && during.p50 > before.p50+longTxEmailSlack {
+		return true, fmt.Sprintf("notification's median record took %s under the snapshot, %s before it: more than %d× and %s slower",
+			ms(during.p50), ms(before.p50), LongTxEmailSlowdown, longTxEmailSlack)
+	}
+	return false, ""
+}
+
 // longTransaction holds a snapshot open in each service's database (a session of the
 // harness's superuser, not of a service's role: a service's own is ended by its role's
 // idle_in_transaction_session_timeout, a foreign session is bounded by nothing), for
@@ -240,7 +314,7 @@ func (in *Injector) longTransaction(ctx context.Context, f *check.Fault) {
 	}
 
 	baseStart := time.Now()
-	before, front := claimTimes{}, frontiers{}
+	before, front := claimTimes{}, &frontiers{}
 	for time.Since(baseStart) < min(longTxBaseline, f.Duration/3) {
 		in.probe(ctx, before, front)
 		time.Sleep(longTxProbeEvery)
@@ -354,6 +428,9 @@ func (in *Injector) longTransaction(ctx context.Context, f *check.Fault) {
 		time.Sleep(longTxProbeEvery)
 	}
 
+	emailsBefore, errBefore := in.emailLatency(ctx, baseStart, start)
+	emailsDuring, errDuring := in.emailLatency(ctx, start, end)
+
 	var dead []string
 	for _, k := range slices.Sorted(maps.Keys(start0)) {
 		underIt := "no vacuum under it"
@@ -365,9 +442,10 @@ func (in *Injector) longTransaction(ctx context.Context, f *check.Fault) {
 	note := fmt.Sprintf("snapshots held %.1fs in %s (xmin %d transactions old at the end), cleaned by %s; "+
 		"dead tuples at the start→peak under the snapshot→after the cleanup: %s; "+
 		"claim probe p50/max before %s, under the snapshot %s, after %s; "+
-		"published before: %s; under the snapshot: %s",
+		"published before: %s; under the snapshot: %s; emails before: %s; under the snapshot: %s",
 		end.Sub(start).Seconds(), strings.Join(longTxServices, ", "), xminAge, cleaner, strings.Join(dead, "; "),
-		before, during, after, in.publishLatency(ctx, baseStart, start), in.publishLatency(ctx, start, end))
+		before, during, after, in.publishLatency(ctx, baseStart, start), in.publishLatency(ctx, start, end),
+		cmp.Or(errString(errBefore), emailsBefore.String()), cmp.Or(errString(errDuring), emailsDuring.String()))
 	in.record(f, true, note)
 	in.mu.Lock()
 	f.Start, f.End = start, end // record stamps now; the snapshots were held from start to end
@@ -377,5 +455,17 @@ func (in *Injector) longTransaction(ctx context.Context, f *check.Fault) {
 			Detail: fmt.Sprintf("an outbox or inbox table not vacuumed again, or its dead tuples above both autovacuum's trigger and their number before the snapshots, %v after the snapshots ended", LongTxCleanupLimit)})
 		return
 	}
+	if slow, detail := longTxEmailVerdict(emailsBefore, emailsDuring); slow && errBefore == nil && errDuring == nil {
+		in.setCheck(f, check.FaultCheck{Checked: true, Violation: check.LongTxSlowedEmails, Detail: detail, Drain: cleaned})
+		return
+	}
 	in.setCheck(f, check.FaultCheck{Checked: true, Drain: cleaned})
+}
+
+// errString is err's text, or "" for nil.
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

@@ -37,3 +37,24 @@ func TestALongTransactionHoldsItsSnapshotForAboutHalfTheLoadAndEndsBeforeIt(t *t
 		t.Errorf("make chaos's load is %v: its long transactions last under a minute and a half", d.LoadDuration())
 	}
 }
+
+// A long transaction fails its check when notification's median record is much slower
+// under the snapshot than before it, as when a claim read an index whole that the
+// snapshot kept growing, and passes when it is only as slow as a busier machine makes it.
+func TestALongTransactionThatSlowsNotificationsMedianRecordFailsItsCheck(t *testing.T) {
+	ms := func(n float64) time.Duration { return time.Duration(n * float64(time.Millisecond)) }
+	for _, c := range []struct {
+		name           string
+		before, during emailTimes
+		slow           bool
+	}{
+		{"a claim that reads the snapshot's index whole (the soak's fall)", emailTimes{n: 400, p50: ms(16)}, emailTimes{n: 20000, p50: ms(280)}, true},
+		{"a busier machine", emailTimes{n: 400, p50: ms(16)}, emailTimes{n: 20000, p50: ms(40)}, false},
+		{"five times a fast median, but by less than the slack", emailTimes{n: 400, p50: ms(4)}, emailTimes{n: 20000, p50: ms(20)}, false},
+		{"too few records before it to judge", emailTimes{n: 5, p50: ms(16)}, emailTimes{n: 20000, p50: ms(280)}, false},
+	} {
+		if slow, detail := longTxEmailVerdict(c.before, c.during); slow != c.slow {
+			t.Errorf("%s: slow %v (%q), want %v", c.name, slow, detail, c.slow)
+		}
+	}
+}
