@@ -146,9 +146,6 @@ type frontiers struct {
 // before the last search, whichever is older), and, once every longTxStartProbeEvery,
 // one from the start of the table.
 func (in *Injector) probe(ctx context.Context, into claimTimes, f *frontiers) {
-	if f.id == nil {
-		f.id = map[string]uuid.UUID{}
-	}
 	front := f.id
 	fromStart := time.Since(f.fromStart) >= longTxStartProbeEvery
 	if fromStart {
@@ -320,7 +317,7 @@ func (in *Injector) longTransaction(ctx context.Context, f *check.Fault) {
 	}
 
 	baseStart := time.Now()
-	before, front := claimTimes{}, &frontiers{}
+	before, front := claimTimes{}, &frontiers{id: map[string]uuid.UUID{}}
 	for time.Since(baseStart) < min(longTxBaseline, f.Duration/3) {
 		in.probe(ctx, before, front)
 		time.Sleep(longTxProbeEvery)
