@@ -47,6 +47,14 @@ func (in *Injector) exchangeDeleted(ctx context.Context, f *check.Fault) {
 		in.record(f, false, "skipped: the load ended while other topology faults held the broker")
 		return
 	}
+	// Nothing else may kill, freeze, cut off or block a relay meanwhile: the recovery
+	// measured must be this fault's.
+	targets := exchangeTargets(in.sys.Cfg.RelayProcesses())
+	if !in.guard.protect(protectWait, targets...) {
+		in.record(f, false, fmt.Sprintf("skipped: other faults held the relays for %v", protectWait))
+		return
+	}
+	held.hold(func() { in.guard.unprotect(targets...) })
 	ctx = context.WithoutCancel(ctx)
 	m := in.sys.Management()
 	path := "/api/exchanges/" + url.PathEscape(in.sys.Vhost) + "/" + url.PathEscape(contracts.Exchange)
@@ -128,7 +136,27 @@ func (in *Injector) exchangeDeleted(ctx context.Context, f *check.Fault) {
 			c.Detail = fmt.Sprintf("declared again after %.1fs, drained after %.1fs, every type published since bound", back.Sub(deleted).Seconds(), c.Drain.Seconds())
 		}
 	}
-	in.setCheck(f, in.unlessOutage(c, deleted, cmp.Or(drained, time.Now())))
+	in.setCheck(f, in.exchangeJudged(c, deleted, cmp.Or(drained, time.Now())))
+}
+
+// exchangeTargets names what exchange_deleted keeps other faults off while it measures:
+// every relay process, its Postgres and RabbitMQ links, and every publisher (a broker
+// alarm). A timeout toxic on a relay's Postgres link once began 2 s after a delete and
+// held the rows that relay had claimed past the bound.
+func exchangeTargets(relays []string) []string {
+	out := []string{everyPublisher}
+	for _, p := range relays {
+		out = append(out, p, p+"-postgres", p+"-rabbitmq")
+	}
+	return out
+}
+
+// exchangeJudged leaves c unchecked when an outage was in force from outageTail before
+// the delete until end: a relay is still catching up for seconds after an outage (its
+// pools redial, it takes its relay id's lock again), and the recovery measured would be
+// the outage's as much as the delete's.
+func (in *Injector) exchangeJudged(c check.FaultCheck, deleted, end time.Time) check.FaultCheck {
+	return in.unlessOutage(c, deleted.Add(-outageTail), end)
 }
 
 // unboundSince lists the copy keys (broker.QueueKey) of the contracts' bindings whose
