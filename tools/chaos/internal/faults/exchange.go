@@ -47,14 +47,11 @@ func (in *Injector) exchangeDeleted(ctx context.Context, f *check.Fault) {
 		in.record(f, false, "skipped: the load ended while other topology faults held the broker")
 		return
 	}
-	// Nothing else may kill, freeze, cut off or block a relay meanwhile: the recovery
-	// measured must be this fault's.
+	// No new fault may kill, freeze, cut off or block a relay meanwhile: the recovery
+	// measured must be this fault's. Those in progress are part of the state it meets.
 	targets := exchangeTargets(in.sys.Cfg.RelayProcesses())
-	if !in.guard.protect(protectWait, targets...) {
-		in.record(f, false, fmt.Sprintf("skipped: other faults held the relays for %v", protectWait))
-		return
-	}
-	held.hold(func() { in.guard.unprotect(targets...) })
+	in.guard.fence(targets...)
+	held.hold(func() { in.guard.unfence(targets...) })
 	ctx = context.WithoutCancel(ctx)
 	m := in.sys.Management()
 	path := "/api/exchanges/" + url.PathEscape(in.sys.Vhost) + "/" + url.PathEscape(contracts.Exchange)
@@ -139,7 +136,7 @@ func (in *Injector) exchangeDeleted(ctx context.Context, f *check.Fault) {
 	in.setCheck(f, in.exchangeJudged(c, deleted, cmp.Or(drained, time.Now())))
 }
 
-// exchangeTargets names what exchange_deleted keeps other faults off while it measures:
+// exchangeTargets names what exchange_deleted keeps new faults off while it measures:
 // every relay process, its Postgres and RabbitMQ links, and every publisher (a broker
 // alarm). A timeout toxic on a relay's Postgres link once began 2 s after a delete and
 // held the rows that relay had claimed past the bound.

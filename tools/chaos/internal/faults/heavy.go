@@ -106,6 +106,27 @@ func (g *guard) protect(timeout time.Duration, targets ...string) bool {
 	return true
 }
 
+// fence keeps new faults off targets without waiting for those in progress, for a fault
+// that measures a recovery from the state it found (exchange_deleted): nothing new may
+// strike meanwhile, and waiting for a quiet moment could outlast the load. unfence ends
+// it.
+func (g *guard) fence(targets ...string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, t := range targets {
+		g.protected[t]++
+	}
+}
+
+func (g *guard) unfence(targets ...string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, t := range targets {
+		g.protected[t]--
+	}
+	g.changed.Broadcast()
+}
+
 func (g *guard) unprotect(targets ...string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
