@@ -1,6 +1,7 @@
-// Package httpapitest holds what the fuzz targets of every API check of an answer,
-// written apart from the code they check: an oracle that reused httpapi's own rules
-// would agree with any bug in them.
+// Package httpapitest holds what the tests of every API share: what the fuzz targets
+// check of an answer, written apart from the code they check (an oracle that reused
+// httpapi's own rules would agree with any bug in them), and the benchmark of a check in
+// front of a handler.
 package httpapitest
 
 import (
