@@ -138,8 +138,8 @@ func (in *Injector) exchangeDeleted(ctx context.Context, f *check.Fault) {
 
 // exchangeTargets names what exchange_deleted keeps new faults off while it measures:
 // every relay process, its Postgres and RabbitMQ links, and every publisher (a broker
-// alarm). A timeout toxic on a relay's Postgres link once began 2 s after a delete and
-// held the rows that relay had claimed past the bound.
+// alarm). A timeout toxic on a relay's Postgres link, say, holds the rows that relay has
+// claimed until its lease ends, and the check would count that wait as the exchange's.
 func exchangeTargets(relays []string) []string {
 	out := []string{everyPublisher}
 	for _, p := range relays {
