@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
+	"github.com/bookstore-go/bookstore/tools/chaos/internal/harness"
 )
 
 // LongTxCleanupLimit is how long after a long transaction ends every outbox and inbox
@@ -65,10 +66,6 @@ SELECT count(*) FROM (
 // oldestPending finds the frontier as the relays do (OldestPending): the oldest pending
 // row at or after the last one found.
 const oldestPending = `SELECT id FROM outbox WHERE state = 'pending' AND id >= $1 ORDER BY id LIMIT 1`
-
-// probeCommitWindow is the relays' commit window: their claim also covers ids made this
-// recently, behind the frontier.
-const probeCommitWindow = 10 * time.Second
 
 // fromTheStart is the claimTimes key suffix of the probe from the start of the table.
 const fromTheStart = " from the start"
@@ -157,12 +154,12 @@ func (in *Injector) probe(ctx context.Context, into claimTimes, f *frontiers) {
 		var oldest uuid.UUID
 		switch err := db.QueryRow(ctx, oldestPending, front[svc]).Scan(&oldest); {
 		case errors.Is(err, pgx.ErrNoRows):
-			front[svc] = idFloor(now.Add(-probeCommitWindow))
+			front[svc] = harness.IDFloor(now.Add(-harness.CommitWindow))
 		case err == nil:
 			front[svc] = oldest
 		}
 		from := front[svc]
-		if recent := idFloor(now.Add(-probeCommitWindow)); bytes.Compare(recent[:], from[:]) < 0 {
+		if recent := harness.IDFloor(now.Add(-harness.CommitWindow)); bytes.Compare(recent[:], from[:]) < 0 {
 			from = recent
 		}
 		probes := map[string]uuid.UUID{svc: from}
@@ -178,17 +175,6 @@ func (in *Injector) probe(ctx context.Context, into claimTimes, f *frontiers) {
 		}
 		front[svc] = from // the next search starts here
 	}
-}
-
-// idFloor is the smallest UUIDv7 made at t or later (outbox's, for the probe).
-func idFloor(t time.Time) uuid.UUID {
-	var id uuid.UUID
-	ms := uint64(t.UnixMilli())
-	for i := range 6 {
-		id[i] = byte(ms >> (40 - 8*i))
-	}
-	id[6] = 0x70
-	return id
 }
 
 func (c claimTimes) String() string {
