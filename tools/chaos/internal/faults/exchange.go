@@ -133,7 +133,7 @@ func (in *Injector) exchangeDeleted(ctx context.Context, f *check.Fault) {
 			c.Detail = fmt.Sprintf("declared again after %.1fs, drained after %.1fs, every type published since bound", back.Sub(deleted).Seconds(), c.Drain.Seconds())
 		}
 	}
-	in.setCheck(f, in.exchangeJudged(c, deleted, cmp.Or(drained, time.Now())))
+	in.setCheck(f, in.unlessOutage(c, deleted, cmp.Or(drained, time.Now())))
 }
 
 // exchangeTargets names what exchange_deleted keeps new faults off while it measures:
@@ -146,14 +146,6 @@ func exchangeTargets(relays []string) []string {
 		out = append(out, p, p+"-postgres", p+"-rabbitmq")
 	}
 	return out
-}
-
-// exchangeJudged leaves c unchecked when an outage was in force from outageTail before
-// the delete until end: a relay is still catching up for seconds after an outage (its
-// pools redial, it takes its relay id's lock again), and the recovery measured would be
-// the outage's as much as the delete's.
-func (in *Injector) exchangeJudged(c check.FaultCheck, deleted, end time.Time) check.FaultCheck {
-	return in.unlessOutage(c, deleted.Add(-outageTail), end)
 }
 
 // unboundSince lists the copy keys (broker.QueueKey) of the contracts' bindings whose

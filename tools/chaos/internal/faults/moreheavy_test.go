@@ -509,35 +509,3 @@ func TestAFenceKeepsNewFaultsOffTheRelaysWithoutWaitingForTheOnesInProgress(t *t
 	g.leave("inventory-1")
 	g.unprotect("inventory-2")
 }
-
-// A relay is still catching up for seconds after an outage ends (its pools redial, it
-// takes its relay id's lock again): an exchange deleted then is not judged on a recovery
-// that is the outage's as much as its own. One deleted well after is.
-func TestAnExchangeDeletedSoonAfterAnOutageIsNotJudged(t *testing.T) {
-	t0 := time.Date(2026, 12, 6, 3, 18, 55, 0, time.UTC)
-	outage := check.Fault{ID: 140, Kind: check.FaultPostgresOutage, Start: t0, End: t0.Add(9700 * time.Millisecond)}
-	slow := check.FaultCheck{Checked: true, Drain: 20100 * time.Millisecond, Violation: check.ExchangeSlow, Detail: "published after 20.1s"}
-	for _, tc := range []struct {
-		name   string
-		after  time.Duration // from the outage's end to the delete
-		judged bool
-	}{
-		{"6s after the outage", 6 * time.Second, false},
-		{"a minute after the outage", time.Minute, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			in := NewInjector(&harness.System{}, nil, []check.Fault{outage})
-			deleted := outage.End.Add(tc.after)
-			c := in.exchangeJudged(slow, deleted, deleted.Add(slow.Drain))
-			if c.Checked != tc.judged {
-				t.Fatalf("checked %v, want %v: %+v", c.Checked, tc.judged, c)
-			}
-			if !tc.judged && !strings.Contains(c.Detail, "postgres_outage 140") {
-				t.Errorf("detail %q does not name the outage", c.Detail)
-			}
-			if c.Drain != slow.Drain {
-				t.Errorf("drain %v, want the figure kept (%v)", c.Drain, slow.Drain)
-			}
-		})
-	}
-}

@@ -63,10 +63,9 @@ func otherTypes(queue string) []string {
 // catches up on its backlog for a few seconds, faster than its rate.
 const queueFullSettle = 3 * time.Second
 
-// outageTail is how long after an outage the relays are still catching up, so that a
-// rate or a recovery measured then is the outage's as much as the fault's: the backlogs
-// of an 8-12 s outage drained within 12 s of its end in the default run.
-const outageTail = 15 * time.Second
+// queueFullOutageTail is how long after an outage a queue_full's rates are not compared:
+// the backlogs of an 8-12 s outage drained within 12 s of its end in the default run.
+const queueFullOutageTail = 15 * time.Second
 
 // everyPublisher is the guard's name for every publishing connection at once, which a
 // broker alarm blocks: a queue_full comparing rates keeps alarms off.
@@ -115,7 +114,7 @@ func (in *Injector) queueFullRate(ctx context.Context, queue string, baseline, s
 	}
 	// An outage stops every producer, and the backlog it leaves is caught up faster than
 	// the rate for seconds after it: neither says anything about the cap.
-	if o := in.outageBetween(baseline.Add(-outageTail), end); o != nil {
+	if o := in.outageBetween(baseline.Add(-queueFullOutageTail), end); o != nil {
 		return rateCheck{detail: fmt.Sprintf("rate not compared: %s %d overlapped the windows or just preceded them", o.Kind, o.ID)}
 	}
 	before, err1 := publishedBetween(ctx, in.sys, types, baseline, start)
