@@ -500,11 +500,11 @@ func (r *Relay) runOnce(ctx context.Context) (int, error) {
 	return len(rows), r.record(rctx, rows, errs, spans)
 }
 
-// commitWindow is how long after its id was made a row may still commit: a claim also
+// CommitWindow is how long after its id was made a row may still commit: a claim also
 // covers the ids made that recently before the frontier's last search. Ids come from the
 // writers' clocks, so it also absorbs their skew from the relay's. A row that commits
 // later still is found by the next sweep.
-const commitWindow = 10 * time.Second
+const CommitWindow = 10 * time.Second
 
 // frontierRefresh is how often the frontier is searched again from where it stood; the
 // claim between two searches starts at the last one, a little behind.
@@ -512,7 +512,7 @@ const frontierRefresh = time.Second
 
 // sweepEvery is how often a running relay looks for the oldest pending row from the
 // start of the table, for a row no search from the frontier can find: one that
-// committed more than commitWindow after its id was made. It looks less often when a
+// committed more than CommitWindow after its id was made. It looks less often when a
 // sweep is slow (a held snapshot: see sweep): sweepShare is the most of the time the
 // sweeps may take.
 const (
@@ -536,21 +536,21 @@ type frontier struct {
 }
 
 // startFrontier is a new relay's frontier: as if a search when it started had found
-// nothing pending, so its first claims start at the ids made within commitWindow before.
+// nothing pending, so its first claims start at the ids made within CommitWindow before.
 // Not at the start of the table: under a snapshot held for long, a walk from there steps
 // over every entry the snapshot keeps, and a restarted relay's first search ran past the
 // statement timeout on every try until the snapshot ended. Rows pending from before are
 // found by the first batch's one look from the start (runOnce) or by the sweep.
 func startFrontier(now time.Time) frontier {
-	return frontier{oldest: idFloor(now.Add(-commitWindow)), searched: now}
+	return frontier{oldest: IDFloor(now.Add(-CommitWindow)), searched: now}
 }
 
 // from is where the next claim, or search, starts: the oldest pending row found, or the
-// smallest id made within commitWindow before that search, whichever is older. A row
+// smallest id made within CommitWindow before that search, whichever is older. A row
 // that committed after the search has an id from then on, however long ago the search
 // was (a broker outage stops the claims, and the searches with them).
 func (f *frontier) from() uuid.UUID {
-	if recent := idFloor(f.searched.Add(-commitWindow)); bytes.Compare(recent[:], f.oldest[:]) < 0 {
+	if recent := IDFloor(f.searched.Add(-CommitWindow)); bytes.Compare(recent[:], f.oldest[:]) < 0 {
 		return recent
 	}
 	return f.oldest
@@ -570,7 +570,7 @@ func (r *Relay) claimFrom(ctx context.Context, now time.Time) uuid.UUID {
 	oldest, err := r.q.OldestPending(ctx, f.from())
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		oldest = idFloor(now.Add(-commitWindow))
+		oldest = IDFloor(now.Add(-CommitWindow))
 	case err != nil:
 		return f.from()
 	}
@@ -624,9 +624,9 @@ func (r *Relay) sweepBehind(ctx context.Context, wake chan<- struct{}) {
 	}
 }
 
-// idFloor is the smallest UUIDv7 made at t or later: its first 48 bits are t in Unix
+// IDFloor is the smallest UUIDv7 made at t or later: its first 48 bits are t in Unix
 // milliseconds, and Postgres orders uuids byte by byte.
-func idFloor(t time.Time) uuid.UUID {
+func IDFloor(t time.Time) uuid.UUID {
 	var id uuid.UUID
 	ms := uint64(t.UnixMilli())
 	for i := range 6 {

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/bookstore-go/bookstore/services/platform/outbox"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/config"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/harness"
@@ -28,7 +29,7 @@ const livenessWaiting = 5
 // of the Postgres the run measures. A sample looks from the start of the table once
 // every fullLookEvery at most, and after a look that took d not before fullLookShare × d
 // (as the relays' sweep paces itself); in between it starts at the oldest pending row
-// the last such look found, or at the ids made within harness.CommitWindow before it,
+// the last such look found, or at the ids made within outbox.CommitWindow before it,
 // whichever is older. A row committed longer than that after its id was made (a late
 // commit) is seen by the next look from the start.
 type sampleFrontier struct {
@@ -48,7 +49,7 @@ func (f *sampleFrontier) from(now time.Time) uuid.UUID {
 	if f.lookedAt.IsZero() || now.Sub(f.lookedAt) >= f.pause {
 		return uuid.UUID{}
 	}
-	if floor := harness.IDFloor(f.lookedAt.Add(-harness.CommitWindow)); bytes.Compare(floor[:], f.oldest[:]) < 0 {
+	if floor := outbox.IDFloor(f.lookedAt.Add(-outbox.CommitWindow)); bytes.Compare(floor[:], f.oldest[:]) < 0 {
 		return floor
 	}
 	return f.oldest
@@ -64,7 +65,7 @@ func (f *sampleFrontier) looked(start time.Time, took time.Duration, oldest *uui
 	case oldest != nil:
 		f.oldest = *oldest
 	default:
-		f.oldest = harness.IDFloor(start.Add(-harness.CommitWindow))
+		f.oldest = outbox.IDFloor(start.Add(-outbox.CommitWindow))
 	}
 }
 

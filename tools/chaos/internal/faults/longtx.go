@@ -14,8 +14,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/bookstore-go/bookstore/services/platform/outbox"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
-	"github.com/bookstore-go/bookstore/tools/chaos/internal/harness"
 )
 
 // LongTxCleanupLimit is how long after a long transaction ends every outbox and inbox
@@ -154,12 +154,12 @@ func (in *Injector) probe(ctx context.Context, into claimTimes, f *frontiers) {
 		var oldest uuid.UUID
 		switch err := db.QueryRow(ctx, oldestPending, front[svc]).Scan(&oldest); {
 		case errors.Is(err, pgx.ErrNoRows):
-			front[svc] = harness.IDFloor(now.Add(-harness.CommitWindow))
+			front[svc] = outbox.IDFloor(now.Add(-outbox.CommitWindow))
 		case err == nil:
 			front[svc] = oldest
 		}
 		from := front[svc]
-		if recent := harness.IDFloor(now.Add(-harness.CommitWindow)); bytes.Compare(recent[:], from[:]) < 0 {
+		if recent := outbox.IDFloor(now.Add(-outbox.CommitWindow)); bytes.Compare(recent[:], from[:]) < 0 {
 			from = recent
 		}
 		probes := map[string]uuid.UUID{svc: from}
