@@ -533,6 +533,7 @@ type frontier struct {
 	mu       sync.Mutex
 	oldest   uuid.UUID // the oldest pending row found, or, none pending, the floor of the search's commit window
 	searched time.Time // when oldest was found (or the relay started)
+	writing  time.Time // when the oldest transaction writing at that search began (OldestWriterStart)
 }
 
 // startFrontier is a new relay's frontier: as if a search when it started had found
@@ -542,18 +543,25 @@ type frontier struct {
 // statement timeout on every try until the snapshot ended. Rows pending from before are
 // found by the first batch's one look from the start (runOnce) or by the sweep.
 func startFrontier(now time.Time) frontier {
-	return frontier{oldest: IDFloor(now.Add(-CommitWindow)), searched: now}
+	return frontier{oldest: IDFloor(now.Add(-CommitWindow)), searched: now, writing: now}
 }
 
 // from is where the next claim, or search, starts: the oldest pending row found, or the
-// smallest id made within CommitWindow before that search, whichever is older. A row
-// that committed after the search has an id from then on, however long ago the search
-// was (a broker outage stops the claims, and the searches with them).
+// smallest id made within CommitWindow before that search or before the oldest
+// transaction then writing began, whichever is oldest. A row that committed after the
+// search has an id from then on, however long ago the search was (a broker outage stops
+// the claims, and the searches with them), unless a transaction open at the search made
+// it earlier: one held open past CommitWindow (a slow commit) would otherwise commit
+// rows behind the frontier, which only the sweep finds, and a held snapshot slows the
+// sweep to one look every few seconds.
 func (f *frontier) from() uuid.UUID {
-	if recent := IDFloor(f.searched.Add(-CommitWindow)); bytes.Compare(recent[:], f.oldest[:]) < 0 {
-		return recent
+	from := f.oldest
+	for _, t := range []time.Time{f.searched, f.writing} {
+		if recent := IDFloor(t.Add(-CommitWindow)); bytes.Compare(recent[:], from[:]) < 0 {
+			from = recent
+		}
 	}
-	return f.oldest
+	return from
 }
 
 // claimFrom returns the id the next claim starts at (frontier.from), after searching the
@@ -567,6 +575,10 @@ func (r *Relay) claimFrom(ctx context.Context, now time.Time) uuid.UUID {
 	if now.Sub(f.searched) < frontierRefresh {
 		return f.from()
 	}
+	writing, err := r.q.OldestWriterStart(ctx)
+	if err != nil {
+		return f.from()
+	}
 	oldest, err := r.q.OldestPending(ctx, f.from())
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -574,7 +586,10 @@ func (r *Relay) claimFrom(ctx context.Context, now time.Time) uuid.UUID {
 	case err != nil:
 		return f.from()
 	}
-	f.oldest, f.searched = oldest, now
+	if writing.After(now) {
+		writing = now // the server's clock ahead of the relay's
+	}
+	f.oldest, f.searched, f.writing = oldest, now, writing
 	return f.from()
 }
 

@@ -167,3 +167,15 @@ SELECT id, event_type, sequence, state, attempts, traceparent, created_at, publi
 FROM outbox
 WHERE aggregate_type = $1 AND aggregate_id = $2
 ORDER BY sequence;
+
+-- name: OldestWriterStart :one
+-- When the oldest transaction in this database that has written something (it holds a
+-- transaction id) began, other than this session's; now when none is open. Rows it
+-- commits carry ids made after that, however long it lasts: the relay's claim starts no
+-- later, so that a row committed long after its id was made waits for no sweep. A
+-- session that only reads (a report's long snapshot) holds no transaction id. Sessions of
+-- other roles show no transaction here, and the service's writers share its role.
+SELECT coalesce(min(a.xact_start), now())::timestamptz AS started
+FROM pg_stat_get_activity(NULL) a
+WHERE a.datid = (SELECT s.datid FROM pg_stat_get_activity(pg_backend_pid()) s)
+  AND a.backend_xid IS NOT NULL AND a.pid <> pg_backend_pid();
