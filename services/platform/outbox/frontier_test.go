@@ -242,16 +242,12 @@ func TestARowReplayedBehindTheFrontierIsPublishedWithinTheBound(t *testing.T) {
 	})
 }
 
-// A row whose transaction commits 12 s after its id was made (a writer paused mid
-// transaction: a GC pause, a frozen process), longer than the claim's commit window
-// (10 s) behind a frontier that has moved past it, is published within the liveness
-// bound (2 s) of its commit: the sweep finds it.
-func TestARowThatCommitsLongAfterItsIDWasMadeIsPublishedWithinTheBound(t *testing.T) {
-	t.Parallel() // it waits 12 s, as does the outage's test
-	pool, amqpURL, tel := setup(t)
+// beginLateWrite writes one outbox row in a transaction it leaves open (rolled back when
+// the test ends, unless committed): a writer paused mid transaction. It returns the
+// transaction and the row's id.
+func beginLateWrite(t *testing.T, pool *pgxpool.Pool) (pgx.Tx, string) {
+	t.Helper()
 	ctx := context.Background()
-	runRelay(t, newRelay(t, pool, amqpURL, tel, outbox.Config{ID: "late"}))
-
 	late, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -262,6 +258,20 @@ func TestARowThatCommitsLongAfterItsIDWasMadeIsPublishedWithinTheBound(t *testin
 	if err != nil {
 		t.Fatal(err)
 	}
+	return late, env.ID
+}
+
+// A row whose transaction commits 12 s after its id was made (a writer paused mid
+// transaction: a GC pause, a frozen process), longer than the claim's commit window
+// (10 s) behind a frontier that has moved past it, is published within the liveness
+// bound (2 s) of its commit: the sweep finds it.
+func TestARowThatCommitsLongAfterItsIDWasMadeIsPublishedWithinTheBound(t *testing.T) {
+	t.Parallel() // it waits 12 s, as does the outage's test
+	pool, amqpURL, tel := setup(t)
+	ctx := context.Background()
+	runRelay(t, newRelay(t, pool, amqpURL, tel, outbox.Config{ID: "late"}))
+
+	late, id := beginLateWrite(t, pool)
 	time.Sleep(12 * time.Second) // the late transaction's pause is the fault
 	// A row written and published meanwhile: the relay's frontier has moved past the
 	// late row's id, and so has its commit window.
@@ -273,7 +283,7 @@ func TestARowThatCommitsLongAfterItsIDWasMadeIsPublishedWithinTheBound(t *testin
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 2*time.Second, "the late row published within the bound of its commit", func() bool {
-		return testenv.Count(t, pool, "SELECT count(*) FROM outbox WHERE id = $1 AND state = 'published'", env.ID) == 1
+		return testenv.Count(t, pool, "SELECT count(*) FROM outbox WHERE id = $1 AND state = 'published'", id) == 1
 	})
 }
 
@@ -290,16 +300,7 @@ func TestARowThatCommitsLongAfterItsIDWasMadeIsClaimedWithoutTheSweep(t *testing
 	if _, err := relay.RunOnce(ctx); err != nil { // its one look from the start
 		t.Fatal(err)
 	}
-	late, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = late.Rollback(context.Background()) })
-	env, err := outbox.Write(ctx, late, outbox.Event{Source: "bookstore/test", Type: testenv.ExampleType,
-		AggregateType: "order", AggregateID: "late", Sequence: 1, Data: map[string]int{"n": 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	late, id := beginLateWrite(t, pool)
 	// The relay claims on while the writer pauses, its frontier searched every second.
 	for paused := time.Now(); time.Since(paused) < outbox.CommitWindow+2*time.Second; time.Sleep(200 * time.Millisecond) {
 		if _, err := relay.RunOnce(ctx); err != nil {
@@ -313,7 +314,7 @@ func TestARowThatCommitsLongAfterItsIDWasMadeIsClaimedWithoutTheSweep(t *testing
 		if _, err := relay.RunOnce(ctx); err != nil {
 			t.Fatal(err)
 		}
-		return testenv.Count(t, pool, "SELECT count(*) FROM outbox WHERE id = $1 AND state = 'published'", env.ID) == 1
+		return testenv.Count(t, pool, "SELECT count(*) FROM outbox WHERE id = $1 AND state = 'published'", id) == 1
 	})
 }
 
