@@ -503,7 +503,8 @@ func (r *Relay) runOnce(ctx context.Context) (int, error) {
 // CommitWindow is how long after its id was made a row may still commit: a claim also
 // covers the ids made that recently before the frontier's last search. Ids come from the
 // writers' clocks, so it also absorbs their skew from the relay's. A row that commits
-// later still is found by the next sweep.
+// later still is covered while its transaction is open (frontier.from), or found by the
+// next sweep.
 const CommitWindow = 10 * time.Second
 
 // frontierRefresh is how often the frontier is searched again from where it stood; the
@@ -511,8 +512,9 @@ const CommitWindow = 10 * time.Second
 const frontierRefresh = time.Second
 
 // sweepEvery is how often a running relay looks for the oldest pending row from the
-// start of the table, for a row no search from the frontier can find: one that
-// committed more than CommitWindow after its id was made. It looks less often when a
+// start of the table, for a row no search from the frontier can find: one made pending
+// again (a replay), or committed more than CommitWindow after its id was made by a
+// transaction no search saw open (another role's). It looks less often when a
 // sweep is slow (a held snapshot: see sweep): sweepShare is the most of the time the
 // sweeps may take.
 const (
