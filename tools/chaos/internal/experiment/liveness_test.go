@@ -77,9 +77,6 @@ func medianSample(t *testing.T, pool *pgxpool.Pool, front *sampleFrontier) time.
 // the Postgres the run measures. Between its paced looks from the start, a sample starts
 // at the frontier, and costs no more after rows passed than before.
 func TestALivenessSampleUnderAHeldSnapshotCostsNoMoreAfterRowsPassed(t *testing.T) {
-	if testing.Short() {
-		t.Skip("writes 200,000 rows")
-	}
 	pool := outboxDatabase(t)
 	snapshot, err := pgx.ConnectConfig(t.Context(), pool.Config().ConnConfig.Copy())
 	if err != nil {
