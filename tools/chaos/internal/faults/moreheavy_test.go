@@ -122,35 +122,6 @@ func TestQueueFullComparesOnlyTypesItsQueueNeitherRefusesNorHoldsUp(t *testing.T
 	}
 }
 
-// The rate check fails below 80% of the rate before, passes at or above it, and
-// compares nothing on too few events.
-func TestQueueFullRateCheckFailsBelowEightyPercent(t *testing.T) {
-	for _, tc := range []struct {
-		before, during int
-		checked, fails bool
-	}{
-		{100, 79, true, true},
-		{100, 80, true, false},
-		{100, 130, true, false},
-		{100, 0, true, true},
-		{queueFullMinEvents - 1, 0, false, false},
-	} {
-		r := rateRatio(tc.before, tc.during)
-		c := withRate(check.FaultCheck{Checked: true, Drain: time.Second}, r)
-		if r.checked != tc.checked || (c.Violation == check.QueueFullStarved) != tc.fails {
-			t.Errorf("%d before, %d during: checked %v, violation %q", tc.before, tc.during, r.checked, c.Violation)
-		}
-		if !strings.Contains(c.Detail, "rate") {
-			t.Errorf("detail %q does not report the rate", c.Detail)
-		}
-	}
-	// A worse violation found first is kept.
-	c := withRate(check.FaultCheck{Checked: true, Violation: check.QueueFullLost, Detail: "dead"}, rateRatio(100, 10))
-	if c.Violation != check.QueueFullLost {
-		t.Errorf("violation %q, want %q kept", c.Violation, check.QueueFullLost)
-	}
-}
-
 // session_killed reads the processes' request lines: a 500 counts, a 503 does not.
 func TestSessionKilledTakesA500FromTheRequestLog(t *testing.T) {
 	line := `{"time":"2026-12-04T22:24:26Z","level":"ERROR","msg":"http request","service":"ordering","method":"POST","path":"/orders","status":500,"duration_ms":4}`
