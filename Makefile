@@ -114,7 +114,7 @@ race-cluster: services
 
 .PHONY: bench
 bench: services ## benchmarks, each reported as a ratio to a baseline measured in the same run (docs/performance.md)
-	go test -p 1 -count=1 -run '^$$' -bench . -benchmem -timeout 30m $(PKGS)
+	go test -p 1 -count=1 -run '^$$' -bench . -skip '^BenchmarkSystemWithAWeekOfHistory$$' -benchmem -timeout 30m $(PKGS)
 
 # make bench-compare BASE=<commit> [RUNS=2]: the system benchmark at BASE and at this tree,
 # alternating, and each figure as this tree's over BASE's.
