@@ -373,10 +373,10 @@ func (h *history) fill(r *historyRuns) time.Duration {
 		t.filled = time.Now()
 	}
 	// The books' reserved counts take the history's reservations, as each reservation
-	// did.
-	exec("inventory", "books", `UPDATE books b SET reserved = b.reserved + r.quantity
+	// did (in the one live level of each book).
+	exec("inventory", "stock_levels", `UPDATE stock_levels l SET reserved = l.reserved + r.quantity
 		FROM (SELECT book_id, sum(quantity) AS quantity FROM reservations WHERE order_id < $1 GROUP BY book_id) r
-		WHERE b.id = r.book_id`, h.since)
+		WHERE l.book_id = r.book_id`, h.since)
 	return time.Since(start)
 }
 

@@ -195,7 +195,7 @@ func changes(t *testing.T, s *system) state {
 		orders: one("ordering", "SELECT count(*) FROM orders"),
 		keys:   one("ordering", "SELECT count(*) FROM idempotency_keys"),
 		books:  one("inventory", "SELECT count(*) FROM books"),
-		stock:  one("inventory", "SELECT coalesce(sum(on_hand * 7 + length(title)), 0) FROM books"),
+		stock:  one("inventory", "SELECT coalesce(sum(on_hand * 7 + length(title)), 0) FROM book_stock"),
 		emails: one("emailprovider", "SELECT count(*) FROM emails"),
 	}
 }

@@ -1,7 +1,7 @@
 -- name: ListBooks :many
 -- One page of the catalogue in id order: the books after the cursor (all, without one),
 -- at most max_rows of them. Keyset, not OFFSET: a deep page costs what the first does.
-SELECT * FROM books
+SELECT * FROM book_stock
 WHERE sqlc.narg(after)::uuid IS NULL OR id > sqlc.narg(after)::uuid
 ORDER BY id
 LIMIT sqlc.arg(max_rows);
@@ -19,36 +19,86 @@ SELECT CASE WHEN EXISTS (SELECT 1 FROM books b WHERE b.id = sqlc.arg(id)::uuid) 
             ELSE (SELECT count(*) FROM books c) END::bigint AS books;
 
 -- name: GetBook :one
-SELECT * FROM books WHERE id = $1;
+SELECT * FROM book_stock WHERE id = $1;
 
 -- name: UpsertBook :one
--- PUT /books/{id}: absolute values, so applying it twice is applying it once. The WHERE
--- keeps a book that has more copies reserved than the new on_hand unchanged (no row comes
--- back) instead of breaking the promise made to those orders. created is true when the
--- row was inserted: only a new row has xmax 0.
-INSERT INTO books (id, title, on_hand)
-VALUES ($1, $2, $3)
+-- PUT /books/{id}, the catalogue's half: the title, absolute, so applying it twice is
+-- applying it once. created is true when the row was inserted: only a new row has xmax 0.
+-- An existing book's row stays locked to the commit, as LockBooks locks it, so the stock
+-- SetOnHand reads next is the stock no reservation can change before it commits.
+INSERT INTO books (id, title)
+VALUES ($1, $2)
 ON CONFLICT (id) DO UPDATE
-SET title = EXCLUDED.title, on_hand = EXCLUDED.on_hand, updated_at = now()
-WHERE books.reserved <= EXCLUDED.on_hand
-RETURNING id, title, on_hand, reserved, updated_at, (xmax = 0)::bool AS created;
+SET title = EXCLUDED.title, updated_at = now()
+RETURNING id, title, (xmax = 0)::bool AS created;
+
+-- name: SetOnHand :one
+-- PUT /books/{id}, the stock's half: the book's next level, with the new on_hand and the
+-- copies reserved so far (none for a new book). No row comes back, and nothing changes,
+-- when more copies are reserved than the new on_hand: those orders were promised their
+-- books. The newest level is read by its key backwards (docs on stock_levels), and the
+-- one replaced is deleted by its whole key: neither walks the versions a snapshot keeps.
+WITH newest AS (
+    SELECT version, reserved FROM stock_levels
+    WHERE book_id = sqlc.arg(id)
+    ORDER BY version DESC
+    LIMIT 1
+), replaced AS (
+    DELETE FROM stock_levels l USING newest n
+    WHERE l.book_id = sqlc.arg(id) AND l.version = n.version AND n.reserved <= sqlc.arg(on_hand)::int
+)
+INSERT INTO stock_levels (book_id, version, on_hand, reserved)
+SELECT sqlc.arg(id), coalesce(max(version), 0) + 1, sqlc.arg(on_hand)::int, coalesce(max(reserved), 0)
+FROM newest
+HAVING coalesce(max(reserved), 0) <= sqlc.arg(on_hand)::int
+RETURNING on_hand, reserved;
 
 -- name: LockBooks :many
 -- The row locks of one order, taken in one fixed order (book id ascending). Two orders
 -- that share books lock them in the same order, so one waits for the other instead of
 -- each holding a book the other needs: no deadlock, whatever the order of their lines.
-SELECT id, on_hand, reserved
+-- The lock is on the catalogue's row, which a reservation never changes: only the stock
+-- levels grow versions. Read the stock with StockOf after it, not in the same statement:
+-- a statement that waited for a lock still sees what its snapshot saw before the wait.
+SELECT id
 FROM books
 WHERE id = ANY(sqlc.arg(ids)::uuid[])
 ORDER BY id
 FOR UPDATE;
 
+-- name: StockOf :many
+-- The newest level of each book, read after LockBooks: what is on hand and reserved.
+SELECT l.book_id::uuid AS id, s.on_hand, s.reserved
+FROM unnest(sqlc.arg(ids)::uuid[]) AS l(book_id)
+CROSS JOIN LATERAL (
+    SELECT on_hand, reserved FROM stock_levels
+    WHERE book_id = l.book_id
+    ORDER BY version DESC
+    LIMIT 1
+) s;
+
 -- name: AddReserved :execrows
--- Called with the rows already locked by LockBooks and the lines checked against them.
-UPDATE books
-SET reserved = books.reserved + l.quantity, updated_at = now()
-FROM (SELECT unnest(sqlc.arg(ids)::uuid[]) AS book_id, unnest(sqlc.arg(quantities)::int[]) AS quantity) AS l
-WHERE books.id = l.book_id;
+-- Each book's next level, its reserved count moved by the book's quantity (negative to
+-- give copies back), appended with the level it replaces deleted. Called with the books
+-- locked by LockBooks and the lines checked against StockOf; the CHECKs of stock_levels
+-- refuse a count below zero or above on_hand whatever the caller checked.
+WITH change AS (
+    SELECT unnest(sqlc.arg(ids)::uuid[]) AS book_id, unnest(sqlc.arg(quantities)::int[]) AS quantity
+), newest AS (
+    SELECT c.book_id, c.quantity, s.version, s.on_hand, s.reserved
+    FROM change c
+    CROSS JOIN LATERAL (
+        SELECT version, on_hand, reserved FROM stock_levels
+        WHERE book_id = c.book_id
+        ORDER BY version DESC
+        LIMIT 1
+    ) s
+), replaced AS (
+    DELETE FROM stock_levels l USING newest n
+    WHERE l.book_id = n.book_id AND l.version = n.version
+)
+INSERT INTO stock_levels (book_id, version, on_hand, reserved)
+SELECT book_id, version + 1, on_hand, reserved + quantity FROM newest;
 
 -- name: InsertReservations :execrows
 -- All lines of an order or, when the order was reserved before, none: DO NOTHING turns a

@@ -14,13 +14,6 @@ RETURNING outcome, (xmax = 0)::bool AS first_event;
 
 -- name: DeleteReservations :many
 -- Releases the order's reservations: the rows go, and the caller takes their quantities
--- off books.reserved.
+-- off the books' reserved counts (AddReserved, negated).
 DELETE FROM reservations WHERE order_id = $1
 RETURNING book_id, quantity;
-
--- name: SubtractReserved :execrows
--- Called with the rows already locked by LockBooks.
-UPDATE books
-SET reserved = books.reserved - l.quantity, updated_at = now()
-FROM (SELECT unnest(sqlc.arg(ids)::uuid[]) AS book_id, unnest(sqlc.arg(quantities)::int[]) AS quantity) AS l
-WHERE books.id = l.book_id;

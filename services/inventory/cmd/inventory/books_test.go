@@ -91,7 +91,7 @@ func TestBooksAPIFollowsTheContracts(t *testing.T) {
 	t.Run("PUT below reserved is 422 naming on_hand", func(t *testing.T) {
 		db := testenv.Pool(t, e.databaseURL)
 		hyperion := "018f2b1e-0000-7000-8000-000000000005"
-		if _, err := db.Exec(context.Background(), "UPDATE books SET reserved = 3 WHERE id = $1", hyperion); err != nil {
+		if _, err := db.Exec(context.Background(), "UPDATE stock_levels SET reserved = 3 WHERE book_id = $1", hyperion); err != nil {
 			t.Fatal(err)
 		}
 		resp, body := request(t, http.MethodPut, base+"/books/"+hyperion, `{"title": "Hyperion", "on_hand": 2}`)
@@ -99,7 +99,7 @@ func TestBooksAPIFollowsTheContracts(t *testing.T) {
 		if len(p.Errors) != 1 || p.Errors[0].Field != "on_hand" || !strings.Contains(p.Detail, "3 copies reserved") {
 			t.Errorf("problem = %+v, want on_hand named with the reserved count", p)
 		}
-		if n := testenv.Count(t, db, "SELECT on_hand FROM books WHERE id = $1", hyperion); n != 3 {
+		if n := testenv.Count(t, db, "SELECT on_hand FROM book_stock WHERE id = $1", hyperion); n != 3 {
 			t.Errorf("on_hand = %d after a refused PUT, want 3 (unchanged)", n)
 		}
 		resp, body = request(t, http.MethodPut, base+"/books/"+hyperion, `{"title": "Hyperion", "on_hand": 3}`)

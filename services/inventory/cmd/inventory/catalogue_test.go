@@ -28,7 +28,8 @@ func addBooks(t *testing.T, databaseURL string, n int) {
 	t.Helper()
 	db := testenv.Pool(t, databaseURL)
 	if _, err := db.Exec(context.Background(),
-		"INSERT INTO books (id, title, on_hand) SELECT gen_random_uuid(), 'Book ' || i, 1 FROM generate_series(1, $1) AS i", n); err != nil {
+		`WITH b AS (INSERT INTO books (id, title) SELECT gen_random_uuid(), 'Book ' || i FROM generate_series(1, $1) AS i RETURNING id)
+		 INSERT INTO stock_levels (book_id, version, on_hand, reserved) SELECT id, 1, 1, 0 FROM b`, n); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -131,7 +132,7 @@ func TestPUTBooksIsForbiddenUnlessINVENTORY_ADMINIs1AndChangesNothing(t *testing
 	e := newEnv(t)
 	base := startInProcess(t, e) // INVENTORY_ADMIN unset: 0
 	db := testenv.Pool(t, e.databaseURL)
-	before := testenv.Count(t, db, "SELECT on_hand FROM books WHERE id = $1", dune)
+	before := testenv.Count(t, db, "SELECT on_hand FROM book_stock WHERE id = $1", dune)
 
 	newID := uuid.NewString()
 	for _, id := range []string{newID, dune.String()} {
@@ -144,7 +145,7 @@ func TestPUTBooksIsForbiddenUnlessINVENTORY_ADMINIs1AndChangesNothing(t *testing
 	if n := testenv.Count(t, db, "SELECT count(*) FROM books WHERE id = $1", newID); n != 0 {
 		t.Error("a refused PUT created a book")
 	}
-	if n := testenv.Count(t, db, "SELECT on_hand FROM books WHERE id = $1 AND title = 'Dune'", dune); n != before {
+	if n := testenv.Count(t, db, "SELECT on_hand FROM book_stock WHERE id = $1 AND title = 'Dune'", dune); n != before {
 		t.Errorf("Dune's on_hand is %d after a refused PUT, want %d", n, before)
 	}
 	// Reading is for everyone.

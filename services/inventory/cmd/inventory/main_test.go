@@ -146,7 +146,7 @@ func distinctIDs(msgs []amqp.Delivery) map[string]amqp.Delivery {
 
 func reserved(t *testing.T, db *pgxpool.Pool, book uuid.UUID) int {
 	t.Helper()
-	return testenv.Count(t, db, "SELECT reserved FROM books WHERE id = $1", book)
+	return testenv.Count(t, db, "SELECT reserved FROM book_stock WHERE id = $1", book)
 }
 
 func request(t *testing.T, method, url, body string) (*http.Response, []byte) {

@@ -380,8 +380,8 @@ func (l *Lab) wrongConsumer(opts wrongways.Options) (*wrongways.Consumer, error)
 func (l *Lab) reset(ctx context.Context) error {
 	_, err := l.Pool.Exec(ctx, `
 		TRUNCATE inbox, reservations, outbox;
-		UPDATE books SET reserved = 0 WHERE reserved <> 0;
-		UPDATE books SET on_hand = 10 WHERE id = '`+Dune.String()+`'`)
+		UPDATE stock_levels SET reserved = 0 WHERE reserved <> 0;
+		UPDATE stock_levels SET on_hand = 10 WHERE book_id = '`+Dune.String()+`'`)
 	if err != nil {
 		return fmt.Errorf("reset: %w", err)
 	}
@@ -390,7 +390,7 @@ func (l *Lab) reset(ctx context.Context) error {
 
 func (l *Lab) duneReserved(ctx context.Context) (int, error) {
 	var n int
-	if err := l.Pool.QueryRow(ctx, "SELECT reserved FROM books WHERE id = $1", Dune).Scan(&n); err != nil {
+	if err := l.Pool.QueryRow(ctx, "SELECT reserved FROM book_stock WHERE id = $1", Dune).Scan(&n); err != nil {
 		return 0, fmt.Errorf("read Dune: %w", err)
 	}
 	return n, nil

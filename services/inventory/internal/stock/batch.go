@@ -79,11 +79,10 @@ func (s *Service) HandleOrderEvents(ctx context.Context, msgs []inbox.Message) (
 // copies left by the orders before it.
 func reserveAll(ctx context.Context, tx pgx.Tx, orders []orderevent.Order, causes []trace.SpanContext) ([]decision, error) {
 	q := store.New(tx)
-	books, err := q.LockBooks(ctx, bookIDs(orders))
+	free, err := lockStock(ctx, q, bookIDs(orders))
 	if err != nil {
-		return nil, fmt.Errorf("lock books: %w", err)
+		return nil, err
 	}
-	free := availableOf(books)
 
 	decisions := make([]decision, len(orders))
 	events := make([]outbox.Event, len(orders))

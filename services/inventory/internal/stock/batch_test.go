@@ -73,7 +73,7 @@ func writtenIn(t testing.TB, pool *pgxpool.Pool) written {
 		answers:      testenv.Count(t, pool, "SELECT count(*) FROM order_answers"),
 		reserved:     map[uuid.UUID]int{},
 	}
-	rows, err := pool.Query(context.Background(), "SELECT id, reserved FROM books")
+	rows, err := pool.Query(context.Background(), "SELECT id, reserved FROM book_stock")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestBatchDecidesAsTheSameOrdersOneAfterAnotherWould(t *testing.T) {
 	}
 
 	for _, q := range []string{
-		"SELECT id::text, reserved FROM books ORDER BY id",
+		"SELECT id::text, reserved FROM book_stock ORDER BY id",
 		"SELECT order_id::text, book_id::text, quantity FROM reservations ORDER BY order_id, book_id",
 		"SELECT order_id::text, outcome FROM order_answers ORDER BY order_id",
 		"SELECT aggregate_type, aggregate_id, sequence, event_type, schema_version, envelope::json->>'data' FROM outbox ORDER BY aggregate_id",
@@ -539,13 +539,13 @@ func TestBatchedConsumerReservesEachOrderOnceWhenEveryMessageArrivesTwice(t *tes
 	// Never oversold: reserved is what the reservations add up to, and within on_hand.
 	for _, r := range rowsOf(t, pool, `
 		SELECT b.title, b.on_hand, b.reserved, coalesce(sum(r.quantity), 0)
-		FROM books b LEFT JOIN reservations r ON r.book_id = b.id
-		GROUP BY b.id HAVING b.reserved <> coalesce(sum(r.quantity), 0) OR b.reserved > b.on_hand`) {
+		FROM book_stock b LEFT JOIN reservations r ON r.book_id = b.id
+		GROUP BY b.id, b.title, b.on_hand, b.reserved HAVING b.reserved <> coalesce(sum(r.quantity), 0) OR b.reserved > b.on_hand`) {
 		t.Errorf("book (title, on hand, reserved, sum of its reservations) = %s", r)
 	}
 	for _, book := range books {
 		var onHand, res int
-		if err := pool.QueryRow(ctx, "SELECT on_hand, reserved FROM books WHERE id = $1", book).Scan(&onHand, &res); err != nil {
+		if err := pool.QueryRow(ctx, "SELECT on_hand, reserved FROM book_stock WHERE id = $1", book).Scan(&onHand, &res); err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("book %s: %d of %d reserved", book, res, onHand)

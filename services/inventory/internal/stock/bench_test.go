@@ -33,7 +33,7 @@ func BenchmarkConsumerAgainstBareAck(b *testing.B) {
 	pool := database(b, concurrency+4)
 	amqpURL := testenv.VHost(b)
 	// Enough copies that every order is reserved: the benchmark measures the full work.
-	if _, err := pool.Exec(ctx, "UPDATE books SET on_hand = 1000000000"); err != nil {
+	if _, err := pool.Exec(ctx, "UPDATE stock_levels SET on_hand = 1000000000"); err != nil {
 		b.Fatal(err)
 	}
 	tel, err := telemetry.Setup(ctx, telemetry.Options{Service: "inventory-bench", LogLevel: "error", Stdout: io.Discard})

@@ -111,10 +111,14 @@ func (s *Service) PutBook(ctx context.Context, id uuid.UUID, req PutBookRequest)
 		if n >= int64(s.maxBooks) {
 			return &CatalogueFullError{Max: s.maxBooks}
 		}
-		row, err := q.UpsertBook(ctx, store.UpsertBookParams{ID: id, Title: *req.Title, OnHand: int32(*req.OnHand)})
+		row, err := q.UpsertBook(ctx, store.UpsertBookParams{ID: id, Title: *req.Title})
+		if err != nil {
+			return err
+		}
+		level, err := q.SetOnHand(ctx, store.SetOnHandParams{ID: id, OnHand: int32(*req.OnHand)})
 		if errors.Is(err, pgx.ErrNoRows) {
-			// The book exists and the WHERE of the upsert kept it: too many copies reserved.
-			// Read it for the message; a reservation committed since only makes it truer.
+			// Too many copies reserved for the new on_hand: the transaction rolls back, the
+			// title with it. Read the count for the message under the book's lock.
 			current, err := q.GetBook(ctx, id)
 			if err != nil {
 				return err
@@ -124,7 +128,7 @@ func (s *Service) PutBook(ctx context.Context, id uuid.UUID, req PutBookRequest)
 		if err != nil {
 			return err
 		}
-		book, created = bookOf(row.ID, row.Title, row.OnHand, row.Reserved), row.Created
+		book, created = bookOf(row.ID, row.Title, level.OnHand, level.Reserved), row.Created
 		return nil
 	})
 	var below *BelowReservedError

@@ -114,8 +114,8 @@ func cancel(ctx context.Context, tx pgx.Tx, c orderevent.Cancellation) (release,
 	return r, err
 }
 
-// giveBack deletes the order's reservations and takes their copies off books.reserved,
-// the books locked in id order as lockAndDecide locks them.
+// giveBack deletes the order's reservations and takes their copies off the books' reserved
+// counts, the books locked in id order as lockAndDecide locks them.
 func giveBack(ctx context.Context, q *store.Queries, orderID uuid.UUID) ([]contracts.Line, error) {
 	rows, err := q.DeleteReservations(ctx, orderID)
 	if err != nil {
@@ -128,14 +128,14 @@ func giveBack(ctx context.Context, q *store.Queries, orderID uuid.UUID) ([]contr
 	slices.SortFunc(rows, func(a, b store.DeleteReservationsRow) int { return bytes.Compare(a.BookID[:], b.BookID[:]) })
 	ids, quantities := make([]uuid.UUID, len(rows)), make([]int32, len(rows))
 	for i, l := range rows {
-		ids[i], quantities[i] = l.BookID, l.Quantity
+		ids[i], quantities[i] = l.BookID, -l.Quantity // given back
 		lines = append(lines, contracts.Line{BookID: l.BookID, Quantity: int(l.Quantity)})
 	}
 	if _, err := q.LockBooks(ctx, ids); err != nil {
 		return nil, fmt.Errorf("lock books: %w", err)
 	}
-	if n, err := q.SubtractReserved(ctx, store.SubtractReservedParams{Ids: ids, Quantities: quantities}); err != nil {
-		return nil, fmt.Errorf("subtract reserved: %w", err)
+	if n, err := q.AddReserved(ctx, store.AddReservedParams{Ids: ids, Quantities: quantities}); err != nil {
+		return nil, fmt.Errorf("give back reserved: %w", err)
 	} else if n != int64(len(ids)) {
 		return nil, fmt.Errorf("order %s: released %d of %d books", orderID, n, len(ids))
 	}

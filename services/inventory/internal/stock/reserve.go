@@ -135,11 +135,29 @@ func (d decision) Outcome() string {
 func lockAndDecide(ctx context.Context, tx pgx.Tx, o orderevent.Order) (decision, error) {
 	lines := byBook(o.Lines)
 	ids, _ := columns(lines)
-	books, err := store.New(tx).LockBooks(ctx, ids)
+	free, err := lockStock(ctx, store.New(tx), ids)
 	if err != nil {
-		return decision{}, fmt.Errorf("lock books: %w", err)
+		return decision{}, err
 	}
-	return decide(lines, availableOf(books)), nil
+	return decide(lines, free), nil
+}
+
+// lockStock locks the books (LockBooks) and then reads how many copies of each are free to
+// reserve. Two statements, in this order: the second's snapshot is taken once the locks
+// are held, so it sees the stock the last holder committed.
+func lockStock(ctx context.Context, q *store.Queries, ids []uuid.UUID) (map[uuid.UUID]int, error) {
+	if _, err := q.LockBooks(ctx, ids); err != nil {
+		return nil, fmt.Errorf("lock books: %w", err)
+	}
+	stock, err := q.StockOf(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("read stock: %w", err)
+	}
+	free := make(map[uuid.UUID]int, len(stock))
+	for _, b := range stock {
+		free[b.ID] = int(b.OnHand - b.Reserved)
+	}
+	return free, nil
 }
 
 // recordAnswer writes the order's row in order_answers. An existing row means the order
@@ -211,15 +229,6 @@ func columns(lines []contracts.Line) ([]uuid.UUID, []int32) {
 		ids[i], quantities[i] = l.BookID, int32(l.Quantity)
 	}
 	return ids, quantities
-}
-
-// availableOf is how many copies of each locked book are free to reserve.
-func availableOf(books []store.LockBooksRow) map[uuid.UUID]int {
-	free := make(map[uuid.UUID]int, len(books))
-	for _, b := range books {
-		free[b.ID] = int(b.OnHand - b.Reserved)
-	}
-	return free
 }
 
 // decide answers an order from the free copies of its books. The first line, in book id

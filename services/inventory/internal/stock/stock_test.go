@@ -70,7 +70,7 @@ func orderPlaced(t testing.TB, lines ...contracts.Line) event.Envelope {
 func reserved(t testing.TB, pool *pgxpool.Pool, book uuid.UUID) int {
 	t.Helper()
 	var n int
-	if err := pool.QueryRow(context.Background(), "SELECT reserved FROM books WHERE id = $1", book).Scan(&n); err != nil {
+	if err := pool.QueryRow(context.Background(), "SELECT reserved FROM book_stock WHERE id = $1", book).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n

@@ -7,16 +7,28 @@ package store
 
 import (
 	"context"
-	"time"
 
 	"github.com/google/uuid"
 )
 
 const addReserved = `-- name: AddReserved :execrows
-UPDATE books
-SET reserved = books.reserved + l.quantity, updated_at = now()
-FROM (SELECT unnest($1::uuid[]) AS book_id, unnest($2::int[]) AS quantity) AS l
-WHERE books.id = l.book_id
+WITH change AS (
+    SELECT unnest($1::uuid[]) AS book_id, unnest($2::int[]) AS quantity
+), newest AS (
+    SELECT c.book_id, c.quantity, s.version, s.on_hand, s.reserved
+    FROM change c
+    CROSS JOIN LATERAL (
+        SELECT version, on_hand, reserved FROM stock_levels
+        WHERE book_id = c.book_id
+        ORDER BY version DESC
+        LIMIT 1
+    ) s
+), replaced AS (
+    DELETE FROM stock_levels l USING newest n
+    WHERE l.book_id = n.book_id AND l.version = n.version
+)
+INSERT INTO stock_levels (book_id, version, on_hand, reserved)
+SELECT book_id, version + 1, on_hand, reserved + quantity FROM newest
 `
 
 type AddReservedParams struct {
@@ -24,7 +36,10 @@ type AddReservedParams struct {
 	Quantities []int32
 }
 
-// Called with the rows already locked by LockBooks and the lines checked against them.
+// Each book's next level, its reserved count moved by the book's quantity (negative to
+// give copies back), appended with the level it replaces deleted. Called with the books
+// locked by LockBooks and the lines checked against StockOf; the CHECKs of stock_levels
+// refuse a count below zero or above on_hand whatever the caller checked.
 func (q *Queries) AddReserved(ctx context.Context, arg AddReservedParams) (int64, error) {
 	result, err := q.db.Exec(ctx, addReserved, arg.Ids, arg.Quantities)
 	if err != nil {
@@ -48,18 +63,17 @@ func (q *Queries) BooksIfNew(ctx context.Context, id uuid.UUID) (int64, error) {
 }
 
 const getBook = `-- name: GetBook :one
-SELECT id, title, on_hand, reserved, updated_at FROM books WHERE id = $1
+SELECT id, title, on_hand, reserved FROM book_stock WHERE id = $1
 `
 
-func (q *Queries) GetBook(ctx context.Context, id uuid.UUID) (Book, error) {
+func (q *Queries) GetBook(ctx context.Context, id uuid.UUID) (BookStock, error) {
 	row := q.db.QueryRow(ctx, getBook, id)
-	var i Book
+	var i BookStock
 	err := row.Scan(
 		&i.ID,
 		&i.Title,
 		&i.OnHand,
 		&i.Reserved,
-		&i.UpdatedAt,
 	)
 	return i, err
 }
@@ -108,7 +122,7 @@ func (q *Queries) InsertReservationsOfOrders(ctx context.Context, arg InsertRese
 }
 
 const listBooks = `-- name: ListBooks :many
-SELECT id, title, on_hand, reserved, updated_at FROM books
+SELECT id, title, on_hand, reserved FROM book_stock
 WHERE $1::uuid IS NULL OR id > $1::uuid
 ORDER BY id
 LIMIT $2
@@ -121,21 +135,20 @@ type ListBooksParams struct {
 
 // One page of the catalogue in id order: the books after the cursor (all, without one),
 // at most max_rows of them. Keyset, not OFFSET: a deep page costs what the first does.
-func (q *Queries) ListBooks(ctx context.Context, arg ListBooksParams) ([]Book, error) {
+func (q *Queries) ListBooks(ctx context.Context, arg ListBooksParams) ([]BookStock, error) {
 	rows, err := q.db.Query(ctx, listBooks, arg.After, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []Book
+	var items []BookStock
 	for rows.Next() {
-		var i Book
+		var i BookStock
 		if err := rows.Scan(
 			&i.ID,
 			&i.Title,
 			&i.OnHand,
 			&i.Reserved,
-			&i.UpdatedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -177,35 +190,32 @@ func (q *Queries) ListReservations(ctx context.Context, orderID uuid.UUID) ([]Re
 }
 
 const lockBooks = `-- name: LockBooks :many
-SELECT id, on_hand, reserved
+SELECT id
 FROM books
 WHERE id = ANY($1::uuid[])
 ORDER BY id
 FOR UPDATE
 `
 
-type LockBooksRow struct {
-	ID       uuid.UUID
-	OnHand   int32
-	Reserved int32
-}
-
 // The row locks of one order, taken in one fixed order (book id ascending). Two orders
 // that share books lock them in the same order, so one waits for the other instead of
 // each holding a book the other needs: no deadlock, whatever the order of their lines.
-func (q *Queries) LockBooks(ctx context.Context, ids []uuid.UUID) ([]LockBooksRow, error) {
+// The lock is on the catalogue's row, which a reservation never changes: only the stock
+// levels grow versions. Read the stock with StockOf after it, not in the same statement:
+// a statement that waited for a lock still sees what its snapshot saw before the wait.
+func (q *Queries) LockBooks(ctx context.Context, ids []uuid.UUID) ([]uuid.UUID, error) {
 	rows, err := q.db.Query(ctx, lockBooks, ids)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []LockBooksRow
+	var items []uuid.UUID
 	for rows.Next() {
-		var i LockBooksRow
-		if err := rows.Scan(&i.ID, &i.OnHand, &i.Reserved); err != nil {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
 			return nil, err
 		}
-		items = append(items, i)
+		items = append(items, id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -265,44 +275,109 @@ func (q *Queries) RecordAnswers(ctx context.Context, arg RecordAnswersParams) (i
 	return result.RowsAffected(), nil
 }
 
-const upsertBook = `-- name: UpsertBook :one
-INSERT INTO books (id, title, on_hand)
-VALUES ($1, $2, $3)
-ON CONFLICT (id) DO UPDATE
-SET title = EXCLUDED.title, on_hand = EXCLUDED.on_hand, updated_at = now()
-WHERE books.reserved <= EXCLUDED.on_hand
-RETURNING id, title, on_hand, reserved, updated_at, (xmax = 0)::bool AS created
+const setOnHand = `-- name: SetOnHand :one
+WITH newest AS (
+    SELECT version, reserved FROM stock_levels
+    WHERE book_id = $1
+    ORDER BY version DESC
+    LIMIT 1
+), replaced AS (
+    DELETE FROM stock_levels l USING newest n
+    WHERE l.book_id = $1 AND l.version = n.version AND n.reserved <= $2::int
+)
+INSERT INTO stock_levels (book_id, version, on_hand, reserved)
+SELECT $1, coalesce(max(version), 0) + 1, $2::int, coalesce(max(reserved), 0)
+FROM newest
+HAVING coalesce(max(reserved), 0) <= $2::int
+RETURNING on_hand, reserved
 `
 
-type UpsertBookParams struct {
+type SetOnHandParams struct {
 	ID     uuid.UUID
-	Title  string
 	OnHand int32
 }
 
-type UpsertBookRow struct {
-	ID        uuid.UUID
-	Title     string
-	OnHand    int32
-	Reserved  int32
-	UpdatedAt time.Time
-	Created   bool
+type SetOnHandRow struct {
+	OnHand   int32
+	Reserved int32
 }
 
-// PUT /books/{id}: absolute values, so applying it twice is applying it once. The WHERE
-// keeps a book that has more copies reserved than the new on_hand unchanged (no row comes
-// back) instead of breaking the promise made to those orders. created is true when the
-// row was inserted: only a new row has xmax 0.
+// PUT /books/{id}, the stock's half: the book's next level, with the new on_hand and the
+// copies reserved so far (none for a new book). No row comes back, and nothing changes,
+// when more copies are reserved than the new on_hand: those orders were promised their
+// books. The newest level is read by its key backwards (docs on stock_levels), and the
+// one replaced is deleted by its whole key: neither walks the versions a snapshot keeps.
+func (q *Queries) SetOnHand(ctx context.Context, arg SetOnHandParams) (SetOnHandRow, error) {
+	row := q.db.QueryRow(ctx, setOnHand, arg.ID, arg.OnHand)
+	var i SetOnHandRow
+	err := row.Scan(&i.OnHand, &i.Reserved)
+	return i, err
+}
+
+const stockOf = `-- name: StockOf :many
+SELECT l.book_id::uuid AS id, s.on_hand, s.reserved
+FROM unnest($1::uuid[]) AS l(book_id)
+CROSS JOIN LATERAL (
+    SELECT on_hand, reserved FROM stock_levels
+    WHERE book_id = l.book_id
+    ORDER BY version DESC
+    LIMIT 1
+) s
+`
+
+type StockOfRow struct {
+	ID       uuid.UUID
+	OnHand   int32
+	Reserved int32
+}
+
+// The newest level of each book, read after LockBooks: what is on hand and reserved.
+func (q *Queries) StockOf(ctx context.Context, ids []uuid.UUID) ([]StockOfRow, error) {
+	rows, err := q.db.Query(ctx, stockOf, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []StockOfRow
+	for rows.Next() {
+		var i StockOfRow
+		if err := rows.Scan(&i.ID, &i.OnHand, &i.Reserved); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const upsertBook = `-- name: UpsertBook :one
+INSERT INTO books (id, title)
+VALUES ($1, $2)
+ON CONFLICT (id) DO UPDATE
+SET title = EXCLUDED.title, updated_at = now()
+RETURNING id, title, (xmax = 0)::bool AS created
+`
+
+type UpsertBookParams struct {
+	ID    uuid.UUID
+	Title string
+}
+
+type UpsertBookRow struct {
+	ID      uuid.UUID
+	Title   string
+	Created bool
+}
+
+// PUT /books/{id}, the catalogue's half: the title, absolute, so applying it twice is
+// applying it once. created is true when the row was inserted: only a new row has xmax 0.
+// An existing book's row stays locked to the commit, as LockBooks locks it, so the stock
+// SetOnHand reads next is the stock no reservation can change before it commits.
 func (q *Queries) UpsertBook(ctx context.Context, arg UpsertBookParams) (UpsertBookRow, error) {
-	row := q.db.QueryRow(ctx, upsertBook, arg.ID, arg.Title, arg.OnHand)
+	row := q.db.QueryRow(ctx, upsertBook, arg.ID, arg.Title)
 	var i UpsertBookRow
-	err := row.Scan(
-		&i.ID,
-		&i.Title,
-		&i.OnHand,
-		&i.Reserved,
-		&i.UpdatedAt,
-		&i.Created,
-	)
+	err := row.Scan(&i.ID, &i.Title, &i.Created)
 	return i, err
 }

@@ -22,7 +22,7 @@ type DeleteReservationsRow struct {
 }
 
 // Releases the order's reservations: the rows go, and the caller takes their quantities
-// off books.reserved.
+// off the books' reserved counts (AddReserved, negated).
 func (q *Queries) DeleteReservations(ctx context.Context, orderID uuid.UUID) ([]DeleteReservationsRow, error) {
 	rows, err := q.db.Query(ctx, deleteReservations, orderID)
 	if err != nil {
@@ -73,25 +73,4 @@ func (q *Queries) RecordCancellation(ctx context.Context, arg RecordCancellation
 	var i RecordCancellationRow
 	err := row.Scan(&i.Outcome, &i.FirstEvent)
 	return i, err
-}
-
-const subtractReserved = `-- name: SubtractReserved :execrows
-UPDATE books
-SET reserved = books.reserved - l.quantity, updated_at = now()
-FROM (SELECT unnest($1::uuid[]) AS book_id, unnest($2::int[]) AS quantity) AS l
-WHERE books.id = l.book_id
-`
-
-type SubtractReservedParams struct {
-	Ids        []uuid.UUID
-	Quantities []int32
-}
-
-// Called with the rows already locked by LockBooks.
-func (q *Queries) SubtractReserved(ctx context.Context, arg SubtractReservedParams) (int64, error) {
-	result, err := q.db.Exec(ctx, subtractReserved, arg.Ids, arg.Quantities)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
 }

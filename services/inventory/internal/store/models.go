@@ -13,9 +13,14 @@ import (
 type Book struct {
 	ID        uuid.UUID
 	Title     string
-	OnHand    int32
-	Reserved  int32
 	UpdatedAt time.Time
+}
+
+type BookStock struct {
+	ID       uuid.UUID
+	Title    string
+	OnHand   int32
+	Reserved int32
 }
 
 type Inbox struct {
@@ -60,4 +65,12 @@ type Reservation struct {
 	BookID    uuid.UUID
 	Quantity  int32
 	CreatedAt time.Time
+}
+
+type StockLevel struct {
+	BookID    uuid.UUID
+	Version   int64
+	OnHand    int32
+	Reserved  int32
+	ChangedAt time.Time
 }

@@ -14,7 +14,7 @@ import (
 
 // reserveThroughPool is a placement behind the inbox, as stock's, with one write sent the
 // wrong way: the inbox claim and the outcome event go through tx, and the copies are
-// added to books.reserved through c.pool, another connection, whose statement commits
+// added to the books' reserved counts through c.pool, another connection, whose statement commits
 // on its own the moment it runs. Nothing in the code looks wrong: the pool is in scope
 // inside the work, and the query takes either. When the transaction rolls back (the
 // BeforeCommit hook, or a crash before the commit), the claim and the event are gone and

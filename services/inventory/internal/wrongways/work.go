@@ -40,9 +40,13 @@ func lockAndDecide(ctx context.Context, tx pgx.Tx, o orderevent.Order) (answer, 
 	for i, l := range lines {
 		ids[i] = l.BookID
 	}
-	books, err := store.New(tx).LockBooks(ctx, ids)
-	if err != nil {
+	q := store.New(tx)
+	if _, err := q.LockBooks(ctx, ids); err != nil {
 		return answer{}, fmt.Errorf("lock books: %w", err)
+	}
+	books, err := q.StockOf(ctx, ids)
+	if err != nil {
+		return answer{}, fmt.Errorf("read stock: %w", err)
 	}
 	free := make(map[uuid.UUID]int, len(books))
 	for _, b := range books {
@@ -121,14 +125,14 @@ func cancel(ctx context.Context, tx pgx.Tx, cn orderevent.Cancellation) (release
 	slices.SortFunc(rows, func(a, b store.DeleteReservationsRow) int { return bytes.Compare(a.BookID[:], b.BookID[:]) })
 	ids, quantities := make([]uuid.UUID, len(rows)), make([]int32, len(rows))
 	for i, l := range rows {
-		ids[i], quantities[i] = l.BookID, l.Quantity
+		ids[i], quantities[i] = l.BookID, -l.Quantity // given back
 		r.lines = append(r.lines, contracts.Line{BookID: l.BookID, Quantity: int(l.Quantity)})
 	}
 	if _, err := q.LockBooks(ctx, ids); err != nil {
 		return r, fmt.Errorf("lock books: %w", err)
 	}
-	if _, err := q.SubtractReserved(ctx, store.SubtractReservedParams{Ids: ids, Quantities: quantities}); err != nil {
-		return r, fmt.Errorf("subtract reserved: %w", err)
+	if _, err := q.AddReserved(ctx, store.AddReservedParams{Ids: ids, Quantities: quantities}); err != nil {
+		return r, fmt.Errorf("give back reserved: %w", err)
 	}
 	return r, nil
 }

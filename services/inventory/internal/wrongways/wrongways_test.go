@@ -87,7 +87,7 @@ func orderCancelled(t *testing.T, placed event.Envelope) event.Envelope {
 func duneReserved(t *testing.T, pool *pgxpool.Pool) int {
 	t.Helper()
 	var n int
-	if err := pool.QueryRow(context.Background(), "SELECT reserved FROM books WHERE id = $1", dune).Scan(&n); err != nil {
+	if err := pool.QueryRow(context.Background(), "SELECT reserved FROM book_stock WHERE id = $1", dune).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
