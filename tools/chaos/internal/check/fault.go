@@ -51,6 +51,7 @@ const (
 	TimeoutStalled     = "events not processed after a handler was held past the consumer timeout"
 	LongTxNotCleaned   = "dead tuples of the queue tables not cleaned after a long transaction ended"
 	LongTxSlowedEmails = "notification's records slowed by a long transaction"
+	LongTxSlowedStock  = "inventory's stock reads slowed by a long transaction"
 )
 
 // Fault-check violation kinds of the heavy kinds in faults/exchange.go, sessions.go and

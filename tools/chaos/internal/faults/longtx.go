@@ -70,6 +70,22 @@ const oldestPending = `SELECT id FROM outbox WHERE state = 'pending' AND id >= $
 // fromTheStart is the claimTimes key suffix of the probe from the start of the table.
 const fromTheStart = " from the start"
 
+// stockProbe is the read of a book's stock every reservation makes (inventory's StockOf),
+// for the whole catalogue: the newest of each book's stock levels, found by reading the
+// key backwards. A level replaced under the snapshot stays behind the newest; a read that
+// walked them (the ten books' rows updated in place did) grows with the hold.
+const stockProbe = `
+SELECT count(*) FROM books b
+CROSS JOIN LATERAL (
+    SELECT l.on_hand, l.reserved FROM stock_levels l
+    WHERE l.book_id = b.id
+    ORDER BY l.version DESC
+    LIMIT 1
+) s`
+
+// stockKey is the claimTimes key of stockProbe's durations.
+const stockKey = "inventory stock"
+
 // queueTables reads the dead tuples of a database's outbox and inbox, the number
 // above which autovacuum would vacuum each (its threshold plus its scale factor of the
 // rows), and when each was last vacuumed, by anyone.
@@ -175,11 +191,16 @@ func (in *Injector) probe(ctx context.Context, into claimTimes, f *frontiers) {
 		}
 		front[svc] = from // the next search starts here
 	}
+	start := time.Now()
+	var n int
+	if err := in.sys.DBs["inventory"].QueryRow(ctx, stockProbe).Scan(&n); err == nil {
+		into[stockKey] = append(into[stockKey], time.Since(start))
+	}
 }
 
 func (c claimTimes) String() string {
 	var parts []string
-	for _, key := range []string{"ordering", "inventory", "ordering" + fromTheStart, "inventory" + fromTheStart} {
+	for _, key := range []string{"ordering", "inventory", "ordering" + fromTheStart, "inventory" + fromTheStart, stockKey} {
 		ts := slices.Sorted(slices.Values(c[key]))
 		if len(ts) == 0 {
 			parts = append(parts, key+" -")
@@ -271,6 +292,33 @@ func longTxEmailVerdict(held time.Duration, before, during emailTimes) (violatio
 	return false, ""
 }
 
+// Stock reads under a long transaction: the median of stockProbe under the snapshot may
+// be this many times and longTxStockSlack over the one before. The ten books' rows
+// updated in place took a book's lookup from 0.8 ms to 60-270 ms under a 48-minute
+// snapshot (the two-hour soak's fall); the newest level read by its key stays near 0.1 ms.
+const (
+	LongTxStockSlowdown = 3
+	longTxStockSlack    = 10 * time.Millisecond
+)
+
+// longTxStockVerdict is the check of inventory's stock under a long transaction held for
+// held: stockProbe's median under the snapshot within LongTxStockSlowdown of the one
+// before. A hold shorter than longTxEmailJudged (too few versions behind the newest to
+// tell from a busy machine) or too few probes on either side is no verdict.
+func longTxStockVerdict(held time.Duration, before, during []time.Duration) (violation bool, detail string) {
+	const enough = 10
+	if held < longTxEmailJudged || len(before) < enough || len(during) < enough {
+		return false, ""
+	}
+	median := func(ds []time.Duration) time.Duration { return slices.Sorted(slices.Values(ds))[len(ds)/2] }
+	b, d := median(before), median(during)
+	if d > LongTxStockSlowdown*b && d > b+longTxStockSlack {
+		return true, fmt.Sprintf("a read of every book's stock took %s under the snapshot, %s before it: more than %d× and %s slower",
+			ms(d), ms(b), LongTxStockSlowdown, longTxStockSlack)
+	}
+	return false, ""
+}
+
 // longTransaction holds a snapshot open in each service's database (a session of the
 // harness's superuser, not of a service's role: a service's own is ended by its role's
 // idle_in_transaction_session_timeout, a foreign session is bounded by nothing), for
@@ -284,7 +332,8 @@ func longTxEmailVerdict(held time.Duration, before, during emailTimes) (violatio
 // inbox at the start, at their peak and after a vacuum under the snapshot; and, after it
 // ends, how long until every such table has been vacuumed again (by autovacuum, or on a
 // server without it by the fault every longTxVacuumEvery). Its check fails when that
-// takes longer than LongTxCleanupLimit. Whether rows kept being published under the
+// takes longer than LongTxCleanupLimit, or when notification's records or inventory's
+// stock reads were much slower under the snapshot (longTxEmailVerdict, longTxStockVerdict). Whether rows kept being published under the
 // snapshot is invariant 12's to say: the fault does not strike a relay, so the liveness
 // bound holds throughout it.
 func (in *Injector) longTransaction(ctx context.Context, f *check.Fault) {
@@ -446,6 +495,10 @@ func (in *Injector) longTransaction(ctx context.Context, f *check.Fault) {
 	}
 	if slow, detail := longTxEmailVerdict(end.Sub(start), emailsBefore, emailsDuring); slow && errBefore == nil && errDuring == nil {
 		in.setCheck(f, check.FaultCheck{Checked: true, Violation: check.LongTxSlowedEmails, Detail: detail, Drain: cleaned})
+		return
+	}
+	if slow, detail := longTxStockVerdict(end.Sub(start), before[stockKey], during[stockKey]); slow {
+		in.setCheck(f, check.FaultCheck{Checked: true, Violation: check.LongTxSlowedStock, Detail: detail, Drain: cleaned})
 		return
 	}
 	in.setCheck(f, check.FaultCheck{Checked: true, Drain: cleaned})

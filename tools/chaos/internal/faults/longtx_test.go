@@ -1,9 +1,17 @@
 package faults
 
 import (
+	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/bookstore-go/bookstore/services/platform/pgdb"
+	schema "github.com/bookstore-go/bookstore/sql"
+	"github.com/bookstore-go/bookstore/testenv"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/check"
 	"github.com/bookstore-go/bookstore/tools/chaos/internal/config"
 )
@@ -59,5 +67,83 @@ func TestALongTransactionThatSlowsNotificationsMedianRecordFailsItsCheck(t *test
 	}
 	if slow, _ := longTxEmailVerdict(11*time.Second, emailTimes{n: 54, p50: ms(15)}, emailTimes{n: 62, p50: ms(150)}); slow {
 		t.Error("a hold of 11 s (the smoke run's) judged: its medians are the other faults', not the snapshot's")
+	}
+}
+
+// A long transaction fails its check when a read of the books' stock is much slower under
+// the snapshot than before it, as when the ten books' rows were updated in place and every
+// lookup walked the versions the snapshot kept, and passes when it is only as slow as a
+// busier machine makes it.
+func TestALongTransactionThatSlowsTheStockReadsFailsItsCheck(t *testing.T) {
+	ms := func(n float64) time.Duration { return time.Duration(n * float64(time.Millisecond)) }
+	probes := func(n int, d time.Duration) []time.Duration { return slices.Repeat([]time.Duration{d}, n) }
+	for _, c := range []struct {
+		name           string
+		before, during []time.Duration
+		slow           bool
+	}{
+		{"every lookup walks the snapshot's versions (the soak's fall)", probes(20, ms(0.8)), probes(5000, ms(120)), true},
+		{"the newest level read by its key on a busier machine", probes(20, ms(0.2)), probes(5000, ms(0.5)), false},
+		{"ten times a fast median, but by less than the slack", probes(20, ms(0.3)), probes(5000, ms(3)), false},
+		{"too few probes before it to judge", probes(3, ms(0.8)), probes(5000, ms(120)), false},
+	} {
+		if slow, detail := longTxStockVerdict(20*time.Minute, c.before, c.during); slow != c.slow {
+			t.Errorf("%s: slow %v (%q), want %v", c.name, slow, detail, c.slow)
+		}
+	}
+	if slow, _ := longTxStockVerdict(2*time.Minute, probes(20, ms(0.8)), probes(240, ms(120))); slow {
+		t.Error("a hold of 2 minutes (make chaos's) judged")
+	}
+}
+
+// The stock probe reads inventory's schema as it is: every book of the seeded catalogue,
+// each by the newest of its stock levels, the primary key read backwards once a snapshot
+// has kept a few hundred replaced levels behind it.
+func TestTheStockProbeReadsEveryBooksNewestLevelByItsKey(t *testing.T) {
+	admin, dbURL := testenv.Database(t, "inventory")
+	pool, err := pgdb.Open(t.Context(), admin, dbURL,
+		pgdb.Migrations{FS: schema.Platform, VersionTable: "goose_platform_version"},
+		pgdb.Migrations{FS: schema.Inventory, VersionTable: "goose_inventory_version"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	var books int
+	if err := pool.QueryRow(t.Context(), stockProbe).Scan(&books); err != nil {
+		t.Fatal(err)
+	}
+	if books != 10 {
+		t.Fatalf("the probe read %d books' stock, want the 10 of the seeded catalogue", books)
+	}
+	report, err := pgx.ConnectConfig(t.Context(), pool.Config().ConnConfig.Copy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer report.Close(context.Background())
+	for _, q := range []string{"BEGIN ISOLATION LEVEL REPEATABLE READ", "SELECT count(*) FROM books"} {
+		if _, err := report.Exec(t.Context(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(t.Context(), `DO $$
+		BEGIN
+			FOR i IN 1..300 LOOP
+				WITH newest AS (SELECT DISTINCT ON (book_id) book_id, version, on_hand, reserved FROM stock_levels ORDER BY book_id, version DESC),
+				     replaced AS (DELETE FROM stock_levels l USING newest n WHERE l.book_id = n.book_id AND l.version = n.version)
+				INSERT INTO stock_levels (book_id, version, on_hand, reserved) SELECT book_id, version + 1, on_hand, reserved FROM newest;
+			END LOOP;
+		END $$`); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := pool.Query(t.Context(), "EXPLAIN "+stockProbe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := strings.Join(lines, "\n"); !strings.Contains(text, "Scan Backward using stock_levels_pkey") {
+		t.Fatalf("the probe does not read the levels' key backwards:\n%s", text)
 	}
 }
