@@ -36,16 +36,12 @@ RETURNING id, title, (xmax = 0)::bool AS created;
 -- PUT /books/{id}, the stock's half: the book's next level, with the new on_hand and the
 -- copies reserved so far (none for a new book). No row comes back, and nothing changes,
 -- when more copies are reserved than the new on_hand: those orders were promised their
--- books. The newest level is read by its key backwards (docs on stock_levels), and the
--- one replaced is deleted by its whole key: neither walks the versions a snapshot keeps.
+-- books. The newest level is read by its key backwards (see stock_levels).
 WITH newest AS (
     SELECT version, reserved FROM stock_levels
     WHERE book_id = sqlc.arg(id)
     ORDER BY version DESC
     LIMIT 1
-), replaced AS (
-    DELETE FROM stock_levels l USING newest n
-    WHERE l.book_id = sqlc.arg(id) AND l.version = n.version AND n.reserved <= sqlc.arg(on_hand)::int
 )
 INSERT INTO stock_levels (book_id, version, on_hand, reserved)
 SELECT sqlc.arg(id), coalesce(max(version), 0) + 1, sqlc.arg(on_hand)::int, coalesce(max(reserved), 0)
@@ -79,26 +75,32 @@ CROSS JOIN LATERAL (
 
 -- name: AddReserved :execrows
 -- Each book's next level, its reserved count moved by the book's quantity (negative to
--- give copies back), appended with the level it replaces deleted. Called with the books
--- locked by LockBooks and the lines checked against StockOf; the CHECKs of stock_levels
--- refuse a count below zero or above on_hand whatever the caller checked.
+-- give copies back). Called with the books locked by LockBooks and the lines checked
+-- against StockOf; the CHECKs of stock_levels refuse a count below zero or above on_hand
+-- whatever the caller checked.
 WITH change AS (
     SELECT unnest(sqlc.arg(ids)::uuid[]) AS book_id, unnest(sqlc.arg(quantities)::int[]) AS quantity
-), newest AS (
-    SELECT c.book_id, c.quantity, s.version, s.on_hand, s.reserved
-    FROM change c
-    CROSS JOIN LATERAL (
-        SELECT version, on_hand, reserved FROM stock_levels
-        WHERE book_id = c.book_id
-        ORDER BY version DESC
-        LIMIT 1
-    ) s
-), replaced AS (
-    DELETE FROM stock_levels l USING newest n
-    WHERE l.book_id = n.book_id AND l.version = n.version
 )
 INSERT INTO stock_levels (book_id, version, on_hand, reserved)
-SELECT book_id, version + 1, on_hand, reserved + quantity FROM newest;
+SELECT c.book_id, s.version + 1, s.on_hand, s.reserved + c.quantity
+FROM change c
+CROSS JOIN LATERAL (
+    SELECT version, on_hand, reserved FROM stock_levels
+    WHERE book_id = c.book_id
+    ORDER BY version DESC
+    LIMIT 1
+) s;
+
+-- name: DeleteReplacedLevels :execrows
+-- At most batch_size of the levels changed more than retention_seconds ago that a newer
+-- level of the same book replaced: the stock's history is kept for a while, the stock
+-- itself for good.
+DELETE FROM stock_levels
+WHERE (book_id, version) IN (
+    SELECT o.book_id, o.version FROM stock_levels o
+    WHERE o.changed_at < now() - make_interval(secs => sqlc.arg(retention_seconds)::float8)
+      AND EXISTS (SELECT 1 FROM stock_levels n WHERE n.book_id = o.book_id AND n.version > o.version)
+    LIMIT sqlc.arg(batch_size));
 
 -- name: InsertReservations :execrows
 -- All lines of an order or, when the order was reserved before, none: DO NOTHING turns a

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/bookstore-go/bookstore/services/contracts"
 	"github.com/bookstore-go/bookstore/services/inventory/internal/api"
@@ -95,6 +96,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	s.Go(relay.Run, httpapi.Check{Name: "relay", Ping: relay.Ready})
+	s.Loop(func(ctx context.Context) { stock.RunLevelCleanup(ctx, pool, time.Minute, s.Log) })
 	s.Serve(api.NewServer(svc, admin, tel, s.Checks()...))
 	if strategy != wrongways.Inbox {
 		s.Log.WarnContext(ctx, "INVENTORY_STRATEGY is not inbox: redelivered orders CAN BE RESERVED TWICE", "strategy", strategy)

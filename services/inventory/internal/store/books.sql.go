@@ -14,21 +14,16 @@ import (
 const addReserved = `-- name: AddReserved :execrows
 WITH change AS (
     SELECT unnest($1::uuid[]) AS book_id, unnest($2::int[]) AS quantity
-), newest AS (
-    SELECT c.book_id, c.quantity, s.version, s.on_hand, s.reserved
-    FROM change c
-    CROSS JOIN LATERAL (
-        SELECT version, on_hand, reserved FROM stock_levels
-        WHERE book_id = c.book_id
-        ORDER BY version DESC
-        LIMIT 1
-    ) s
-), replaced AS (
-    DELETE FROM stock_levels l USING newest n
-    WHERE l.book_id = n.book_id AND l.version = n.version
 )
 INSERT INTO stock_levels (book_id, version, on_hand, reserved)
-SELECT book_id, version + 1, on_hand, reserved + quantity FROM newest
+SELECT c.book_id, s.version + 1, s.on_hand, s.reserved + c.quantity
+FROM change c
+CROSS JOIN LATERAL (
+    SELECT version, on_hand, reserved FROM stock_levels
+    WHERE book_id = c.book_id
+    ORDER BY version DESC
+    LIMIT 1
+) s
 `
 
 type AddReservedParams struct {
@@ -37,9 +32,9 @@ type AddReservedParams struct {
 }
 
 // Each book's next level, its reserved count moved by the book's quantity (negative to
-// give copies back), appended with the level it replaces deleted. Called with the books
-// locked by LockBooks and the lines checked against StockOf; the CHECKs of stock_levels
-// refuse a count below zero or above on_hand whatever the caller checked.
+// give copies back). Called with the books locked by LockBooks and the lines checked
+// against StockOf; the CHECKs of stock_levels refuse a count below zero or above on_hand
+// whatever the caller checked.
 func (q *Queries) AddReserved(ctx context.Context, arg AddReservedParams) (int64, error) {
 	result, err := q.db.Exec(ctx, addReserved, arg.Ids, arg.Quantities)
 	if err != nil {
@@ -60,6 +55,31 @@ func (q *Queries) BooksIfNew(ctx context.Context, id uuid.UUID) (int64, error) {
 	var books int64
 	err := row.Scan(&books)
 	return books, err
+}
+
+const deleteReplacedLevels = `-- name: DeleteReplacedLevels :execrows
+DELETE FROM stock_levels
+WHERE (book_id, version) IN (
+    SELECT o.book_id, o.version FROM stock_levels o
+    WHERE o.changed_at < now() - make_interval(secs => $1::float8)
+      AND EXISTS (SELECT 1 FROM stock_levels n WHERE n.book_id = o.book_id AND n.version > o.version)
+    LIMIT $2)
+`
+
+type DeleteReplacedLevelsParams struct {
+	RetentionSeconds float64
+	BatchSize        int32
+}
+
+// At most batch_size of the levels changed more than retention_seconds ago that a newer
+// level of the same book replaced: the stock's history is kept for a while, the stock
+// itself for good.
+func (q *Queries) DeleteReplacedLevels(ctx context.Context, arg DeleteReplacedLevelsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteReplacedLevels, arg.RetentionSeconds, arg.BatchSize)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const getBook = `-- name: GetBook :one
@@ -281,9 +301,6 @@ WITH newest AS (
     WHERE book_id = $1
     ORDER BY version DESC
     LIMIT 1
-), replaced AS (
-    DELETE FROM stock_levels l USING newest n
-    WHERE l.book_id = $1 AND l.version = n.version AND n.reserved <= $2::int
 )
 INSERT INTO stock_levels (book_id, version, on_hand, reserved)
 SELECT $1, coalesce(max(version), 0) + 1, $2::int, coalesce(max(reserved), 0)
@@ -305,8 +322,7 @@ type SetOnHandRow struct {
 // PUT /books/{id}, the stock's half: the book's next level, with the new on_hand and the
 // copies reserved so far (none for a new book). No row comes back, and nothing changes,
 // when more copies are reserved than the new on_hand: those orders were promised their
-// books. The newest level is read by its key backwards (docs on stock_levels), and the
-// one replaced is deleted by its whole key: neither walks the versions a snapshot keeps.
+// books. The newest level is read by its key backwards (see stock_levels).
 func (q *Queries) SetOnHand(ctx context.Context, arg SetOnHandParams) (SetOnHandRow, error) {
 	row := q.db.QueryRow(ctx, setOnHand, arg.ID, arg.OnHand)
 	var i SetOnHandRow
